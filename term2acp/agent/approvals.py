@@ -1,0 +1,90 @@
+"""Interactions and decisions: what a tool asks and what comes back.
+
+A tool that needs approval describes it with :class:`ApprovalRequest`; the turn turns
+that into an :class:`Interaction` (id, revision, offered choices) and blocks on the
+session's approval gate, which returns a :class:`Decision`. Every doubtful path is a
+denial: the gate never defaults to allow.
+"""
+
+from dataclasses import dataclass, field
+from typing import Any
+
+ORDINARY = "ordinary"
+FOLDER_READ = "folder_read"
+OUTSIDE_EDIT = "outside_workspace_edit"
+
+# (choice id, label, ACP permission option kind). Only choices with an ACP kind exist here:
+# unsandboxed-once and allow-remember are never offered, reject_always is never used.
+CHOICES = {
+    ORDINARY: (
+        ("approve", "Allow", "allow_once"),
+        ("reject", "Reject", "reject_once"),
+    ),
+    FOLDER_READ: (
+        ("allow-once", "Allow once", "allow_once"),
+        ("allow-folder-session", "Allow folder for session", "allow_always"),
+        ("reject", "Reject", "reject_once"),
+    ),
+    OUTSIDE_EDIT: (
+        ("allow-once", "Allow once", "allow_once"),
+        ("allow-edit-file-session", "Allow file for session", "allow_always"),
+        ("allow-edit-folder-session", "Allow folder for session", "allow_always"),
+        ("reject", "Reject", "reject_once"),
+    ),
+}
+
+DENIED_BY_CLIENT = "Permission denied by client."
+CANCELLED = "Permission request was cancelled."
+UNKNOWN_OPTION = "Client selected an unknown permission option."
+FAILED = "Permission request failed."
+NOT_SUPPORTED = "Approval is not yet supported over ACP."
+STALE = "The approval is no longer pending."
+TIMED_OUT = "No response to the permission request before the timeout."
+
+
+@dataclass
+class ApprovalRequest:
+    """What a tool asks for. ``path`` is the canonical target the grant would cover."""
+
+    variant: str = ORDINARY
+    path: str | None = None
+    title: str = ""
+    content: list = field(default_factory=list)  # e.g. a diff preview
+
+
+@dataclass
+class Interaction:
+    id: str
+    revision: int
+    variant: str
+    call_id: str
+    tool_name: str
+    title: str
+    kind: str
+    raw_input: Any
+    locations: list
+    content: list
+    path: str | None
+
+    @property
+    def choices(self):
+        return CHOICES[self.variant]
+
+
+@dataclass
+class Decision:
+    allowed: bool
+    choice: str | None = None
+    reason: str = ""
+    abort_turn: bool = False  # stale interaction / session closed: settle as cancelled
+
+    @classmethod
+    def deny(cls, reason, abort_turn=False):
+        return cls(False, None, reason, abort_turn)
+
+
+class DenyAll:
+    """The gate used when no client can answer: every request is refused."""
+
+    def decide(self, interaction):
+        return Decision.deny(NOT_SUPPORTED)

@@ -1,0 +1,76 @@
+"""The provider protocol: stream one model turn into plain events.
+
+Conversation messages are provider-neutral dicts:
+
+* ``{"role": "user", "content": str}``
+* ``{"role": "assistant", "content": str, "thought": str | None,
+  "tool_calls": [{"id": str, "name": str, "arguments": str}]}``  (arguments: raw JSON text)
+* ``{"role": "tool", "tool_call_id": str, "name": str, "content": str, "is_error": bool}``
+
+``Provider.stream(request)`` is a generator of the event dataclasses below, ending with
+exactly one :class:`Stop`. It runs in the turn greenlet; cancellation is a
+``GreenletExit`` raised at any yield or blocking point, so implementations close their
+HTTP streams in ``finally``. Failures raise :class:`ProviderError` with a short message
+that is safe to show (never an API key).
+"""
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class TextDelta:
+    text: str
+
+
+@dataclass
+class ThoughtDelta:
+    text: str
+
+
+@dataclass
+class ToolCall:
+    call_id: str
+    name: str
+    arguments: str  # raw JSON text as the model produced it (may be malformed)
+
+
+@dataclass
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    thought_tokens: int = 0
+    cached_tokens: int = 0
+    cost_usd: float | None = None
+
+
+@dataclass
+class Stop:
+    reason: str  # end_turn | tool_use | max_tokens | refusal
+
+
+@dataclass
+class ModelRequest:
+    model: str
+    system: str
+    messages: list
+    tools: list = field(default_factory=list)  # [{"name", "description", "parameters"}]
+    effort: str = "default"  # default none minimal low medium high xhigh
+    max_output_tokens: int | None = None
+
+
+class ProviderError(Exception):
+    """A provider failure with a user-safe message (auth, network, bad response)."""
+
+
+class ProviderNotConfigured(ProviderError):
+    """Raised at preparation time: tells the user exactly what to set."""
+
+
+class Provider:
+    name = ""
+
+    def stream(self, request):
+        raise NotImplementedError
+
+    def context_window(self, model):
+        return None

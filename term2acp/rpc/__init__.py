@@ -1,0 +1,1 @@
+"""Newline-delimited JSON-RPC 2.0 over gevent. Knows nothing of ACP."""

@@ -1,0 +1,342 @@
+"""JSON-RPC 2.0 semantics: dispatch, batches, responses, outgoing requests.
+
+The endpoint is fed decoded lines by the reader and emits encoded lines through an
+injected ``send`` callable, so tests can drive it with plain lists. What the methods
+mean is the router's business (see :class:`Route`); this module knows only JSON-RPC.
+"""
+
+import json
+import logging
+import math
+
+import gevent
+from gevent.event import AsyncResult
+from gevent.pool import Pool
+
+from term2acp.rpc.errors import (
+    DisconnectedError,
+    InternalError,
+    InvalidParamsError,
+    InvalidRequestError,
+    MethodNotFoundError,
+    ParseError,
+    RequestCancelledError,
+    RpcError,
+)
+from term2acp.rpc.stream import Oversized
+
+log = logging.getLogger(__name__)
+wire_log = logging.getLogger("term2acp.wire")
+
+CANCEL_REQUEST = "$/cancel_request"
+
+
+class CancelledExit(gevent.GreenletExit):
+    """Kills a request greenlet on ``$/cancel_request``; ``except Exception`` cannot eat it."""
+
+
+class Route:
+    """What the router returns for a method.
+
+    ``load(params)`` turns raw params into handler arguments (raising :class:`RpcError`),
+    ``handler(value)`` does the work and returns a JSON-serialisable result, ``inline``
+    runs it in the reader greenlet (only for short, non-blocking handlers).
+    """
+
+    __slots__ = ("handler", "load", "inline")
+
+    def __init__(self, handler, load=None, inline=False):
+        self.handler = handler
+        self.load = load or (lambda params: params)
+        self.inline = inline
+
+
+def _reject_constant(name):
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _strict_loads(text):
+    return json.loads(text, parse_constant=_reject_constant)
+
+
+def encode(message):
+    """One message as a UTF-8 line. Lone surrogates fall back to ASCII escapes."""
+    try:
+        text = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        return text.encode("utf-8") + b"\n"
+    except UnicodeEncodeError:
+        return json.dumps(message, separators=(",", ":"), allow_nan=False).encode() + b"\n"
+
+
+def _valid_id(value):
+    if value is None or isinstance(value, str):
+        return True
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return True
+    return isinstance(value, float) and math.isfinite(value)
+
+
+def _id_key(value):
+    return (type(value).__name__ if not isinstance(value, (int, float)) else "num", value)
+
+
+class Endpoint:
+    def __init__(self, router, send, pool=None, max_line=None):
+        self._router = router
+        self._send_bytes = send
+        self._pool = pool if pool is not None else Pool(256)
+        self._active = {}  # id key -> greenlet of an incoming request
+        self._pending = {}  # our request id -> (AsyncResult, method)
+        self._next_id = 0
+        self.max_line = max_line
+        self.closed = False
+
+    # ----------------------------------------------------------------- output
+    def send(self, message):
+        if wire_log.isEnabledFor(logging.DEBUG):
+            wire_log.debug("<- %s", json.dumps(message)[:4000])
+        self._send_bytes(encode(message))
+
+    def notify(self, method, params):
+        if not self.closed:
+            self.send({"jsonrpc": "2.0", "method": method, "params": params})
+
+    def request(self, method, params):
+        """Send a request to the peer; returns ``(id, AsyncResult)``.
+
+        The result resolves to the peer's ``result`` or raises the peer's error as an
+        :class:`RpcError`; on disconnect it raises :class:`DisconnectedError`.
+        """
+        request_id = self._next_id
+        self._next_id += 1
+        result = AsyncResult()
+        if self.closed:
+            result.set_exception(DisconnectedError())
+            return request_id, result
+        self._pending[request_id] = (result, method)
+        self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+        return request_id, result
+
+    def cancel_outgoing(self, request_id):
+        """Give up on one of our requests and tell the peer with ``$/cancel_request``."""
+        entry = self._pending.pop(request_id, None)
+        if entry is None:
+            return
+        entry[0].set_exception(RequestCancelledError())
+        self.notify(CANCEL_REQUEST, {"requestId": request_id})
+
+    def close(self):
+        """The peer is gone: fail every outstanding request of ours."""
+        self.closed = True
+        pending, self._pending = self._pending, {}
+        for result, method in pending.values():
+            result.set_exception(DisconnectedError(f"peer disconnected before answering {method}"))
+
+    def cancel_incoming(self):
+        """Shutdown: abort every in-flight incoming request (each answers -32800)."""
+        for greenlet in list(self._active.values()):
+            greenlet.kill(CancelledExit, block=False)
+
+    @property
+    def pool(self):
+        return self._pool
+
+    # ------------------------------------------------------------------ input
+    def receive_line(self, line):
+        """Handle one framed line (bytes) or an :class:`Oversized` marker."""
+        if isinstance(line, Oversized):
+            limit = f" of {self.max_line} bytes" if self.max_line else ""
+            self._send_error(None, InvalidRequestError(
+                f"message of {line.size} bytes exceeds the line limit{limit}; it was discarded"))
+            return
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            self._send_error(None, ParseError(f"Parse error: line is not valid UTF-8 ({exc.reason} at byte {exc.start})"))
+            return
+        try:
+            message = _strict_loads(text)
+        except (ValueError, RecursionError) as exc:
+            self._send_error(None, ParseError(f"Parse error: {str(exc)[:200]}"))
+            return
+        if wire_log.isEnabledFor(logging.DEBUG):
+            wire_log.debug("-> %s", text[:4000])
+        self.receive(message)
+
+    def receive(self, message):
+        """Handle one decoded JSON value: a message or a batch."""
+        if isinstance(message, list):
+            self._receive_batch(message)
+        elif isinstance(message, dict):
+            outcome = self._dispatch(message, batch_size=1)
+            if isinstance(outcome, dict):
+                self.send(outcome)
+        else:
+            self._send_error(None, InvalidRequestError("a JSON-RPC message must be an object or a batch array"))
+
+    def _receive_batch(self, batch):
+        if not batch:
+            self._send_error(None, InvalidRequestError("empty batch"))
+            return
+        outcomes = []
+        for entry in batch:
+            if isinstance(entry, dict):
+                outcome = self._dispatch(entry, batch_size=len(batch), batched=True)
+            else:
+                outcome = _error_response(None, InvalidRequestError("batch entry must be an object"))
+            if outcome is not None:
+                outcomes.append(outcome)
+        if not outcomes:
+            return
+        if all(isinstance(o, dict) for o in outcomes):
+            self.send(outcomes)
+            return
+
+        def collect():
+            responses = []
+            for outcome in outcomes:
+                if isinstance(outcome, dict):
+                    responses.append(outcome)
+                else:
+                    outcome.join()
+                    if isinstance(outcome.value, dict):
+                        responses.append(outcome.value)
+            if responses and not self.closed:
+                self.send(responses)
+
+        self._pool.spawn(collect).name = "rpc-batch"
+
+    def _dispatch(self, msg, batch_size, batched=False):
+        """Returns a response dict, a greenlet that will produce one (batches), or None."""
+        has_id = "id" in msg
+        msg_id = msg.get("id")
+        if "method" not in msg:
+            if has_id and ("result" in msg or "error" in msg):
+                self._receive_response(msg)
+                return None
+            return _error_response(None, InvalidRequestError("message has neither a method nor a result or error"))
+        method = msg["method"]
+        if msg.get("jsonrpc") != "2.0":
+            return _error_response(msg_id if _valid_id(msg_id) else None,
+                                   InvalidRequestError('"jsonrpc" must be exactly "2.0"'))
+        if not isinstance(method, str):
+            return _error_response(msg_id if _valid_id(msg_id) else None,
+                                   InvalidRequestError('"method" must be a string'))
+        if has_id and not _valid_id(msg_id):
+            return _error_response(None, InvalidRequestError('"id" must be a string, a number or null'))
+        params = msg.get("params")
+        if params is not None and not isinstance(params, (dict, list)):
+            error = InvalidRequestError('"params" must be an object or an array')
+            return _error_response(msg_id, error) if has_id else self._drop(method, error)
+        if not has_id:
+            self._receive_notification(method, params, batch_size)
+            return None
+        try:
+            route = self._route(method, batch_size)
+            value = self._load(route, params)
+        except RpcError as exc:
+            return _error_response(msg_id, exc)
+        if route.inline:
+            return self._outcome(msg_id, method, route, value)
+        key = _id_key(msg_id)
+        greenlet = self._pool.spawn(self._run_request, key, msg_id, method, route, value, batched)
+        greenlet.name = f"req-{msg_id}-{method}"
+        self._active[key] = greenlet
+        return greenlet if batched else None
+
+    def _route(self, method, batch_size):
+        self._router.admit(method, batch_size)
+        route = self._router.lookup(method)
+        if route is None:
+            raise MethodNotFoundError(f"Method not found: {method}", data={"method": method})
+        return route
+
+    @staticmethod
+    def _load(route, params):
+        if isinstance(params, list):
+            raise InvalidParamsError("params must be an object")
+        return route.load({} if params is None else params)
+
+    def _run_request(self, key, msg_id, method, route, value, batched):
+        try:
+            response = self._outcome(msg_id, method, route, value)
+        finally:
+            if self._active.get(key) is gevent.getcurrent():
+                del self._active[key]
+        if batched:
+            return response
+        if not self.closed:
+            self.send(response)
+        return None
+
+    @staticmethod
+    def _outcome(msg_id, method, route, value):
+        """The one funnel: every handler outcome becomes a result or an error response."""
+        try:
+            result = route.handler(value)
+        except CancelledExit:
+            return _error_response(msg_id, RequestCancelledError())
+        except RpcError as exc:
+            return _error_response(msg_id, exc)
+        except Exception as exc:  # noqa: BLE001 - the funnel
+            log.exception("internal error in %s", method)
+            return _error_response(msg_id, InternalError(f"Internal error: {type(exc).__name__}"))
+        return {"jsonrpc": "2.0", "id": msg_id, "result": {} if result is None else result}
+
+    def _receive_notification(self, method, params, batch_size):
+        if method == CANCEL_REQUEST:
+            request_id = params.get("requestId") if isinstance(params, dict) else None
+            greenlet = self._active.get(_id_key(request_id)) if _valid_id(request_id) else None
+            if greenlet is not None:
+                greenlet.kill(CancelledExit, block=False)
+            return
+        try:
+            route = self._route(method, batch_size)
+            value = self._load(route, params)
+        except RpcError as exc:
+            self._drop(method, exc)
+            return
+        try:
+            if route.inline:
+                route.handler(value)
+            else:
+                self._pool.spawn(self._run_notification, method, route, value).name = f"note-{method}"
+        except Exception:  # noqa: BLE001 - notifications never answer
+            log.exception("notification %s failed", method)
+
+    @staticmethod
+    def _run_notification(method, route, value):
+        try:
+            route.handler(value)
+        except CancelledExit:
+            pass
+        except Exception:  # noqa: BLE001
+            log.exception("notification %s failed", method)
+
+    @staticmethod
+    def _drop(method, error):
+        log.info("dropped notification %s: %s", method, error.message)
+
+    def _receive_response(self, msg):
+        msg_id = msg.get("id")
+        entry = self._pending.pop(msg_id, None) if _valid_id(msg_id) and msg_id is not None else None
+        if entry is None:
+            if msg_id is None and isinstance(msg.get("error"), dict):
+                log.warning("peer rejected one of our messages: %s", msg["error"].get("message"))
+            else:
+                log.info("ignored response to unknown request id %r", msg_id)
+            return
+        result, _method = entry
+        if "error" in msg:
+            result.set_exception(RpcError.from_wire(msg["error"]))
+        else:
+            result.set(msg.get("result"))
+
+    def _send_error(self, msg_id, error):
+        self.send(_error_response(msg_id, error))
+
+
+def _error_response(msg_id, error):
+    return {"jsonrpc": "2.0", "id": msg_id, "error": error.to_wire()}

@@ -1,0 +1,1 @@
+"""Sessions: workspace roots, the SQLite store, grants and the live-session manager."""

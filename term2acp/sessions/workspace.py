@@ -1,0 +1,54 @@
+"""Workspace roots and path containment. Every check uses canonical, symlink-resolved paths."""
+
+import os
+
+
+class WorkspaceError(ValueError):
+    """A cwd or path that cannot be used; the message is precise and user-facing."""
+
+
+MAX_PATH = 4096
+
+
+def validate_cwd(cwd):
+    """Return the canonical root for a client-supplied ``cwd`` or raise WorkspaceError."""
+    if not isinstance(cwd, str) or not cwd:
+        raise WorkspaceError("cwd must be a non-empty string")
+    if "\x00" in cwd:
+        raise WorkspaceError("cwd must not contain NUL characters")
+    if len(cwd.encode("utf-8", "surrogatepass")) > MAX_PATH:
+        raise WorkspaceError(f"cwd is longer than {MAX_PATH} bytes")
+    if not os.path.isabs(cwd):
+        raise WorkspaceError("cwd must be an absolute path")
+    try:
+        real = os.path.realpath(cwd, strict=True)
+    except (OSError, ValueError):
+        raise WorkspaceError("cwd must exist and be a directory") from None
+    if not os.path.isdir(real):
+        raise WorkspaceError("cwd must exist and be a directory")
+    return real
+
+
+def is_within(root, path):
+    """True when canonical ``path`` is ``root`` or below it (no prefix tricks)."""
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def resolve(root, path):
+    """Resolve a tool path against ``root``: absolute paths stay, relative join the root.
+
+    The result is canonical: symlinks resolved as far as the path exists (a missing tail
+    is appended lexically after normalisation), so containment checks see the real target.
+    """
+    if not isinstance(path, str) or not path:
+        raise WorkspaceError("path must be a non-empty string")
+    if "\x00" in path:
+        raise WorkspaceError("path must not contain NUL characters")
+    joined = path if os.path.isabs(path) else os.path.join(root, path)
+    return os.path.realpath(os.path.normpath(joined))
+
+
+def contained(root, path):
+    """Resolve ``path`` and report whether it stays inside ``root``: ``(real, inside)``."""
+    real = resolve(root, path)
+    return real, is_within(root, real)

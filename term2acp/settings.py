@@ -1,0 +1,137 @@
+"""Settings: built-in defaults < config file < environment < command-line flags.
+
+The config file is TOML at ``$TERM2ACP_CONFIG`` or ``$XDG_CONFIG_HOME/term2acp/config.toml``::
+
+    provider = "openai"            # default provider
+    model = "gpt-4.1-mini"         # default model
+    effort = "default"
+    max_turn_requests = 50         # model round trips per prompt
+    approval_timeout = 0           # seconds; 0 = wait until the turn is cancelled
+
+    [shell]
+    timeout = 120                  # default per-command timeout, seconds
+    max_timeout = 600
+    network = false                # allow network inside the sandbox
+
+    [providers.local-llama]        # extra providers: type openai | anthropic
+    type = "openai"
+    base_url = "http://127.0.0.1:8080/v1"
+    api_key_env = "LLAMA_KEY"      # optional; loopback endpoints need no key
+    models = ["qwen2.5-coder:7b"]
+"""
+
+import os
+import tomllib
+from dataclasses import dataclass, field
+
+EFFORTS = ("default", "none", "minimal", "low", "medium", "high", "xhigh")
+
+
+class SettingsError(ValueError):
+    pass
+
+
+def data_dir(env=os.environ):
+    explicit = env.get("TERM2ACP_HOME")
+    if explicit:
+        return explicit
+    base = env.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return os.path.join(base, "term2acp")
+
+
+def config_path(env=os.environ):
+    explicit = env.get("TERM2ACP_CONFIG")
+    if explicit:
+        return explicit
+    base = env.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return os.path.join(base, "term2acp", "config.toml")
+
+
+@dataclass
+class ShellSettings:
+    timeout: float = 120.0
+    max_timeout: float = 600.0
+    network: bool = False
+    output_cap: int = 40_000  # characters of output returned to the model
+
+
+@dataclass
+class Settings:
+    provider: str | None = None
+    model: str | None = None
+    effort: str = "default"
+    data_dir: str = ""
+    config_path: str = ""
+    max_line_bytes: int = 64 * 1024 * 1024
+    max_turn_requests: int = 50
+    approval_timeout: float | None = None
+    shutdown_timeout: float = 10.0
+    script: str | None = None  # scripted provider script file
+    shell: ShellSettings = field(default_factory=ShellSettings)
+    providers: dict = field(default_factory=dict)  # name -> dict from the config file
+    env: dict = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, flags=None, env=None):
+        env = dict(os.environ if env is None else env)
+        settings = cls(data_dir=data_dir(env), config_path=config_path(env), env=env)
+        settings._apply_file(settings.config_path)
+        settings._apply_env(env)
+        for key, value in (flags or {}).items():
+            if value is not None:
+                setattr(settings, key, value)
+        if settings.effort not in EFFORTS:
+            raise SettingsError(f"effort must be one of: {', '.join(EFFORTS)}")
+        return settings
+
+    def _apply_file(self, path):
+        try:
+            with open(path, "rb") as fh:
+                data = tomllib.load(fh)
+        except FileNotFoundError:
+            return
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise SettingsError(f"cannot read config file {path}: {exc}") from None
+        for key in ("provider", "model", "effort"):
+            if isinstance(data.get(key), str):
+                setattr(self, key, data[key])
+        if isinstance(data.get("max_turn_requests"), int) and data["max_turn_requests"] > 0:
+            self.max_turn_requests = data["max_turn_requests"]
+        timeout = data.get("approval_timeout")
+        if isinstance(timeout, (int, float)) and timeout > 0:
+            self.approval_timeout = float(timeout)
+        shell = data.get("shell") or {}
+        if isinstance(shell, dict):
+            for key in ("timeout", "max_timeout"):
+                if isinstance(shell.get(key), (int, float)) and shell[key] > 0:
+                    setattr(self.shell, key, float(shell[key]))
+            if isinstance(shell.get("network"), bool):
+                self.shell.network = shell["network"]
+        providers = data.get("providers") or {}
+        if isinstance(providers, dict):
+            self.providers = {k: v for k, v in providers.items() if isinstance(v, dict)}
+
+    def _apply_env(self, env):
+        if env.get("TERM2ACP_PROVIDER"):
+            self.provider = env["TERM2ACP_PROVIDER"]
+        if env.get("TERM2ACP_MODEL"):
+            self.model = env["TERM2ACP_MODEL"]
+        if env.get("TERM2ACP_SCRIPT"):
+            self.script = env["TERM2ACP_SCRIPT"]
+        for name, attr in (("TERM2ACP_MAX_LINE_BYTES", "max_line_bytes"),
+                           ("TERM2ACP_MAX_TURN_REQUESTS", "max_turn_requests")):
+            raw = env.get(name)
+            if raw:
+                try:
+                    value = int(raw)
+                except ValueError:
+                    raise SettingsError(f"{name} must be a positive integer") from None
+                if value <= 0:
+                    raise SettingsError(f"{name} must be a positive integer")
+                setattr(self, attr, value)
+        raw = env.get("TERM2ACP_APPROVAL_TIMEOUT")
+        if raw:
+            try:
+                self.approval_timeout = float(raw) if float(raw) > 0 else None
+            except ValueError:
+                raise SettingsError("TERM2ACP_APPROVAL_TIMEOUT must be a number of seconds") from None

@@ -1,0 +1,150 @@
+"""The shape every tool has.
+
+A tool declares a marshmallow ``Params`` schema (which also yields the model-facing JSON
+schema), a description for the model, an ACP ``kind``, an approval check and ``run``.
+``run`` returns a :class:`ToolResult` or raises :class:`ToolError`; errors are values for
+the model, never protocol errors. Tools run in the turn's tool greenlet: blocking code is
+fine (gevent makes it cooperative) and cancellation arrives as a ``GreenletExit``
+subclass, so ``except Exception`` in a tool cannot swallow it.
+"""
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from marshmallow import Schema, fields, validate
+
+
+class ToolError(Exception):
+    """A failed tool call. The message is written for the model: say what to do instead."""
+
+
+@dataclass
+class ToolResult:
+    text: str  # what the model sees
+    is_error: bool = False
+    # Display items for the editor, runtime-neutral (acp/translate.py maps them):
+    #   {"type": "text", "text": str}
+    #   {"type": "diff", "path": abs, "old": str | None, "new": str | None}
+    #   {"type": "terminal", "terminal_id": str}
+    content: list = field(default_factory=list)
+    raw_output: Any = None
+    locations: list | None = None  # [{"path": abs, "line": int}] to replace the initial ones
+
+
+class ToolContext:
+    """What a running tool may use. Built by the turn for each call."""
+
+    def __init__(self, root, session_id, call_id, access, settings, emit, approve=None,
+                 run_tool=None, workdir=None):
+        self.root = root  # canonical session root (the only writable root)
+        self.session_id = session_id
+        self.call_id = call_id
+        self.access = access  # sessions.access.AccessState
+        self.settings = settings  # settings.Settings
+        self.emit = emit  # callable(runtime event), e.g. terminal output
+        self._approve = approve
+        self._run_tool = run_tool
+        self.workdir = workdir  # per-session scratch directory (private /tmp for the sandbox)
+
+    def approve(self, request):
+        """Ask the client (through the session's gate); returns True only on an allow."""
+        if self._approve is None:
+            return False
+        return self._approve(request)
+
+    def run_tool(self, name, arguments):
+        """Run another tool as a nested, separately reported call (used by run_code)."""
+        if self._run_tool is None:
+            raise ToolError("nested tool calls are not available here")
+        return self._run_tool(name, arguments)
+
+
+class Tool:
+    name = ""
+    description = ""
+    kind = "other"  # ACP ToolKind: read, edit, delete, move, search, execute, think, fetch, other
+    Params = Schema
+
+    def title(self, args):
+        return self.name
+
+    def locations(self, args, ctx):
+        return []
+
+    def approval(self, args, ctx):
+        """Return an ``agent.approvals.ApprovalRequest`` when the call needs a human."""
+        return None
+
+    def run(self, args, ctx):
+        raise NotImplementedError
+
+    def load(self, arguments):
+        """Validate raw model arguments; raises ToolError with the field messages."""
+        from marshmallow import EXCLUDE, ValidationError
+
+        if not isinstance(arguments, dict):
+            raise ToolError(f"{self.name} arguments must be a JSON object")
+        try:
+            return self.Params(unknown=EXCLUDE).load(arguments)
+        except ValidationError as exc:
+            raise ToolError(f"invalid arguments for {self.name}: {exc.normalized_messages()}") from None
+
+    def spec(self):
+        """The model-facing tool description."""
+        return {"name": self.name, "description": self.description,
+                "parameters": json_schema(self.Params())}
+
+
+_TYPES = (
+    (fields.Boolean, "boolean"),
+    (fields.Integer, "integer"),
+    (fields.Number, "number"),
+    (fields.String, "string"),
+    (fields.List, "array"),
+    (fields.Dict, "object"),
+    (fields.Nested, "object"),
+)
+
+
+def json_schema(schema):
+    """A JSON Schema object for a marshmallow schema instance (the subset tools use)."""
+    props, required = {}, []
+    for name, fld in schema.fields.items():
+        if fld.dump_only:
+            continue
+        key = fld.data_key or name
+        props[key] = _field_schema(fld)
+        if fld.required:
+            required.append(key)
+    out = {"type": "object", "properties": props, "additionalProperties": False}
+    if required:
+        out["required"] = required
+    return out
+
+
+def _field_schema(fld):
+    if isinstance(fld, fields.Nested):
+        nested = fld.schema
+        out = json_schema(nested)
+        if getattr(fld, "many", False):
+            out = {"type": "array", "items": out}
+    elif isinstance(fld, fields.List):
+        out = {"type": "array", "items": _field_schema(fld.inner)}
+    else:
+        out = {}
+        for klass, name in _TYPES:
+            if isinstance(fld, klass):
+                out["type"] = name
+                break
+    for validator in getattr(fld, "validators", ()):
+        if isinstance(validator, validate.OneOf):
+            out["enum"] = list(validator.choices)
+        elif isinstance(validator, validate.Range):
+            if validator.min is not None:
+                out["minimum"] = validator.min
+            if validator.max is not None:
+                out["maximum"] = validator.max
+    description = fld.metadata.get("description")
+    if description:
+        out["description"] = description
+    return out
