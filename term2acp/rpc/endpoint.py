@@ -84,7 +84,7 @@ def _id_key(value):
 
 class Endpoint:
     def __init__(self, router, send, pool=None, max_line=None):
-        self._router = router
+        self.router = router
         self._send_bytes = send
         self._pool = pool if pool is not None else Pool(256)
         self._active = {}  # id key -> greenlet of an incoming request
@@ -100,8 +100,7 @@ class Endpoint:
         self._send_bytes(encode(message))
 
     def notify(self, method, params):
-        if not self.closed:
-            self.send({"jsonrpc": "2.0", "method": method, "params": params})
+        self.send({"jsonrpc": "2.0", "method": method, "params": params})
 
     def request(self, method, params):
         """Send a request to the peer; returns ``(id, AsyncResult)``.
@@ -128,7 +127,10 @@ class Endpoint:
         self.notify(CANCEL_REQUEST, {"requestId": request_id})
 
     def close(self):
-        """The peer is gone: fail every outstanding request of ours."""
+        """The peer stopped talking: fail every outstanding request of ours.
+
+        Answers to requests already received are still written while stdout accepts them.
+        """
         self.closed = True
         pending, self._pending = self._pending, {}
         for result, method in pending.values():
@@ -203,7 +205,7 @@ class Endpoint:
                     outcome.join()
                     if isinstance(outcome.value, dict):
                         responses.append(outcome.value)
-            if responses and not self.closed:
+            if responses:
                 self.send(responses)
 
         self._pool.spawn(collect).name = "rpc-batch"
@@ -247,8 +249,8 @@ class Endpoint:
         return greenlet if batched else None
 
     def _route(self, method, batch_size):
-        self._router.admit(method, batch_size)
-        route = self._router.lookup(method)
+        self.router.admit(method, batch_size)
+        route = self.router.lookup(method)
         if route is None:
             raise MethodNotFoundError(f"Method not found: {method}", data={"method": method})
         return route
@@ -267,8 +269,7 @@ class Endpoint:
                 del self._active[key]
         if batched:
             return response
-        if not self.closed:
-            self.send(response)
+        self.send(response)
         return None
 
     @staticmethod

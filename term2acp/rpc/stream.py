@@ -86,8 +86,9 @@ def open_reader(fd):
 class Writer:
     """Owns the protocol fd. One greenlet drains one queue, so order is queue order."""
 
-    def __init__(self, fd, on_failure=None):
+    def __init__(self, fd, on_failure=None, before_write=None):
         self._fd = fd
+        self._before_write = before_write  # e.g. commit the store before lines go out
         self._queue = Queue()
         self._on_failure = on_failure
         gevent.os.make_nonblocking(fd)
@@ -114,6 +115,11 @@ class Writer:
                     stop = True
                     break
                 parts.append(nxt)
+            if self._before_write is not None:
+                try:
+                    self._before_write()
+                except Exception:  # noqa: BLE001 - never stop the writer
+                    log.exception("pre-write hook failed")
             try:
                 self._write(b"".join(parts))
             except OSError as exc:

@@ -1,0 +1,126 @@
+"""The approval gate over ACP: interactions become ``session/request_permission``.
+
+Fail closed, always: only a well-formed ``selected`` outcome naming an offered allow
+option approves. Cancelled, malformed, unknown, errors, disconnects, timeouts and a
+cancelled turn all deny. The turn greenlet blocks on the request's ``AsyncResult``; when
+the turn is cancelled (the greenlet is killed) the outstanding request is withdrawn with
+``$/cancel_request``.
+
+There is no separate per-prompt grant cache here: an ``allow_always`` answer becomes a
+session grant (``sessions/access.py``) that the tools' approval checks consult before
+asking, which already covers every repeat within the prompt and on later prompts.
+"""
+
+import json
+import logging
+import re
+
+import gevent
+from marshmallow import ValidationError
+
+from term2acp.acp.schemas.permission import RequestPermissionResponseSchema
+from term2acp.acp.translate import tool_content
+from term2acp.agent import approvals
+from term2acp.agent.approvals import Decision
+from term2acp.rpc.errors import MethodNotFoundError, RpcError
+
+log = logging.getLogger(__name__)
+
+_RESPONSE = RequestPermissionResponseSchema()
+DESCRIPTION_CAP = 8192
+_SECRETS = (
+    (re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{8,}"), r"\1<redacted>"),
+    (re.compile(r"(?i)\b(sk|pk|rk|ghp|gho|xox[abp])[-_][A-Za-z0-9_-]{8,}"), "<redacted>"),
+    (re.compile(r"(?i)((?:api[_-]?key|token|password|passwd|secret|authorization)"
+                r"[\"']?\s*[:=]\s*[\"']?)[^\s\"',;]+"), r"\1<redacted>"),
+)
+
+
+def redact(text):
+    for pattern, replacement in _SECRETS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def describe(interaction):
+    try:
+        args = json.dumps(interaction.raw_input, ensure_ascii=False, sort_keys=True)
+    except (TypeError, ValueError):
+        args = str(interaction.raw_input)
+    text = f"{interaction.tool_name or 'tool'} {args}"
+    if interaction.path:
+        text += f"\nTarget: {interaction.path}"
+    return redact(text)[:DESCRIPTION_CAP]
+
+
+def request_params(session_id, interaction):
+    tool_call = {"toolCallId": interaction.call_id, "title": interaction.title,
+                 "kind": interaction.kind, "status": "pending"}
+    if interaction.raw_input is not None:
+        tool_call["rawInput"] = interaction.raw_input
+    if interaction.locations:
+        tool_call["locations"] = [{"path": loc["path"], **({"line": loc["line"]} if loc.get("line") else {})}
+                                  for loc in interaction.locations]
+    if interaction.content:
+        tool_call["content"] = tool_content(interaction.content)
+    return {
+        "sessionId": session_id,
+        "title": interaction.title or "Allow this tool call?",
+        "description": describe(interaction),
+        "subject": {"type": "tool_call", "toolCall": tool_call},
+        "options": [{"optionId": cid, "name": label, "kind": kind}
+                    for cid, label, kind in interaction.choices],
+    }
+
+
+def decision_for(answer, interaction):
+    """Map the client's result to a decision. Anything doubtful is a denial."""
+    try:
+        loaded = _RESPONSE.load(answer if isinstance(answer, dict) else {})
+    except ValidationError:
+        return Decision.deny(approvals.CANCELLED)
+    outcome = loaded["outcome"]
+    if outcome["outcome"] != "selected":
+        return Decision.deny(approvals.CANCELLED)
+    option_id = outcome.get("option_id")
+    offered = {cid: kind for cid, _label, kind in interaction.choices}
+    if option_id == "allow-once" and "approve" in offered:
+        option_id = "approve"
+    kind = offered.get(option_id)
+    if kind is None:
+        return Decision.deny(approvals.UNKNOWN_OPTION)
+    if not kind.startswith("allow"):
+        return Decision.deny(approvals.DENIED_BY_CLIENT)
+    return Decision(True, option_id)
+
+
+class PermissionBridge:
+    """The approval gate of one prompt."""
+
+    def __init__(self, client, session_id, timeout=None):
+        self._client = client
+        self._session_id = session_id
+        self._timeout = timeout
+
+    def decide(self, interaction):
+        request_id, result = self._client.request_permission(
+            request_params(self._session_id, interaction))
+        settled = False
+        try:
+            answer = result.get(timeout=self._timeout)
+            settled = True
+        except gevent.Timeout:
+            log.info("permission request %s timed out", request_id)
+            return Decision.deny(approvals.TIMED_OUT)
+        except MethodNotFoundError:
+            settled = True
+            return Decision.deny(approvals.NOT_SUPPORTED)
+        except RpcError as exc:
+            settled = True
+            log.info("permission request %s failed: %s", request_id, exc.message)
+            return Decision.deny(approvals.FAILED)
+        finally:
+            if not settled:
+                # Killed (turn cancelled / session closed) or timed out: withdraw it.
+                self._client.cancel_request(request_id)
+        return decision_for(answer, interaction)

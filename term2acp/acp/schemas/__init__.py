@@ -1,0 +1,1 @@
+"""marshmallow schemas for ACP v2 messages, one module per topic."""

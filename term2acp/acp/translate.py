@@ -1,0 +1,156 @@
+"""The one translation from runtime events (and replay records) to ``session/update``s."""
+
+import base64
+import difflib
+
+from term2acp.agent import events as ev
+
+_TOOL_FIELDS = (("title", "title"), ("kind", "kind"), ("status", "status"),
+                ("raw_input", "rawInput"), ("raw_output", "rawOutput"), ("name", "name"))
+
+
+def _text(text):
+    return {"type": "text", "text": text}
+
+
+def patch_text(path, old, new):
+    """A ``diff --git`` section for one file (absolute path behind the a/ b/ prefixes)."""
+    old_lines = [] if old is None else old.splitlines(keepends=True)
+    new_lines = [] if new is None else new.splitlines(keepends=True)
+    src = "/dev/null" if old is None else f"a{path}"
+    dst = "/dev/null" if new is None else f"b{path}"
+    head = [f"diff --git a{path} b{path}\n"]
+    if old is None:
+        head.append("new file mode 100644\n")
+    elif new is None:
+        head.append("deleted file mode 100644\n")
+    body = []
+    for line in difflib.unified_diff(old_lines, new_lines, src, dst, n=3):
+        body.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
+    if not body:
+        body = [f"--- {src}\n", f"+++ {dst}\n"]
+    return "".join(head + body)
+
+
+def tool_content(items):
+    out = []
+    for item in items:
+        kind = item.get("type")
+        if kind == "text":
+            out.append({"type": "content", "content": _text(item["text"])})
+        elif kind == "diff":
+            old, new, path = item.get("old"), item.get("new"), item["path"]
+            operation = "add" if old is None else "delete" if new is None else "modify"
+            out.append({"type": "diff",
+                        "changes": [{"operation": operation, "path": path, "fileType": "text"}],
+                        "patch": {"format": "git_patch", "text": patch_text(path, old, new)}})
+        elif kind == "terminal":
+            out.append({"type": "terminal", "terminalId": item["terminal_id"]})
+    return out
+
+
+def _locations(items):
+    out = []
+    for loc in items:
+        entry = {"path": loc["path"]}
+        if loc.get("line") is not None:
+            entry["line"] = int(loc["line"])
+        out.append(entry)
+    return out
+
+
+def tool_call_update(call_id, fields):
+    update = {"sessionUpdate": "tool_call_update", "toolCallId": call_id}
+    for key, wire in _TOOL_FIELDS:
+        value = fields.get(key)
+        if value is not None:
+            update[wire] = value
+    if fields.get("locations") is not None:
+        update["locations"] = _locations(fields["locations"])
+    if fields.get("content") is not None:
+        update["content"] = tool_content(fields["content"])
+    return update
+
+
+def _tool_event(e):
+    return tool_call_update(e.call_id, {
+        "title": e.title, "kind": e.kind, "status": e.status, "raw_input": e.raw_input,
+        "raw_output": e.raw_output, "name": e.name, "locations": e.locations, "content": e.content})
+
+
+def _state(e):
+    update = {"sessionUpdate": "state_update", "state": e.state}
+    if e.stop_reason is not None:
+        update["stopReason"] = e.stop_reason
+    if e.meta:
+        update["_meta"] = e.meta
+    return update
+
+
+def _usage(e):
+    update = {"sessionUpdate": "usage_update", "used": e.used, "size": e.size}
+    if e.cost:
+        update["cost"] = e.cost
+    return update
+
+
+def _info(e):
+    update = {"sessionUpdate": "session_info_update"}
+    if e.title is not None:
+        update["title"] = e.title
+    if e.updated_at is not None:
+        update["updatedAt"] = e.updated_at
+    return update
+
+
+def _exit(e):
+    status = {}
+    if e.exit_code is not None and e.exit_code >= 0:
+        status["exitCode"] = e.exit_code
+    if e.signal:
+        status["signal"] = e.signal
+    return {"sessionUpdate": "terminal_update", "terminalId": e.terminal_id, "exitStatus": status}
+
+
+_EVENTS = {
+    ev.StateChanged: _state,
+    ev.UserMessage: lambda e: {"sessionUpdate": "user_message", "messageId": e.message_id,
+                               "content": e.content},
+    ev.TextChunk: lambda e: {"sessionUpdate": "agent_message_chunk", "messageId": e.message_id,
+                             "content": _text(e.text)},
+    ev.ThoughtChunk: lambda e: {"sessionUpdate": "agent_thought_chunk", "messageId": e.message_id,
+                                "content": _text(e.text)},
+    ev.ToolCallReported: _tool_event,
+    ev.TerminalStarted: lambda e: {"sessionUpdate": "terminal_update", "terminalId": e.terminal_id,
+                                   "command": e.command, "cwd": e.cwd},
+    ev.TerminalOutput: lambda e: {"sessionUpdate": "terminal_output_chunk",
+                                  "terminalId": e.terminal_id,
+                                  "data": base64.b64encode(e.data).decode("ascii")},
+    ev.TerminalExited: _exit,
+    ev.UsageReported: _usage,
+    ev.SessionInfoChanged: _info,
+}
+
+
+def update_for(event):
+    return _EVENTS[type(event)](event)
+
+
+def replay_update(kind, payload):
+    """A journal record as the update that restores it on the client."""
+    if kind == "user_message":
+        return {"sessionUpdate": "user_message", "messageId": payload["message_id"],
+                "content": payload["content"]}
+    if kind in ("agent_message", "agent_thought"):
+        return {"sessionUpdate": kind, "messageId": payload["message_id"],
+                "content": [_text(payload["text"])]}
+    if kind == "tool_call":
+        return tool_call_update(payload["call_id"], payload)
+    if kind == "terminal":
+        update = {"sessionUpdate": "terminal_update", "terminalId": payload["terminal_id"],
+                  "command": payload["command"], "cwd": payload["cwd"],
+                  "output": {"data": payload["output"]}}
+        if payload.get("exit"):
+            update.update(_exit(ev.TerminalExited(payload["terminal_id"], **payload["exit"])))
+        return update
+    return None

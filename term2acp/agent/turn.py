@@ -1,0 +1,245 @@
+"""One prompt turn: model -> tools -> model, until the model answers or a budget ends it.
+
+The turn runs in the session's turn greenlet and emits plain events through
+``session.emit``. Cancellation kills that greenlet with :class:`TurnCancelled` (a
+``GreenletExit``), wherever it is: streaming, inside a tool, or waiting for approval.
+``finally`` blocks close every open tool call, so nothing is left ``in_progress``.
+"""
+
+import json
+import logging
+import os
+import uuid
+
+import gevent
+
+from term2acp.agent import approvals
+from term2acp.agent import events as ev
+from term2acp.providers import base as pb
+from term2acp.tools.base import ToolContext, ToolError, ToolResult
+
+log = logging.getLogger(__name__)
+
+RESULT_DISPLAY_CAP = 16_000
+MODEL_RESULT_CAP = 100_000
+
+
+class TurnCancelled(gevent.GreenletExit):
+    """Kills a turn greenlet; ``except Exception`` in a tool cannot swallow it."""
+
+
+class TurnAborted(Exception):
+    """A fail-closed path that ends the turn as cancelled (stale approval, closed session)."""
+
+
+def new_id(prefix):
+    return f"{prefix}_{uuid.uuid4().hex[:16]}"
+
+
+class Turn:
+    def __init__(self, session, provider, tools, settings, system):
+        self.session = session
+        self.provider = provider
+        self.tools = tools
+        self.settings = settings
+        self.system = system
+        self.open_calls = {}  # our call id -> provider call (for the history on cancel)
+        self._pending_results = []  # model tool calls whose results are not in the history
+        self.cost = 0.0
+
+    # ------------------------------------------------------------ the loop
+    def run(self, user_text):
+        self.session.append_history({"role": "user", "content": user_text})
+        for _ in range(self.settings.max_turn_requests):
+            stop, calls = self._model_round()
+            if not calls:
+                return stop if stop in ("max_tokens", "refusal") else "end_turn"
+            for call in calls:
+                self._execute(call)
+        return "max_turn_requests"
+
+    def _model_round(self):
+        session = self.session
+        request = pb.ModelRequest(model=session.model, system=self.system,
+                                  messages=list(session.history),
+                                  tools=[tool.spec() for tool in self.tools.values()],
+                                  effort=session.effort)
+        message_id, thought_id = new_id("msg"), new_id("thought")
+        text, thought, calls, stop = [], [], [], None
+        try:
+            for item in self.provider.stream(request):
+                kind = type(item)
+                if kind is pb.TextDelta:
+                    if item.text:
+                        text.append(item.text)
+                        session.emit(ev.TextChunk(message_id, item.text))
+                elif kind is pb.ThoughtDelta:
+                    if item.text:
+                        thought.append(item.text)
+                        session.emit(ev.ThoughtChunk(thought_id, item.text))
+                elif kind is pb.ToolCall:
+                    calls.append(item)
+                elif kind is pb.Usage:
+                    self._usage(item)
+                elif kind is pb.Stop:
+                    stop = item.reason
+        finally:
+            message = {"role": "assistant", "content": "".join(text),
+                       "thought": "".join(thought) or None,
+                       "tool_calls": [{"id": c.call_id, "name": c.name, "arguments": c.arguments}
+                                      for c in calls]}
+            if text or thought or calls:
+                session.append_history(message)
+            self._pending_results = list(calls)
+        return stop, calls
+
+    def _usage(self, usage):
+        if usage.cost_usd is not None:
+            self.cost += float(usage.cost_usd)
+        size = self.provider.context_window(self.session.model) or self.session.context_window
+        if size:
+            cost = {"amount": round(self.session.cost + self.cost, 6), "currency": "USD"} \
+                if (self.session.cost + self.cost) else None
+            used = usage.input_tokens + usage.output_tokens
+            self.session.emit(ev.UsageReported(used=used, size=size, cost=cost))
+
+    # ------------------------------------------------------------ tools
+    def _execute(self, call):
+        """Run one model tool call end to end and append its result to the history."""
+        call_id = new_id("tc")
+        self.open_calls[call_id] = call
+        try:
+            result = self.run_tool(call_id, call.name, call.arguments)
+        finally:
+            self.open_calls.pop(call_id, None)
+            self._pending_results = [c for c in self._pending_results if c is not call]
+        self.session.append_history({"role": "tool", "tool_call_id": call.call_id,
+                                     "name": call.name, "content": result.text[:MODEL_RESULT_CAP],
+                                     "is_error": result.is_error})
+
+    def run_tool(self, call_id, name, arguments):
+        """Report, approve and run one call; returns the ToolResult (never raises ToolError)."""
+        session = self.session
+        tool = self.tools.get(name)
+        raw = arguments
+        if isinstance(arguments, str):
+            try:
+                raw = json.loads(arguments) if arguments.strip() else {}
+            except ValueError as exc:
+                return self._fail(call_id, name, arguments,
+                                  f"The arguments for {name} are not valid JSON ({exc}). "
+                                  "Send a JSON object.")
+        if tool is None:
+            known = ", ".join(sorted(self.tools))
+            return self._fail(call_id, name or "unknown tool", raw,
+                              f"Unknown tool {name!r}. Available tools: {known}.")
+        ctx = self._context(call_id)
+        try:
+            args = tool.load(raw)
+            title, locations = tool.title(args), tool.locations(args, ctx)
+        except ToolError as exc:
+            return self._fail(call_id, name, raw, str(exc), kind=tool.kind)
+        session.emit(ev.ToolCallReported(call_id, title=title, kind=tool.kind, status="pending",
+                                         raw_input=raw, locations=locations, name=name))
+        try:
+            request = tool.approval(args, ctx)
+        except ToolError as exc:
+            return self._finish(call_id, ToolResult(str(exc), is_error=True))
+        if request is not None:
+            decision = self.ask(call_id, tool, raw, title, locations, request)
+            if not decision.allowed:
+                self._finish(call_id, ToolResult(decision.reason, is_error=True))
+                if decision.abort_turn:
+                    raise TurnAborted(decision.reason)
+                return ToolResult(f"The user did not allow this call: {decision.reason} "
+                                  "Do not retry it unchanged.", is_error=True)
+        session.emit(ev.ToolCallReported(call_id, status="in_progress"))
+        try:
+            result = tool.run(args, ctx)
+        except ToolError as exc:
+            result = ToolResult(str(exc), is_error=True)
+        except (TurnAborted, gevent.GreenletExit):
+            raise
+        except Exception as exc:  # noqa: BLE001 - a plug-in's bug is a failed call
+            log.exception("tool %s crashed", name)
+            result = ToolResult(f"{name} failed: {type(exc).__name__}: {exc}", is_error=True)
+        if isinstance(result, str):
+            result = ToolResult(result)
+        return self._finish(call_id, result)
+
+    def _context(self, call_id):
+        session = self.session
+        return ToolContext(root=session.root, session_id=session.id, call_id=call_id,
+                           access=session.access, settings=self.settings, emit=session.emit,
+                           approve=lambda request: self._approve_nested(call_id, request),
+                           run_tool=self._nested_call, workdir=session.workdir)
+
+    def _nested_call(self, name, arguments):
+        if name in ("shell", "run_code"):
+            return ToolResult(f"{name} cannot be called from run_code", is_error=True)
+        return self.run_tool(new_id("tc"), name, arguments)
+
+    def _approve_nested(self, call_id, request):
+        decision = self.ask(call_id, None, None, request.title, [], request)
+        if decision.abort_turn:
+            raise TurnAborted(decision.reason)
+        return decision.allowed
+
+    def _fail(self, call_id, title, raw, message, kind="other"):
+        self.session.emit(ev.ToolCallReported(call_id, title=title, kind=kind, status="pending",
+                                              raw_input=raw, name=title))
+        return self._finish(call_id, ToolResult(message, is_error=True))
+
+    def _finish(self, call_id, result):
+        content = result.content or [{"type": "text", "text": result.text[:RESULT_DISPLAY_CAP]}]
+        self.session.emit(ev.ToolCallReported(
+            call_id, status="failed" if result.is_error else "completed", content=content,
+            raw_output=result.raw_output, locations=result.locations))
+        return result
+
+    # ------------------------------------------------------------ approvals
+    def ask(self, call_id, tool, raw, title, locations, request):
+        session = self.session
+        session.interaction_seq += 1
+        interaction = approvals.Interaction(
+            id=f"int_{session.interaction_seq}", revision=1, variant=request.variant,
+            call_id=call_id, tool_name=tool.name if tool else "", title=request.title or title,
+            kind=tool.kind if tool else "other", raw_input=raw, locations=locations,
+            content=request.content, path=request.path)
+        session.pending_interaction = interaction
+        session.emit(ev.StateChanged("requires_action"))
+        try:
+            decision = session.gate.decide(interaction) if session.gate else \
+                approvals.Decision.deny(approvals.NOT_SUPPORTED)
+        finally:
+            stale = session.pending_interaction is not interaction
+            session.pending_interaction = None
+        if stale and decision.allowed:
+            decision = approvals.Decision.deny(approvals.STALE, abort_turn=True)
+        session.emit(ev.StateChanged("running"))
+        if decision.allowed:
+            self._grant(decision.choice, request)
+        return decision
+
+    def _grant(self, choice, request):
+        access, path = self.session.access, request.path
+        if not path:
+            return
+        if choice == "allow-folder-session":
+            access.allow_read_folder(path)
+        elif choice == "allow-edit-file-session":
+            access.allow_edit_file(path)
+        elif choice == "allow-edit-folder-session":
+            access.allow_edit_folder(os.path.dirname(path))
+
+    # ------------------------------------------------------------ endings
+    def close_open_calls(self, status):
+        """Give every unfinished call a terminal status and the model a matching result."""
+        for call_id in list(self.open_calls):
+            self.session.emit(ev.ToolCallReported(call_id, status=status))
+        self.open_calls.clear()
+        for call in self._pending_results:
+            self.session.append_history({"role": "tool", "tool_call_id": call.call_id,
+                                         "name": call.name, "is_error": True,
+                                         "content": f"Not run: the turn ended ({status})."})
+        self._pending_results = []

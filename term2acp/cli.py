@@ -1,0 +1,111 @@
+"""term2-acp: a coding agent for editors, over the Agent Client Protocol v2 (stdio).
+
+Usage:
+  term2-acp [--provider <provider>] [--model <model>] [--effort <effort>]
+  term2-acp -h | --help
+  term2-acp --version
+
+Options:
+  --provider <provider>  Model provider: openai, anthropic, local, scripted, or one
+                         declared in the config file.
+  --model <model>        Exact model id or <provider>/<model>.
+  --effort <effort>      Reasoning effort: default none minimal low medium high xhigh.
+  -h --help              Show this help and exit.
+  --version              Show the version and exit.
+
+JSON-RPC messages travel as newline-delimited UTF-8 JSON on stdin/stdout; diagnostics
+go to stderr. Environment: OPENAI_API_KEY, OPENAI_BASE_URL, ANTHROPIC_API_KEY,
+ANTHROPIC_BASE_URL, TERM2ACP_HOME (data dir), TERM2ACP_CONFIG (config file),
+TERM2ACP_SCRIPT (scripted provider), TERM2ACP_LOG_LEVEL, TERM2ACP_LOG_FILE.
+"""
+
+import sys
+
+from term2acp import __version__
+from term2acp.settings import EFFORTS
+
+FLAGS = ("--provider", "--model", "--effort")
+
+
+class UsageError(Exception):
+    pass
+
+
+def check_argv(argv):
+    """The strict rules, checked before docopt (which would accept abbreviations)."""
+    tokens = iter(argv)
+    for token in tokens:
+        if token in ("-h", "--help", "--version"):
+            continue
+        if not token.startswith("-") or token == "-":
+            raise UsageError(f'unexpected argument "{token}"')
+        if token not in FLAGS:
+            raise UsageError(f'unknown option "{token}"')
+        value = next(tokens, None)
+        if value is None or value == "" or value.startswith("--"):
+            raise UsageError(f"{token} requires a value")
+        if token == "--effort" and value not in EFFORTS:
+            raise UsageError(f"--effort must be one of: {', '.join(EFFORTS)}")
+
+
+def parse(argv):
+    """argv -> flags dict, or an int exit status for --help/--version."""
+    from docopt import DocoptExit, docopt
+
+    check_argv(argv)
+    if "-h" in argv or "--help" in argv:
+        sys.stdout.write(__doc__.lstrip())
+        return 0
+    if "--version" in argv:
+        sys.stdout.write(f"term2-acp {__version__}\n")
+        return 0
+    # Repeated flags: the last one wins (docopt would refuse repeats).
+    last = {}
+    for i in range(0, len(argv), 2):
+        last[argv[i]] = argv[i + 1]
+    flat = [part for flag, value in last.items() for part in (flag, value)]
+    try:
+        opts = docopt(__doc__, argv=flat, default_help=False)
+    except DocoptExit as exc:
+        raise UsageError(str(exc).splitlines()[0] or "invalid arguments") from None
+    return {"provider": opts["--provider"], "model": opts["--model"], "effort": opts["--effort"]}
+
+
+def fail(message):
+    sys.stderr.write(f"term2-acp: {message}\n")
+    return 1
+
+
+def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        flags = parse(argv)
+    except UsageError as exc:
+        return fail(str(exc))
+    if isinstance(flags, int):
+        return flags
+
+    from term2acp import diagnostics
+    from term2acp.providers.catalog import Catalog, CatalogError
+    from term2acp.settings import Settings, SettingsError
+
+    diagnostics.configure()
+    try:
+        settings = Settings.load({k: v for k, v in flags.items() if v is not None})
+    except SettingsError as exc:
+        return fail(str(exc))
+    catalog = Catalog(settings)
+    if settings.provider and settings.provider not in catalog.provider_ids():
+        lines = [f'unknown provider "{settings.provider}".', "Available providers:"]
+        lines += [f"  - {pid}  ({label})" for pid, label in catalog.describe_providers()]
+        return fail("\n".join(lines))
+    try:
+        provider, model = catalog.resolve(settings.provider, settings.model)
+    except CatalogError as exc:
+        return fail(str(exc))
+    settings.provider, settings.model = provider, model
+
+    from term2acp.server import Server
+
+    proto_fd = diagnostics.protect_stdout()
+    return Server(settings, catalog, 0, proto_fd).run()

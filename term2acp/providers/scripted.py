@@ -1,0 +1,117 @@
+"""The scripted provider: replays model turns from a JSON script file. Deterministic.
+
+It is first class: the project's own tests, users' transcript tests and demos use it.
+Select it with ``--provider scripted`` and point ``TERM2ACP_SCRIPT`` at a file::
+
+    {
+      "context_window": 128000,
+      "turns": [
+        [{"thought": "Let me look."},
+         {"tool_call": {"name": "read_file", "arguments": {"path": "README.md"}}}],
+        [{"text": "It says hello."}, {"usage": {"input": 120, "output": 8}},
+         {"stop": "end_turn"}]
+      ]
+    }
+
+Each model request plays the turn whose index is the number of assistant messages in
+the conversation so far, so a resumed session continues where it left off. Steps:
+
+* ``{"text": str}`` / ``{"thought": str}``: a text or reasoning delta;
+* ``{"repeat": {"text": str, "count": n}}``: n text deltas (for long answers);
+* ``{"tool_call": {"name": str, "arguments": object | str, "id"?: str}}``: a tool call
+  (a string is sent verbatim, so malformed JSON can be scripted);
+* ``{"usage": {"input": n, "output": n, "cost": usd?}}``;
+* ``{"delay": seconds}``: a cooperative pause; ``{"hang": true}`` waits until cancelled;
+* ``{"error": str}``: the provider fails with that message;
+* ``{"stop": "end_turn" | "tool_use" | "max_tokens" | "refusal"}`` (default: ``tool_use``
+  when the turn made tool calls, else ``end_turn``).
+"""
+
+import json
+
+import gevent
+from gevent.event import Event
+
+from term2acp.providers.base import (
+    Provider,
+    ProviderError,
+    ProviderNotConfigured,
+    Stop,
+    TextDelta,
+    ThoughtDelta,
+    ToolCall,
+    Usage,
+)
+
+
+def load_script(path):
+    if not path:
+        raise ProviderNotConfigured(
+            "the scripted provider needs a script: set TERM2ACP_SCRIPT=/path/to/script.json")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            script = json.load(fh)
+    except (OSError, ValueError) as exc:
+        raise ProviderNotConfigured(f"cannot read the script {path}: {exc}") from None
+    if not isinstance(script, dict) or not isinstance(script.get("turns"), list):
+        raise ProviderNotConfigured(f"{path}: a script is an object with a \"turns\" array")
+    return script
+
+
+class ScriptedProvider(Provider):
+    name = "scripted"
+
+    def __init__(self, script_path):
+        self.path = script_path
+        self.script = load_script(script_path)
+
+    def context_window(self, model):
+        return self.script.get("context_window", 128000)
+
+    def stream(self, request):
+        index = sum(1 for m in request.messages if m.get("role") == "assistant")
+        turns = self.script["turns"]
+        if index >= len(turns):
+            raise ProviderError(f"scripted provider: the script has no turn {index + 1} "
+                                f"(it has {len(turns)})")
+        called = False
+        stop = None
+        for n, step in enumerate(turns[index]):
+            if not isinstance(step, dict) or len(step) != 1:
+                raise ProviderError(f"scripted provider: turn {index + 1} step {n + 1} "
+                                    "must be an object with one key")
+            (key, value), = step.items()
+            if key == "text":
+                yield TextDelta(str(value))
+            elif key == "thought":
+                yield ThoughtDelta(str(value))
+            elif key == "repeat":
+                text = str(value.get("text", ""))
+                for _ in range(int(value.get("count", 1))):
+                    yield TextDelta(text)
+            elif key == "tool_call":
+                called = True
+                yield _tool_call(value, index, n)
+            elif key == "usage":
+                yield Usage(input_tokens=int(value.get("input", 0)),
+                            output_tokens=int(value.get("output", 0)),
+                            cost_usd=value.get("cost"))
+            elif key == "delay":
+                gevent.sleep(float(value))
+            elif key == "hang":
+                Event().wait()  # until the turn is cancelled
+            elif key == "error":
+                raise ProviderError(str(value))
+            elif key == "stop":
+                stop = str(value)
+            else:
+                raise ProviderError(f"scripted provider: unknown step {key!r}")
+        yield Stop(stop or ("tool_use" if called else "end_turn"))
+
+
+def _tool_call(value, turn, step):
+    arguments = value.get("arguments", {})
+    if not isinstance(arguments, str):
+        arguments = json.dumps(arguments)
+    return ToolCall(call_id=str(value.get("id") or f"call_{turn + 1}_{step + 1}"),
+                    name=str(value.get("name", "")), arguments=arguments)

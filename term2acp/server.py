@@ -1,0 +1,101 @@
+"""Composition root: endpoint, agent, sessions, signals and the bounded shutdown."""
+
+import logging
+import signal
+
+import gevent
+from gevent.event import Event
+from gevent.pool import Pool
+
+from term2acp.acp.agent import AcpAgent
+from term2acp.acp.client import ClientProxy
+from term2acp.rpc.endpoint import Endpoint
+from term2acp.rpc.stream import Writer, open_reader, read_lines
+from term2acp.sessions.manager import SessionManager
+
+log = logging.getLogger(__name__)
+
+
+class Server:
+    def __init__(self, settings, catalog, in_fd, out_fd):
+        self.settings = settings
+        self.stop = Event()
+        self._tools = None
+        self.sandbox_note = "checking"
+        self.manager = SessionManager(settings, catalog, self.tools, self._sandbox_note)
+        self.writer = Writer(out_fd, on_failure=self._disconnected, before_write=self._commit)
+        self.pool = Pool(256)
+        self.endpoint = Endpoint(None, self.writer.put, self.pool, max_line=settings.max_line_bytes)
+        self.agent = AcpAgent(self.manager, ClientProxy(self.endpoint), settings)
+        self.endpoint.router = self.agent
+        self.in_fd = in_fd
+
+    def _sandbox_note(self):
+        return self.sandbox_note
+
+    def tools(self):
+        if self._tools is None:
+            from term2acp.tools.registry import load_tools
+
+            self._tools = load_tools(self.settings)
+        return self._tools
+
+    def _commit(self):
+        if self.manager.store._db is not None:
+            self.manager.flush()
+
+    def _disconnected(self, exc):
+        log.info("client went away (%s); shutting down", exc)
+        self.endpoint.close()
+        self.stop.set()
+
+    def _read(self):
+        try:
+            for line in read_lines(open_reader(self.in_fd), self.settings.max_line_bytes):
+                self.endpoint.receive_line(line)
+        except OSError as exc:
+            log.warning("reading stdin failed: %s", exc)
+        finally:
+            self.endpoint.close()
+            self.stop.set()
+
+    def _probe_sandbox(self):
+        try:
+            from term2acp.sandbox import bwrap
+
+            status = bwrap.probe()
+        except ImportError:
+            self.sandbox_note = "unavailable (sandbox module missing); shell calls are refused"
+            return
+        if status.available:
+            self.sandbox_note = ("available: writes only inside the workspace root, no network, "
+                                 "credentials hidden")
+        else:
+            self.sandbox_note = f"unavailable ({status.reason}); shell calls are refused"
+            log.warning("shell sandbox unavailable: %s; shell tool calls will be refused",
+                        status.reason)
+
+    def run(self):
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            gevent.signal_handler(signum, self.stop.set)
+        reader = gevent.spawn(self._read)
+        reader.name = "rpc-reader"
+        gevent.spawn(self._probe_sandbox).name = "sandbox-probe"
+        self.stop.wait()
+        self.shutdown(reader)
+        return 0
+
+    def shutdown(self, reader):
+        """Stop reading, cancel work, close sessions, drain the outbox; all bounded."""
+        bound = self.settings.shutdown_timeout
+        reader.kill(block=False)
+        self.endpoint.close()
+        self.pool.join(timeout=bound * 0.2)  # let requests already received finish
+        try:
+            self.manager.shutdown(bound * 0.7)
+        except Exception:  # noqa: BLE001
+            log.exception("shutdown failed")
+        self.endpoint.cancel_incoming()
+        self.pool.join(timeout=0.5)
+        if not self.writer.drain(bound * 0.2):
+            log.warning("could not flush every message to stdout before exiting")

@@ -1,0 +1,90 @@
+"""A session that is live in this process, and the OS lock that makes it exclusive."""
+
+import errno
+import fcntl
+import logging
+import os
+
+from gevent.pool import Group
+
+from term2acp.sessions.access import AccessState
+from term2acp.sessions.journal import Recorder
+
+log = logging.getLogger(__name__)
+
+
+class SessionLocked(Exception):
+    """The session is live in another process."""
+
+
+class SessionLock:
+    """``flock`` on ``<data>/locks/<id>.lock``: the kernel releases it when a process dies."""
+
+    def __init__(self, directory, session_id):
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        self.path = os.path.join(directory, f"{session_id}.lock")
+        self.fd = None
+
+    def acquire(self):
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                raise SessionLocked(holder) from None
+            raise
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        self.fd = fd
+
+    def release(self):
+        if self.fd is not None:
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_UN)
+            finally:
+                os.close(self.fd)
+                self.fd = None
+
+
+class LiveSession:
+    def __init__(self, row, store, lock, workdir):
+        self.id = row["id"]
+        self.root = row["cwd"]
+        self.title = row.get("title")
+        self.provider_id = row.get("provider")
+        self.model = row.get("model")
+        self.effort = "default"
+        self.context_window = None
+        self.store = store
+        self.lock = lock
+        self.workdir = workdir
+        self.access = AccessState(self.root)
+        self.recorder = Recorder(store, self.id)
+        self.history = []
+        self.group = Group()
+        self.sink = None  # callable(session, event), set by the front end
+        self.gate = None  # approval gate of the running prompt
+        self.provider = None
+        self.turn = None  # the turn greenlet while a prompt runs
+        self.preparing = False
+        self.cancel_requested = False
+        self.turn_started = False
+        self.pending_interaction = None
+        self.interaction_seq = 0
+        self.cost = 0.0
+        self.closed = False
+
+    @property
+    def busy(self):
+        return self.preparing or self.turn is not None
+
+    def emit(self, event):
+        self.recorder.record(event)
+        if self.sink is not None:
+            self.sink(self, event)
+
+    def append_history(self, message):
+        self.history.append(message)
+        self.store.append_history(self.id, message)

@@ -1,0 +1,269 @@
+"""Session lifecycle: create, list, resume, admit prompts, run turns, cancel, close.
+
+Runtime only: it raises domain errors (``SessionNotFound``, ``SessionBusy`` ...) that
+``acp/agent.py`` maps to JSON-RPC errors, and emits plain events through each session's
+``sink``.
+"""
+
+import logging
+import os
+import shutil
+import tempfile
+import uuid
+
+import gevent
+
+from term2acp.agent import events as ev
+from term2acp.agent.prompt import prompt_to_text, system_prompt, title_from
+from term2acp.agent.turn import Turn, TurnAborted, TurnCancelled, new_id
+from term2acp.providers.base import ProviderError, ProviderNotConfigured
+from term2acp.providers.catalog import NO_PROVIDER_HELP
+from term2acp.sessions.live import LiveSession, SessionLock, SessionLocked
+from term2acp.sessions.store import Store
+from term2acp.sessions.workspace import validate_cwd
+
+log = logging.getLogger(__name__)
+
+PAGE_SIZE = 50
+
+
+class SessionNotFound(Exception):
+    pass
+
+
+class SessionBusy(Exception):
+    pass
+
+
+class CwdMismatch(ValueError):
+    pass
+
+
+class SessionManager:
+    def __init__(self, settings, catalog, tools, sandbox_note="available"):
+        self.settings = settings
+        self.catalog = catalog
+        self.tools = tools  # callable() -> dict name -> Tool (loaded once, lazily)
+        self.sandbox_note = sandbox_note
+        self.store = Store(os.path.join(settings.data_dir, "sessions.sqlite3"))
+        self.live = {}
+        self._scratch = None
+
+    # ------------------------------------------------------------ plumbing
+    def _note(self):
+        note = self.sandbox_note
+        return note() if callable(note) else note
+
+    def flush(self):
+        """Commit hook: write consolidated journal records, then commit."""
+        for session in self.live.values():
+            session.recorder.flush()
+        self.store.commit()
+
+    def _workdir(self, session_id):
+        if self._scratch is None:
+            self._scratch = tempfile.mkdtemp(prefix="term2acp-")
+        path = os.path.join(self._scratch, session_id)
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        return path
+
+    def _attach(self, row):
+        lock = SessionLock(os.path.join(self.settings.data_dir, "locks"), row["id"])
+        lock.acquire()
+        session = LiveSession(row, self.store, lock, self._workdir(row["id"]))
+        session.effort = self.settings.effort
+        self.live[session.id] = session
+        return session
+
+    # ------------------------------------------------------------ lifecycle
+    def new(self, cwd):
+        root = validate_cwd(cwd)
+        provider, model = self.catalog.resolve(self.settings.provider, self.settings.model)
+        self.store.open()
+        session_id = str(uuid.uuid4())
+        row = self.store.create_session(session_id, root, provider, model)
+        return self._attach(row)
+
+    def list(self, cwd=None, cursor=None):
+        if cwd is not None:
+            try:
+                cwd = os.path.realpath(cwd, strict=True)
+            except (OSError, ValueError):
+                return [], None  # a directory that does not exist has no sessions
+        return self.store.open().list_sessions(cwd, cursor, PAGE_SIZE)
+
+    def get(self, session_id):
+        session = self.live.get(session_id)
+        if session is None or session.closed:
+            raise SessionNotFound(session_id)
+        return session
+
+    def resume(self, session_id, cwd):
+        """Attach (or re-attach) a stored session; returns ``(session, already_live)``."""
+        root = validate_cwd(cwd)
+        session = self.live.get(session_id)
+        if session is not None:
+            if session.root != root:
+                raise CwdMismatch("cwd does not match the live session workspace")
+            return session, True
+        row = self.store.open().get_session(session_id)
+        if row is None:
+            raise SessionNotFound(session_id)
+        if row["cwd"] != root:
+            raise CwdMismatch(f"cwd does not match the session's workspace {row['cwd']}")
+        try:
+            session = self._attach(row)
+        except SessionLocked:
+            raise
+        session.history = self.store.load_history(session_id)
+        return session, False
+
+    def journal(self, session):
+        session.recorder.flush()
+        return self.store.journal(session.id)
+
+    # ------------------------------------------------------------ prompts
+    def admit(self, session_id):
+        """Reserve the foreground slot (the first thing a prompt does)."""
+        session = self.live.get(session_id)
+        if session is not None and session.busy:
+            raise SessionBusy(session_id)
+        session = self.get(session_id)
+        session.preparing = True
+        session.cancel_requested = False
+        return session
+
+    def prepare(self, session, blocks):
+        """Validate content and the provider; on failure the slot is released."""
+        try:
+            text = prompt_to_text(blocks)
+            if session.provider is None:
+                provider_id, model = session.provider_id, session.model
+                if provider_id is None:
+                    provider_id, model = self.catalog.resolve(self.settings.provider,
+                                                              self.settings.model)
+                if provider_id is None:
+                    raise ProviderNotConfigured(NO_PROVIDER_HELP)
+                session.provider = self.catalog.create(provider_id)
+                session.provider_id, session.model = provider_id, model
+                session.context_window = self.catalog.info(provider_id, model).context_window
+            return text
+        except BaseException:
+            session.preparing = False
+            raise
+
+    def start(self, session, blocks, text, gate):
+        """Spawn the turn; it emits the user message first, after the acknowledgement."""
+        session.gate = gate
+        greenlet = session.group.spawn(self._run_turn, session, blocks, text)
+        greenlet.name = f"turn-{session.id}"
+        session.turn = greenlet
+        session.preparing = False
+        return greenlet
+
+    def _run_turn(self, session, blocks, text):
+        reason, meta, turn = "cancelled", None, None
+        try:
+            if session.cancel_requested:
+                return
+            session.turn_started = True
+            title = None
+            if not session.title:
+                title = session.title = title_from(text)
+            stamp = self.store.touch(session.id, title)
+            session.emit(ev.UserMessage(new_id("user"), blocks))
+            session.emit(ev.SessionInfoChanged(title=title, updated_at=stamp))
+            tools = self.tools()
+            turn = Turn(session, session.provider, tools, self.settings,
+                        system_prompt(session.root, tools, self._note()))
+            reason = turn.run(text)
+        except (TurnCancelled, TurnAborted):
+            reason = "cancelled"
+        except ProviderError as exc:
+            log.error("session %s: model provider failed: %s", session.id, exc)
+            reason, meta = "_term2_error", {"term2": {"error": str(exc)[:500]}}
+        except Exception as exc:  # noqa: BLE001 - a turn never takes the agent down
+            log.exception("session %s: turn failed", session.id)
+            reason, meta = "_term2_error", {"term2": {"error": f"internal error ({type(exc).__name__})"}}
+        finally:
+            self._settle(session, turn, reason, meta)
+
+    def _settle(self, session, turn, reason, meta):
+        try:
+            if turn is not None:
+                turn.close_open_calls("cancelled" if reason == "cancelled" else "failed")
+                session.cost += turn.cost
+            stamp = self.store.touch(session.id)
+            session.emit(ev.SessionInfoChanged(updated_at=stamp))
+        except Exception:  # noqa: BLE001
+            log.exception("session %s: could not record the end of the turn", session.id)
+        finally:
+            session.turn = None
+            session.turn_started = False
+            session.gate = None
+            session.emit(ev.StateChanged("idle", reason, meta))
+            session.recorder.forget_finished()
+
+    def cancel(self, session_id):
+        session = self.live.get(session_id)
+        if session is None:
+            return
+        session.cancel_requested = True
+        if session.turn is not None and session.turn_started:
+            session.turn.kill(TurnCancelled, block=False)
+
+    def close(self, session_id, timeout=10.0):
+        """Cancel, wait for the turn to settle, release. Returns False if cancelling failed."""
+        session = self.live.get(session_id)
+        if session is None:
+            return True
+        ok = True
+        turn = session.turn
+        try:
+            self.cancel(session_id)
+        except Exception:  # noqa: BLE001
+            log.exception("session %s: cancel failed", session_id)
+            ok = False
+        if turn is not None:
+            turn.join(timeout)
+            if not turn.dead:
+                ok = False
+                turn.kill(block=True, timeout=1)
+        session.group.kill(block=True, timeout=1)
+        self._release(session)
+        return ok
+
+    def _release(self, session):
+        session.closed = True
+        session.pending_interaction = None
+        session.access.clear()
+        self.live.pop(session.id, None)
+        try:
+            session.recorder.flush()
+            self.store.commit()
+        finally:
+            session.lock.release()
+            shutil.rmtree(session.workdir, ignore_errors=True)
+
+    def shutdown(self, timeout):
+        """Cancel every turn, then close every session, all within ``timeout``."""
+        deadline = gevent.Timeout(timeout)
+        deadline.start()
+        try:
+            for session_id in list(self.live):
+                self.cancel(session_id)
+            turns = [s.turn for s in self.live.values() if s.turn is not None]
+            gevent.joinall(turns, timeout=timeout)
+        except gevent.Timeout:
+            log.warning("shutdown deadline reached while cancelling turns")
+        finally:
+            deadline.close()
+        for session in list(self.live.values()):
+            try:
+                session.group.kill(block=True, timeout=1)
+                self._release(session)
+            except Exception:  # noqa: BLE001
+                log.exception("session %s: close failed during shutdown", session.id)
+        self.store.close()
+        if self._scratch:
+            shutil.rmtree(self._scratch, ignore_errors=True)

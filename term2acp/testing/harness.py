@@ -1,0 +1,189 @@
+"""Drive a real agent process over pipes with bounded waits.
+
+Every line the agent writes must be a JSON-RPC message that validates against the v2
+schema; violations are collected in ``schema_errors`` (and fail :meth:`close`).
+"""
+
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+
+from term2acp.testing import schema
+
+REPO_LAUNCHER = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "bin", "term2-acp")
+
+
+class ProtocolError(AssertionError):
+    pass
+
+
+def default_command():
+    if os.path.exists(REPO_LAUNCHER):
+        return [sys.executable, REPO_LAUNCHER]
+    return [sys.executable, "-m", "term2acp"]
+
+
+class AgentProcess:
+    def __init__(self, args=(), env=None, command=None, validate=True):
+        self.command = list(command or default_command()) + list(args)
+        self.env = dict(os.environ if env is None else env)
+        self.validate = validate
+        self.proc = None
+        self.messages = []  # everything received, in order
+        self.lines = []  # raw stdout lines
+        self.schema_errors = []
+        self._queue = queue.Queue()
+        self._next_id = 1000
+        self._methods = {}
+        self._stderr = []
+
+    # ------------------------------------------------------------ process
+    def start(self):
+        self.proc = subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, env=self.env)
+        threading.Thread(target=self._pump_stdout, daemon=True).start()
+        threading.Thread(target=self._pump_stderr, daemon=True).start()
+        return self
+
+    def _pump_stdout(self):
+        for line in self.proc.stdout:
+            self.lines.append(line)
+            try:
+                message = json.loads(line)
+            except ValueError:
+                self.schema_errors.append(f"non-JSON line on stdout: {line[:200]!r}")
+                continue
+            if self.validate:
+                items = message if isinstance(message, list) else [message]
+                for item in items:
+                    self.schema_errors += schema.check_message(item, self._methods)
+            self._queue.put(message)
+        self._queue.put(None)
+
+    def _pump_stderr(self):
+        for line in self.proc.stderr:
+            self._stderr.append(line.decode("utf-8", "replace"))
+
+    @property
+    def stderr(self):
+        return "".join(self._stderr)
+
+    def close_stdin(self):
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+
+    def wait(self, timeout=10):
+        return self.proc.wait(timeout)
+
+    def close(self, timeout=10):
+        """EOF, wait for a clean exit, and fail on any schema error seen."""
+        if self.proc is None:
+            return None
+        self.close_stdin()
+        try:
+            code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+            raise ProtocolError(f"agent did not exit within {timeout}s of EOF")
+        if self.schema_errors:
+            raise ProtocolError("schema errors:\n" + "\n".join(self.schema_errors[:20]))
+        return code
+
+    def kill(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(5)
+
+    # ------------------------------------------------------------ sending
+    def send_raw(self, data):
+        self.proc.stdin.write(data)
+        self.proc.stdin.flush()
+
+    def send(self, message):
+        items = message if isinstance(message, list) else [message]
+        for item in items:
+            if isinstance(item, dict) and "method" in item and "id" in item:
+                self._methods[json.dumps(item["id"])] = item["method"]
+        self.send_raw(json.dumps(message).encode() + b"\n")
+
+    def notify(self, method, params):
+        self.send({"jsonrpc": "2.0", "method": method, "params": params})
+
+    def request_async(self, method, params=None):
+        self._next_id += 1
+        message = {"jsonrpc": "2.0", "id": self._next_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        self.send(message)
+        return self._next_id
+
+    def request(self, method, params=None, timeout=10, on_request=None):
+        request_id = self.request_async(method, params)
+        return self.wait_for(lambda m: isinstance(m, dict) and m.get("id") == request_id
+                             and "method" not in m, timeout, on_request)
+
+    # ------------------------------------------------------------ receiving
+    def next_message(self, timeout=10):
+        try:
+            message = self._queue.get(timeout=timeout)
+        except queue.Empty:
+            raise ProtocolError(f"no message within {timeout}s; stderr:\n{self.stderr[-2000:]}") from None
+        if message is None:
+            self._queue.put(None)
+            raise ProtocolError(f"agent closed stdout; stderr:\n{self.stderr[-2000:]}")
+        self.messages.append(message)
+        return message
+
+    def wait_for(self, predicate, timeout=10, on_request=None):
+        """Read until ``predicate(message)``; agent requests go to ``on_request``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise ProtocolError(f"condition not met within {timeout}s")
+            message = self.next_message(remaining)
+            if predicate(message):
+                return message
+            if on_request and isinstance(message, dict) and "method" in message and "id" in message:
+                result = on_request(message)
+                if result is not None:
+                    self.send({"jsonrpc": "2.0", "id": message["id"], "result": result})
+
+    def initialize(self):
+        response = self.request("initialize", {"protocolVersion": 2,
+                                               "info": {"name": "term2acp-tests", "version": "1"}})
+        assert "result" in response, response
+        return response["result"]
+
+    def new_session(self, cwd):
+        response = self.request("session/new", {"cwd": str(cwd)})
+        assert "result" in response, response
+        return response["result"]["sessionId"]
+
+    def prompt(self, session_id, text, timeout=20, on_request=None):
+        """Send a prompt and return ``(response, updates)`` once the turn is idle."""
+        start = len(self.messages)
+        request_id = self.request_async("session/prompt", {
+            "sessionId": session_id, "prompt": [{"type": "text", "text": text}]})
+        idle = self.wait_for(lambda m: is_idle(m, session_id), timeout, on_request)
+        seen = self.messages[start:]
+        response = next((m for m in seen if m.get("id") == request_id and "method" not in m), None)
+        return response, [m["params"]["update"] for m in seen if is_update(m, session_id)], idle
+
+
+def is_update(message, session_id=None):
+    return (isinstance(message, dict) and message.get("method") == "session/update"
+            and (session_id is None or message["params"]["sessionId"] == session_id))
+
+
+def is_idle(message, session_id=None):
+    return is_update(message, session_id) and message["params"]["update"].get("state") == "idle" \
+        and message["params"]["update"].get("sessionUpdate") == "state_update"

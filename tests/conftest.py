@@ -1,0 +1,87 @@
+"""Shared fixtures. Helpers live in term2acp.testing and tests/support, not here."""
+
+import os
+import sys
+
+import gevent
+import pytest
+from gevent import monkey
+
+from term2acp.testing import AgentProcess
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+
+def pytest_configure(config):
+    if not monkey.is_module_patched("socket"):
+        raise pytest.UsageError("run the tests under gevent: python -m gevent.monkey --module pytest")
+
+
+@pytest.fixture(autouse=True)
+def _no_leaked_greenlets():
+    """No greenlet a test spawned may outlive it (gevent's leakcheck idea)."""
+    import gc
+
+    from gevent import Greenlet
+
+    before = {id(g) for g in gc.get_objects() if isinstance(g, Greenlet) and not g.dead}
+    yield
+    gevent.sleep(0)
+    leaked = [g for g in gc.get_objects() if isinstance(g, Greenlet) and not g.dead
+              and id(g) not in before and not getattr(g, "_t2_allowed", False)]
+    for g in leaked:
+        g.kill(block=False)
+    assert not leaked, f"greenlets outlived the test: {leaked}"
+
+
+@pytest.fixture
+def home(tmp_path):
+    path = tmp_path / "home"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def workspace(tmp_path):
+    path = tmp_path / "work"
+    path.mkdir()
+    return os.path.realpath(path)
+
+
+@pytest.fixture
+def agent_env(home, tmp_path):
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("OPENAI_", "ANTHROPIC_", "TERM2ACP_"))}
+    env["TERM2ACP_HOME"] = str(home)
+    env["TERM2ACP_CONFIG"] = str(tmp_path / "config.toml")
+    env["XDG_CONFIG_HOME"] = str(tmp_path / "xdg-config")
+    return env
+
+
+@pytest.fixture
+def spawn(agent_env):
+    """``spawn(*args, env=..., script=...)`` starts bin/term2-acp; all are closed after."""
+    started = []
+
+    def _spawn(*args, env=None, script=None, validate=True):
+        full = dict(agent_env)
+        if script is not None:
+            full["TERM2ACP_SCRIPT"] = str(script)
+            if "--provider" not in args:
+                args = ("--provider", "scripted") + tuple(args)
+        full.update(env or {})
+        agent = AgentProcess(args, env=full, validate=validate).start()
+        started.append(agent)
+        return agent
+
+    yield _spawn
+    for agent in started:
+        agent.kill()
+
+
+@pytest.fixture
+def agent(spawn):
+    a = spawn()
+    a.initialize()
+    return a
