@@ -1,0 +1,158 @@
+"""Feed dicts, assert exact outbox dicts."""
+
+import json
+
+import gevent
+from gevent.event import Event
+
+from term2acp.rpc.endpoint import Endpoint, Route
+from term2acp.rpc.errors import DisconnectedError, InvalidParamsError, InvalidRequestError
+
+
+class Router:
+    def __init__(self):
+        self.released = Event()
+        self.routes = {
+            "echo": Route(lambda p: {"echo": p}),
+            "boom": Route(self._boom),
+            "strict": Route(lambda p: p, load=self._strict),
+            "block": Route(self._block),
+            "note": Route(self._note, inline=True),
+        }
+        self.notes = []
+
+    def admit(self, method, batch_size):
+        if method == "lifecycle" and batch_size > 1:
+            raise InvalidRequestError("not in a batch")
+
+    def lookup(self, method):
+        return self.routes.get(method)
+
+    @staticmethod
+    def _boom(params):
+        raise RuntimeError("secret detail")
+
+    @staticmethod
+    def _strict(params):
+        if "x" not in params:
+            raise InvalidParamsError("x is required", data={"errors": {"x": ["Missing"]}})
+        return params
+
+    def _block(self, params):
+        self.released.wait()
+        return {}
+
+    def _note(self, params):
+        self.notes.append(params)
+
+
+def make():
+    out = []
+    router = Router()
+    endpoint = Endpoint(router, lambda data: out.append(json.loads(data)))
+    return endpoint, router, out
+
+
+def settle(endpoint):
+    endpoint.pool.join(timeout=5)
+
+
+def test_endpoint_request_gets_result():
+    endpoint, _, out = make()
+    endpoint.receive({"jsonrpc": "2.0", "id": 1, "method": "echo", "params": {"a": 1}})
+    settle(endpoint)
+    assert out == [{"jsonrpc": "2.0", "id": 1, "result": {"echo": {"a": 1}}}]
+
+
+def test_endpoint_unexpected_exception_is_internal_error_without_details():
+    endpoint, _, out = make()
+    endpoint.receive({"jsonrpc": "2.0", "id": 2, "method": "boom"})
+    settle(endpoint)
+    assert out == [{"jsonrpc": "2.0", "id": 2,
+                    "error": {"code": -32603, "message": "Internal error: RuntimeError"}}]
+
+
+def test_endpoint_invalid_params_carry_field_errors():
+    endpoint, _, out = make()
+    endpoint.receive({"jsonrpc": "2.0", "id": 3, "method": "strict", "params": {}})
+    assert out == [{"jsonrpc": "2.0", "id": 3, "error": {
+        "code": -32602, "message": "x is required", "data": {"errors": {"x": ["Missing"]}}}}]
+
+
+def test_endpoint_notifications_never_answer_even_on_failure():
+    endpoint, router, out = make()
+    endpoint.receive({"jsonrpc": "2.0", "method": "note", "params": {"n": 1}})
+    endpoint.receive({"jsonrpc": "2.0", "method": "boom"})
+    endpoint.receive({"jsonrpc": "2.0", "method": "missing"})
+    settle(endpoint)
+    assert out == [] and router.notes == [{"n": 1}]
+
+
+def test_endpoint_cancel_request_answers_32800():
+    endpoint, router, out = make()
+    endpoint.receive({"jsonrpc": "2.0", "id": "r1", "method": "block"})
+    gevent.sleep(0)
+    endpoint.receive({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": "r1"}})
+    settle(endpoint)
+    assert out == [{"jsonrpc": "2.0", "id": "r1",
+                    "error": {"code": -32800, "message": "Request cancelled"}}]
+
+
+def test_endpoint_outgoing_request_resolves_with_result_and_error():
+    endpoint, _, out = make()
+    rid, result = endpoint.request("client/thing", {"q": 1})
+    assert out[-1] == {"jsonrpc": "2.0", "id": rid, "method": "client/thing", "params": {"q": 1}}
+    endpoint.receive({"jsonrpc": "2.0", "id": rid, "result": {"ok": True}})
+    assert result.get(timeout=1) == {"ok": True}
+    rid2, result2 = endpoint.request("client/thing", {})
+    endpoint.receive({"jsonrpc": "2.0", "id": rid2, "error": {"code": -32601, "message": "nope"}})
+    err = result2.exception
+    assert err.code == -32601
+
+
+def test_endpoint_disconnect_fails_pending_outgoing_requests():
+    endpoint, _, _ = make()
+    _, result = endpoint.request("client/thing", {})
+    endpoint.close()
+    assert isinstance(result.exception, DisconnectedError)
+    _, late = endpoint.request("client/thing", {})
+    assert isinstance(late.exception, DisconnectedError)
+
+
+def test_endpoint_cancel_outgoing_sends_cancel_request():
+    endpoint, _, out = make()
+    rid, result = endpoint.request("client/thing", {})
+    endpoint.cancel_outgoing(rid)
+    assert result.exception.code == -32800
+    assert out[-1] == {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": rid}}
+    endpoint.receive({"jsonrpc": "2.0", "id": rid, "result": {}})  # late answer: ignored
+
+
+def test_endpoint_batch_collects_responses_in_one_array():
+    endpoint, _, out = make()
+    endpoint.receive([{"jsonrpc": "2.0", "id": 1, "method": "echo", "params": {}},
+                      {"jsonrpc": "2.0", "method": "note", "params": {}},
+                      {"jsonrpc": "2.0", "id": 2, "method": "lifecycle"}])
+    settle(endpoint)
+    assert len(out) == 1 and isinstance(out[0], list)
+    by_id = {m["id"]: m for m in out[0]}
+    assert by_id[1]["result"] == {"echo": {}}
+    assert by_id[2]["error"]["code"] == -32600
+
+
+def test_endpoint_oversized_and_bad_utf8_lines():
+    from term2acp.rpc.stream import Oversized
+
+    endpoint, _, out = make()
+    endpoint.receive_line(Oversized(10))
+    endpoint.receive_line(b"\xc3\x28")
+    endpoint.receive_line(b'{"jsonrpc":"2.0","id":1,"method":"echo","params":{"v":Infinity}}')
+    assert [m["error"]["code"] for m in out] == [-32600, -32700, -32700]
+    assert all(m["id"] is None for m in out)
+
+
+def test_endpoint_lone_surrogates_are_encoded_safely():
+    endpoint, _, out = make()
+    endpoint.receive({"jsonrpc": "2.0", "id": 1, "method": "echo", "params": {"s": "\ud800"}})
+    settle(endpoint)
+    assert out[0]["result"] == {"echo": {"s": "\ud800"}}

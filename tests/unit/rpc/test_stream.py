@@ -1,0 +1,88 @@
+import io
+import os
+
+import gevent
+from gevent import monkey
+
+from term2acp.rpc.stream import Oversized, Writer, open_reader, read_lines
+
+
+def close_now(fd):
+    """gevent defers os.close through the hub; tests need the close to have happened."""
+    monkey.get_original("os", "close")(fd)
+
+
+def lines_of(data, **kw):
+    return list(read_lines(io.BytesIO(data), **kw))
+
+
+def test_stream_splits_lines_and_skips_blank_ones():
+    assert lines_of(b'{"a":1}\n\n  \n{"b":2}\n') == [b'{"a":1}', b'{"b":2}']
+
+
+def test_stream_partial_line_across_chunks():
+    assert lines_of(b'{"a":"' + b"x" * 100 + b'"}\n', chunk=7) == [b'{"a":"' + b"x" * 100 + b'"}']
+
+
+def test_stream_trailing_line_without_newline_at_eof():
+    assert lines_of(b'{"a":1}\n{"b":2}') == [b'{"a":1}', b'{"b":2}']
+
+
+def test_stream_oversized_line_is_reported_and_skipped_without_buffering():
+    data = b"y" * 50 + b"\n" + b"z" * 10_000 + b"\n" + b"ok\n"
+    out = lines_of(data, max_line=100, chunk=64)
+    assert out[0] == b"y" * 50
+    assert isinstance(out[1], Oversized) and out[1].size == 10_000
+    assert out[2] == b"ok"
+
+
+def test_stream_oversized_line_at_eof():
+    out = lines_of(b"z" * 500, max_line=100, chunk=64)
+    assert len(out) == 1 and isinstance(out[0], Oversized)
+
+
+def test_stream_non_utf8_bytes_pass_through_as_bytes():
+    assert lines_of(b"\xff\xfe\n") == [b"\xff\xfe"]
+
+
+def test_stream_reads_a_pipe_cooperatively_until_eof():
+    r, w = os.pipe()
+    reader = open_reader(r)
+    got = []
+    g = gevent.spawn(lambda: got.extend(read_lines(reader)))
+    os.write(w, b'{"a":')
+    gevent.sleep(0.01)
+    assert not g.dead  # waiting for the rest of the line without blocking the hub
+    os.write(w, b"1}\n")
+    os.close(w)
+    g.join(timeout=5)
+    assert g.dead and got == [b'{"a":1}']
+    os.close(r)
+
+
+def test_writer_keeps_queue_order():
+    r, w = os.pipe()
+    writer = Writer(w)
+    for i in range(100):
+        writer.put(b"%d\n" % i)
+    assert writer.drain(5)
+    os.close(w)  # gevent defers the close through the hub: read cooperatively
+    reader = open_reader(r)
+    data = b""
+    with gevent.Timeout(5):
+        while chunk := reader.read(65536):
+            data += chunk
+    assert data.split() == [b"%d" % i for i in range(100)]
+    os.close(r)
+    gevent.sleep(0)
+
+
+def test_writer_reports_broken_pipes():
+    failures = []
+    r2, w2 = os.pipe()
+    close_now(r2)
+    writer = Writer(w2, on_failure=failures.append)
+    writer.put(b"x\n")
+    assert not writer.drain(5)
+    assert failures and writer.failed
+    os.close(w2)
