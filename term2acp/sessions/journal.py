@@ -19,7 +19,7 @@ class Recorder:
         self._messages = {}  # message id -> [kind, list of text parts]
         self._calls = {}  # call id -> merged dict
         self._terminals = {}  # terminal id -> dict with bytearray output tail
-        self._dirty = set()
+        self._dirty = {}  # insertion-ordered: first report decides the record's position
 
     def record(self, event):
         kind = type(event)
@@ -29,8 +29,9 @@ class Recorder:
                 tag = "agent_message" if kind is ev.TextChunk else "agent_thought"
                 entry = self._messages[event.message_id] = [tag, []]
             entry[1].append(event.text)
-            self._dirty.add(("m", event.message_id))
+            self._dirty[("m", event.message_id)] = None
         elif kind is ev.UserMessage:
+            self.flush()  # keep the journal in reporting order
             self._store.journal_put(self._sid, "user_message", event.message_id,
                                     {"message_id": event.message_id, "content": event.content})
         elif kind is ev.ToolCallReported:
@@ -40,12 +41,12 @@ class Recorder:
                 value = getattr(event, field)
                 if value is not None:
                     merged[field] = value
-            self._dirty.add(("c", event.call_id))
+            self._dirty[("c", event.call_id)] = None
         elif kind is ev.TerminalStarted:
             self._terminals[event.terminal_id] = {"terminal_id": event.terminal_id,
                                                   "command": event.command, "cwd": event.cwd,
                                                   "tail": bytearray()}
-            self._dirty.add(("t", event.terminal_id))
+            self._dirty[("t", event.terminal_id)] = None
         elif kind is ev.TerminalOutput:
             term = self._terminals.get(event.terminal_id)
             if term is not None:
@@ -53,16 +54,16 @@ class Recorder:
                 tail += event.data
                 if len(tail) > TERMINAL_TAIL:
                     del tail[:len(tail) - TERMINAL_TAIL]
-                self._dirty.add(("t", event.terminal_id))
+                self._dirty[("t", event.terminal_id)] = None
         elif kind is ev.TerminalExited:
             term = self._terminals.get(event.terminal_id)
             if term is not None:
                 term["exit"] = {"exit_code": event.exit_code, "signal": event.signal}
-                self._dirty.add(("t", event.terminal_id))
+                self._dirty[("t", event.terminal_id)] = None
 
     def flush(self):
         """Write every record changed since the last flush (inside the open transaction)."""
-        dirty, self._dirty = self._dirty, set()
+        dirty, self._dirty = self._dirty, {}
         for tag, key in dirty:
             if tag == "m":
                 kind, parts = self._messages[key]

@@ -1,0 +1,298 @@
+"""Sessions over the real launcher: new, list, resume (+replay), close, locks, crashes."""
+
+import os
+import signal
+import sqlite3
+
+import pytest
+
+from tests.support.scripts import write_script
+
+
+def error_of(message):
+    assert "error" in message, message
+    return message["error"]
+
+
+# ---------------------------------------------------------------- session/new
+@pytest.mark.parametrize("params, message", [
+    ({"cwd": "/tmp", "additionalDirectories": ["/etc"]}, "additionalDirectories are not supported"),
+    ({"additionalDirectories": ["/etc"]}, "additionalDirectories are not supported"),
+    ({"cwd": "/tmp", "mcpServers": [{"type": "stdio", "name": "x", "command": "/bin/true"}]},
+     "MCP servers are not supported"),
+    ({"cwd": "relative/dir"}, "cwd must be an absolute path"),
+    ({"cwd": "/definitely/not/here"}, "cwd must exist and be a directory"),
+    ({"cwd": "/etc/hostname"}, "cwd must exist and be a directory"),
+    ({"cwd": "/tmp/\udcff-not-utf8"}, "cwd must exist and be a directory"),
+    ({"cwd": "/" + "a" * 5000}, "cwd is longer than 4096 bytes"),
+    ({"cwd": "/tmp/\u0000x"}, "NUL"),
+])
+def test_session_new_refusals(agent, params, message):
+    error = error_of(agent.request("session/new", params))
+    assert error["code"] == -32602
+    assert message in error["message"] or message in str(error.get("data"))
+    agent.close()
+
+
+def test_session_new_accepts_empty_lists_and_ids_are_unique(agent, workspace):
+    ids = set()
+    for extra in ({}, {"additionalDirectories": [], "mcpServers": []}):
+        response = agent.request("session/new", dict({"cwd": workspace}, **extra))
+        ids.add(response["result"]["sessionId"])
+    assert len(ids) == 2 and all(len(i) >= 32 for i in ids)
+    agent.close()
+
+
+def test_session_new_canonicalizes_a_symlinked_cwd(agent, workspace, tmp_path):
+    link = tmp_path / "link"
+    link.symlink_to(workspace)
+    sid = agent.new_session(str(link) + "/./")
+    sessions = agent.request("session/list", {})["result"]["sessions"]
+    assert [(s["sessionId"], s["cwd"]) for s in sessions] == [(sid, workspace)]
+    agent.close()
+
+
+# ---------------------------------------------------------------- session/list
+def test_session_list_filters_by_canonical_cwd_and_pages(agent, workspace, tmp_path):
+    other = tmp_path / "other"
+    other.mkdir()
+    mine = [agent.new_session(workspace) for _ in range(55)]
+    agent.new_session(str(other))
+    link = tmp_path / "alias"
+    link.symlink_to(workspace)
+    first = agent.request("session/list", {"cwd": str(link)})["result"]
+    assert len(first["sessions"]) == 50 and "nextCursor" in first
+    second = agent.request("session/list", {"cwd": workspace, "cursor": first["nextCursor"]})["result"]
+    assert "nextCursor" not in second
+    listed = [s["sessionId"] for s in first["sessions"] + second["sessions"]]
+    assert listed == list(reversed(mine))  # newest first, nothing lost, nothing twice
+    everything = agent.request("session/list", None)["result"]["sessions"]
+    assert len(everything) == 50
+    agent.close()
+
+
+def test_session_list_cursor_stays_correct_while_sessions_are_added(agent, workspace):
+    for _ in range(51):
+        agent.new_session(workspace)
+    first = agent.request("session/list", {})["result"]
+    agent.new_session(workspace)  # newer than everything: must not shift the next page
+    second = agent.request("session/list", {"cursor": first["nextCursor"]})["result"]
+    assert len(second["sessions"]) == 1
+    assert second["sessions"][0]["sessionId"] not in {s["sessionId"] for s in first["sessions"]}
+    agent.close()
+
+
+@pytest.mark.parametrize("cursor", ["garbage", "", "W10", 5])
+def test_session_list_invalid_cursor(agent, cursor):
+    assert error_of(agent.request("session/list", {"cursor": cursor}))["code"] == -32602
+    agent.close()
+
+
+def test_session_list_null_params_and_missing_directory(agent):
+    assert agent.request("session/list", None)["result"] == {"sessions": []}
+    assert agent.request("session/list", {"cwd": "/no/such/dir"})["result"] == {"sessions": []}
+    agent.close()
+
+
+# ---------------------------------------------------------------- prompts + replay
+@pytest.fixture
+def chatty(tmp_path):
+    return write_script(tmp_path, [
+        [{"thought": "Looking."}, {"text": "Hello "}, {"text": "there."}],
+        [{"text": "Second answer."}],
+    ])
+
+
+def test_session_title_and_info_update_come_from_the_first_prompt(spawn, workspace, chatty):
+    agent = spawn(script=chatty)
+    agent.initialize()
+    sid = agent.new_session(workspace)
+    _, updates, _ = agent.prompt(sid, "  Fix   the\nflaky test  ")
+    info = [u for u in updates if u["sessionUpdate"] == "session_info_update"]
+    assert info[0]["title"] == "Fix the flaky test" and info[0]["updatedAt"].endswith("Z")
+    listed = agent.request("session/list", {})["result"]["sessions"][0]
+    assert listed["title"] == "Fix the flaky test"
+    agent.close()
+
+
+def replay_of(agent, sid, cwd, replay_from):
+    params = {"sessionId": sid, "cwd": cwd}
+    if replay_from != "absent":
+        params["replayFrom"] = replay_from
+    start = len(agent.messages)
+    response = agent.request("session/resume", params)
+    return response, [m["params"]["update"] for m in agent.messages[start:]
+                      if m.get("method") == "session/update"]
+
+
+def test_resume_replays_from_start_in_order_with_stable_ids(spawn, workspace, chatty):
+    agent = spawn(script=chatty)
+    agent.initialize()
+    sid = agent.new_session(workspace)
+    agent.prompt(sid, "first")
+    agent.prompt(sid, "second")
+    agent.close()
+
+    again = spawn(script=chatty)
+    again.initialize()
+    response, updates = replay_of(again, sid, workspace, {"type": "start"})
+    assert response["result"] == {}
+    assert again.messages[-1] is response  # every replayed update came before the response
+    kinds = [(u["sessionUpdate"], u.get("content")) for u in updates]
+    assert kinds == [
+        ("user_message", [{"type": "text", "text": "first"}]),
+        ("agent_thought", [{"type": "text", "text": "Looking."}]),
+        ("agent_message", [{"type": "text", "text": "Hello there."}]),
+        ("user_message", [{"type": "text", "text": "second"}]),
+        ("agent_message", [{"type": "text", "text": "Second answer."}]),
+    ]
+    ids = [u["messageId"] for u in updates]
+    assert len(set(ids)) == len(ids)
+    _, twice = replay_of(again, sid, workspace, {"type": "start"})
+    assert [u["messageId"] for u in twice] == ids  # stable across replays
+    again.close()
+
+
+@pytest.mark.parametrize("replay_from", ["absent", None])
+def test_resume_without_replay_sends_nothing(spawn, workspace, chatty, replay_from):
+    agent = spawn(script=chatty)
+    agent.initialize()
+    sid = agent.new_session(workspace)
+    agent.prompt(sid, "first")
+    agent.close()
+    again = spawn(script=chatty)
+    again.initialize()
+    response, updates = replay_of(again, sid, workspace, replay_from)
+    assert response["result"] == {} and updates == []
+    # and the conversation continues with its history: the script's second turn plays
+    _, updates, idle = again.prompt(sid, "again")
+    assert idle["params"]["update"]["stopReason"] == "end_turn"
+    assert any(u.get("content", {}).get("text") == "Second answer." for u in updates
+               if u["sessionUpdate"] == "agent_message_chunk")
+    again.close()
+
+
+def test_resume_errors(agent, workspace, tmp_path):
+    error = error_of(agent.request("session/resume", {"sessionId": "nope", "cwd": workspace}))
+    assert error["code"] == -32002 and error["data"]["sessionId"] == "nope"
+    sid = agent.new_session(workspace)
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    assert error_of(agent.request("session/resume", {"sessionId": sid, "cwd": str(other)}))["code"] == -32602
+    bad = {"sessionId": sid, "cwd": workspace, "replayFrom": {"type": "message", "messageId": "x"}}
+    assert error_of(agent.request("session/resume", bad))["code"] == -32602
+    bad = {"sessionId": sid, "cwd": workspace, "mcpServers": [{"type": "http", "name": "a", "url": "http://x"}]}
+    assert error_of(agent.request("session/resume", bad))["message"] == "MCP servers are not supported"
+    # resuming a live session is idempotent
+    for _ in range(2):
+        assert agent.request("session/resume", {"sessionId": sid, "cwd": workspace})["result"] == {}
+    agent.close()
+
+
+# ---------------------------------------------------------------- close
+@pytest.fixture
+def hanging(tmp_path):
+    return write_script(tmp_path, [[{"text": "partial answer"}, {"hang": True}]])
+
+
+def test_close_during_a_turn_settles_cancelled_before_answering(spawn, workspace, hanging):
+    agent = spawn(script=hanging)
+    agent.initialize()
+    sid = agent.new_session(workspace)
+    agent.request_async("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]})
+    agent.wait_for(lambda m: m.get("method") == "session/update"
+                   and m["params"]["update"].get("sessionUpdate") == "agent_message_chunk")
+    response = agent.request("session/close", {"sessionId": sid})
+    assert response["result"] == {}
+    idle = [m for m in agent.messages if m.get("method") == "session/update"
+            and m["params"]["update"].get("state") == "idle"]
+    assert len(idle) == 1 and idle[0]["params"]["update"]["stopReason"] == "cancelled"
+    assert agent.messages.index(idle[0]) < agent.messages.index(response)
+    # closed: gone from this process's live set, still listed and resumable
+    prompt = agent.request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "x"}]})
+    assert error_of(prompt)["code"] == -32002
+    assert agent.request("session/list", {})["result"]["sessions"][0]["sessionId"] == sid
+    assert agent.request("session/close", {"sessionId": sid})["result"] == {}  # idempotent
+    assert agent.request("session/close", {"sessionId": "never"})["result"] == {}
+    assert agent.request("session/resume", {"sessionId": sid, "cwd": workspace})["result"] == {}
+    agent.close()
+
+
+# ---------------------------------------------------------------- several processes
+def test_two_processes_share_the_store_and_a_live_session_is_exclusive(spawn, workspace):
+    a, b = spawn(), spawn()
+    a.initialize()
+    b.initialize()
+    sid = a.new_session(workspace)
+    assert [s["sessionId"] for s in b.request("session/list", {})["result"]["sessions"]] == [sid]
+    error = error_of(b.request("session/resume", {"sessionId": sid, "cwd": workspace}))
+    assert error["code"] == -32009 and "another term2-acp process" in error["message"]
+    a.request("session/close", {"sessionId": sid})
+    assert b.request("session/resume", {"sessionId": sid, "cwd": workspace})["result"] == {}
+    a.close()
+    b.close()
+
+
+def test_shutdown_releases_locks(spawn, workspace):
+    a = spawn()
+    a.initialize()
+    sid = a.new_session(workspace)
+    assert a.close() == 0
+    b = spawn()
+    b.initialize()
+    assert b.request("session/resume", {"sessionId": sid, "cwd": workspace})["result"] == {}
+    b.close()
+
+
+def test_kill_9_loses_nothing_that_was_reported(spawn, workspace, hanging):
+    agent = spawn(script=hanging)
+    agent.initialize()
+    sid = agent.new_session(workspace)
+    agent.request_async("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]})
+    agent.wait_for(lambda m: m.get("method") == "session/update"
+                   and m["params"]["update"].get("sessionUpdate") == "agent_message_chunk")
+    os.kill(agent.proc.pid, signal.SIGKILL)
+    agent.wait(5)
+
+    again = spawn(script=hanging)
+    again.initialize()
+    assert again.request("session/list", {})["result"]["sessions"][0]["sessionId"] == sid
+    _, updates = replay_of(again, sid, workspace, {"type": "start"})
+    assert [(u["sessionUpdate"], u["content"][0]["text"]) for u in updates] == [
+        ("user_message", "go"), ("agent_message", "partial answer")]
+    again.close()
+
+
+# ---------------------------------------------------------------- store faults
+def test_corrupt_store_gives_a_clear_error(spawn, home, workspace):
+    (home / "sessions.sqlite3").write_bytes(b"this is not a database" * 100)
+    agent = spawn()
+    agent.initialize()
+    error = error_of(agent.request("session/new", {"cwd": workspace}))
+    assert error["code"] == -32603 and "sessions.sqlite3" in error["message"]
+    assert "move it aside" in error["message"]
+    agent.close()
+
+
+def test_read_only_data_dir_gives_a_clear_error(spawn, tmp_path, workspace):
+    if os.geteuid() == 0:
+        target = tmp_path / "file-not-dir"
+        target.write_text("x")
+        home = target / "sub"  # cannot be created even by root
+    else:
+        home = tmp_path / "ro"
+        home.mkdir(mode=0o500)
+    agent = spawn(env={"TERM2ACP_HOME": str(home)})
+    agent.initialize()
+    error = error_of(agent.request("session/new", {"cwd": workspace}))
+    assert error["code"] == -32603 and "cannot open the session store" in error["message"]
+    assert agent.request("session/list", {})["error"]["code"] == -32603
+    agent.close()
+
+
+def test_store_schema_is_versioned(agent, home, workspace):
+    agent.new_session(workspace)
+    agent.close()
+    db = sqlite3.connect(home / "sessions.sqlite3")
+    assert db.execute("PRAGMA user_version").fetchone()[0] >= 1
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
