@@ -1,0 +1,315 @@
+"""Anthropic Messages provider (streaming, tools, extended thinking).
+
+The ``anthropic`` SDK is imported on the first :meth:`AnthropicProvider.stream`, never at
+module import or construction. Retries with backoff on 429/5xx come from the SDK.
+
+Extended thinking: when thinking is on, the API requires the assistant turn that made the
+tool calls being answered to be resent with its signed thinking blocks. The neutral
+history keeps thought text only, so the provider remembers the signed blocks of its own
+recent tool-calling turns (keyed by the first tool call id) and re-attaches them; when
+they are unknown (e.g. after a restart), thinking is switched off for that request.
+"""
+
+import collections
+import json
+import logging
+import sys
+
+from term2acp.providers.base import (
+    Provider,
+    ProviderError,
+    Stop,
+    TextDelta,
+    ThoughtDelta,
+    ToolCall,
+    Usage,
+)
+from term2acp.providers.openai import (
+    close_quietly,
+    host_of,
+    malformed_message,
+    prepare_sdk_import,
+    resolve_credentials,
+    scrub,
+    server_message,
+    transport_message,
+)
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_TOKENS = 8192
+MIN_THINKING_BUDGET = 1024
+THINKING_BUDGETS = {"low": 1024, "medium": 4096, "high": 16384, "xhigh": 32000}
+STOP_REASONS = {"end_turn": "end_turn", "stop_sequence": "end_turn", "pause_turn": "end_turn",
+                "tool_use": "tool_use", "max_tokens": "max_tokens",
+                "model_context_window_exceeded": "max_tokens", "refusal": "refusal"}
+SIGNED_TURNS_KEPT = 256
+
+
+# ---------------------------------------------------------------- request building
+def anthropic_messages(messages, signed=None):
+    """Neutral history -> Messages API turns; ``signed`` maps a call id to thinking blocks."""
+    out = []
+    for message in messages:
+        role = message["role"]
+        if role == "user":
+            _append(out, "user", _user_blocks(message["content"]))
+        elif role == "assistant":
+            _append(out, "assistant", _assistant_blocks(message, signed or {}))
+        elif role == "tool":
+            block = {"type": "tool_result", "tool_use_id": message["tool_call_id"],
+                     "is_error": bool(message.get("is_error"))}
+            if message.get("content"):
+                block["content"] = message["content"]
+            _append(out, "user", [block])
+        else:
+            raise ValueError(f"unsupported message role {role!r}")
+    return out
+
+
+def _append(out, role, blocks):
+    """Add blocks as a turn, merging with a previous turn of the same role."""
+    if not blocks:
+        return
+    if out and out[-1]["role"] == role:
+        out[-1]["content"].extend(blocks)
+    else:
+        out.append({"role": role, "content": list(blocks)})
+
+
+def _user_blocks(content):
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content else []
+    return list(content or ())
+
+
+def _assistant_blocks(message, signed):
+    calls = message.get("tool_calls") or []
+    blocks = list(signed.get(calls[0]["id"], ())) if calls else []
+    if message.get("content"):
+        blocks.append({"type": "text", "text": message["content"]})
+    for call in calls:
+        blocks.append({"type": "tool_use", "id": call["id"], "name": call["name"],
+                       "input": _tool_input(call.get("arguments"))})
+    return blocks
+
+
+def _tool_input(arguments):
+    try:
+        value = json.loads(arguments or "{}")
+    except ValueError:
+        value = None
+    return value if isinstance(value, dict) else {"_raw_arguments": arguments}
+
+
+def anthropic_tools(tools):
+    return [{"name": t["name"], "description": t.get("description", ""),
+             "input_schema": t.get("parameters") or {"type": "object", "properties": {}}}
+            for t in tools]
+
+
+def token_plan(request):
+    """``(max_tokens, thinking budget or None)``; an explicit cap is never exceeded."""
+    budget = THINKING_BUDGETS.get(request.effort)
+    if not request.max_output_tokens:
+        return DEFAULT_MAX_TOKENS + (budget or 0), budget
+    max_tokens = request.max_output_tokens
+    if budget and budget >= max_tokens:
+        budget = max_tokens // 2
+    return max_tokens, budget if budget and budget >= MIN_THINKING_BUDGET else None
+
+
+def _awaits_unsigned_results(messages, signed):
+    """True when the latest assistant turn made tool calls we hold no signed thinking for."""
+    for message in reversed(messages):
+        if message["role"] == "assistant":
+            calls = message.get("tool_calls") or []
+            return bool(calls) and calls[0]["id"] not in signed
+    return False
+
+
+def message_params(request, signed):
+    max_tokens, budget = token_plan(request)
+    if budget and _awaits_unsigned_results(request.messages, signed):
+        log.info("thinking off for this request: no signed thinking for the pending tool calls")
+        budget = None
+    params = {"model": request.model, "max_tokens": max_tokens, "stream": True,
+              "messages": anthropic_messages(request.messages, signed if budget else None)}
+    if request.system:
+        params["system"] = request.system
+    if request.tools:
+        params["tools"] = anthropic_tools(request.tools)
+    if budget:
+        params["thinking"] = {"type": "enabled", "budget_tokens": budget}
+    return params
+
+
+# ---------------------------------------------------------------- stream decoding
+class MessageStreamState:
+    """Accumulates one streamed message and turns SDK events into provider events."""
+
+    def __init__(self):
+        self.blocks = {}  # index -> dict: type, id, name, json, thinking, signature, data
+        self.stop = None
+        self.usage = {}
+        self.received = False
+
+    def feed(self, event):
+        self.received = True
+        kind = getattr(event, "type", None)
+        if kind == "message_start":
+            self._usage(event.message.usage)
+        elif kind == "content_block_start":
+            yield from self._start(event.index, event.content_block)
+        elif kind == "content_block_delta":
+            yield from self._delta(self.blocks.setdefault(event.index, {"type": "?"}), event.delta)
+        elif kind == "message_delta":
+            self.stop = event.delta.stop_reason or self.stop
+            self._usage(event.usage)
+
+    def _start(self, index, block):
+        kind = block.type
+        self.blocks[index] = slot = {"type": kind, "json": "", "thinking": "", "signature": ""}
+        if kind == "tool_use":
+            slot.update(id=block.id, name=block.name)
+        elif kind == "redacted_thinking":
+            slot["data"] = block.data
+        elif kind == "text" and block.text:
+            yield TextDelta(block.text)
+        elif kind == "thinking" and block.thinking:
+            slot["thinking"] = block.thinking
+            yield ThoughtDelta(block.thinking)
+
+    def _delta(self, slot, delta):
+        kind = delta.type
+        if kind == "text_delta":
+            yield TextDelta(delta.text)
+        elif kind == "thinking_delta":
+            slot["thinking"] = slot.get("thinking", "") + delta.thinking
+            yield ThoughtDelta(delta.thinking)
+        elif kind == "signature_delta":
+            slot["signature"] = slot.get("signature", "") + delta.signature
+        elif kind == "input_json_delta":
+            slot["json"] = slot.get("json", "") + delta.partial_json
+
+    def _usage(self, usage):
+        for key in ("input_tokens", "output_tokens", "cache_read_input_tokens",
+                    "cache_creation_input_tokens"):
+            value = getattr(usage, key, None)
+            if value is not None:
+                self.usage[key] = value
+        details = getattr(usage, "output_tokens_details", None)
+        if getattr(details, "thinking_tokens", None) is not None:
+            self.usage["thinking_tokens"] = details.thinking_tokens
+
+    def tool_calls(self):
+        return [ToolCall(b["id"], b["name"], b["json"] or "{}")
+                for _, b in sorted(self.blocks.items()) if b["type"] == "tool_use"]
+
+    def signed_thinking(self):
+        blocks = []
+        for _, b in sorted(self.blocks.items()):
+            if b["type"] == "thinking" and b["signature"]:
+                blocks.append({"type": "thinking", "thinking": b["thinking"],
+                               "signature": b["signature"]})
+            elif b["type"] == "redacted_thinking":
+                blocks.append({"type": "redacted_thinking", "data": b["data"]})
+        return blocks
+
+    def finish_events(self, name, calls):
+        if self.stop is None:
+            raise ProviderError(f"{name}: the stream ended before the model finished")
+        yield from calls
+        if self.usage:
+            yield self._usage_event()
+        reason = STOP_REASONS.get(self.stop) or ("tool_use" if calls else "end_turn")
+        yield Stop(reason)
+
+    def _usage_event(self):
+        """``input_tokens`` counts the whole prompt (cache reads and writes included), as
+        OpenAI's ``prompt_tokens`` does; ``cached_tokens`` is the cache-read part."""
+        count = {key: value or 0 for key, value in self.usage.items()}
+        cached = count.get("cache_read_input_tokens", 0)
+        prompt = count.get("input_tokens", 0) + cached + count.get("cache_creation_input_tokens", 0)
+        return Usage(input_tokens=prompt, output_tokens=count.get("output_tokens", 0),
+                     thought_tokens=count.get("thinking_tokens", 0), cached_tokens=cached)
+
+
+# ---------------------------------------------------------------- the provider
+class AnthropicProvider(Provider):
+    name = "anthropic"
+
+    def __init__(self, name="anthropic", api_key=None, base_url=None, timeout=600.0,
+                 max_retries=2):
+        self.name = name
+        self.base_url, self._api_key, self._key_hint = resolve_credentials(
+            name, "anthropic", api_key, base_url, "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL")
+        self._timeout = timeout
+        self._max_retries = max_retries
+        self._client = None
+        self._host = host_of(self.base_url, "api.anthropic.com")
+        self._signed = collections.OrderedDict()  # first tool call id -> thinking blocks
+
+    def stream(self, request):
+        client = self._sdk_client()
+        params = message_params(request, self._signed)
+        errors = self._sdk_errors()
+        state, response = MessageStreamState(), None
+        try:
+            try:
+                response = client.messages.create(**params)
+                for event in response:
+                    yield from state.feed(event)
+            except errors as exc:
+                raise self._error(exc, state.received) from None
+            calls = state.tool_calls()
+            self._remember(calls, state.signed_thinking())
+            yield from state.finish_events(self.name, calls)
+        finally:
+            close_quietly(response)
+
+    def _remember(self, calls, thinking):
+        if calls and thinking:
+            self._signed[calls[0].call_id] = thinking
+            while len(self._signed) > SIGNED_TURNS_KEPT:
+                self._signed.popitem(last=False)
+
+    def _sdk_client(self):
+        if self._client is None:
+            prepare_sdk_import()
+            import anthropic
+
+            self._client = anthropic.Anthropic(
+                api_key=self._api_key, base_url=self.base_url, max_retries=self._max_retries,
+                timeout=anthropic.Timeout(self._timeout, connect=min(self._timeout, 15.0)))
+        return self._client
+
+    @staticmethod
+    def _sdk_errors():
+        import anthropic
+
+        # The SDK does not wrap transport errors raised while a stream is read; catch
+        # those of whichever HTTP library it loaded (httpx2 now, httpx in older releases).
+        http = tuple(sys.modules[m].HTTPError for m in ("httpx2", "httpx")
+                     if getattr(sys.modules.get(m), "HTTPError", None))
+        return (anthropic.AnthropicError, ValueError, *http)
+
+    def _error(self, exc, midstream):
+        import anthropic
+
+        log.debug("%s request failed: %s", self.name, type(exc).__name__)
+        if isinstance(exc, ValueError):  # undecodable JSON in the stream
+            text = malformed_message(self.name, self._host, exc)
+        elif isinstance(exc, anthropic.AuthenticationError):
+            text = f"{self.name}: authentication failed (check {self._key_hint})"
+        elif isinstance(exc, anthropic.APIStatusError):
+            status = "stream error" if exc.status_code == 200 else f"HTTP {exc.status_code}"
+            text = f"{self.name}: {status}: {server_message(exc.body, exc.message)}"
+        elif not isinstance(exc, anthropic.AnthropicError) or isinstance(
+                exc, anthropic.APIConnectionError):  # transport failures
+            text = transport_message(self.name, self._host, exc, midstream)
+        elif isinstance(exc, anthropic.APIError):
+            text = f"{self.name}: {server_message(exc.body, exc.message)}"
+        else:
+            text = f"{self.name}: {exc}"
+        return ProviderError(scrub(text, self._api_key))

@@ -1,0 +1,317 @@
+"""Fake OpenAI-compatible and Anthropic-compatible HTTP servers for provider tests.
+
+One :class:`FakeLLMServer` serves both ``/v1/chat/completions`` and ``/v1/messages`` on
+127.0.0.1 with an ephemeral port, from a per-test script: each incoming request takes
+the next queued response. Responses are :class:`SSE` streams (HTTP/1.1 chunked, so a
+dropped connection is visible to the client as a truncated body) or :class:`Status`
+replies. An SSE stream can *hold* after some events until the test releases it or the
+client disconnects, which makes mid-stream cancellation deterministic; it records the
+disconnect in ``disconnected``. Every request body is recorded for assertions.
+
+The server runs in gevent greenlets (``gevent.server.StreamServer``); tests run under
+the monkey-patched runtime. All waits are bounded.
+"""
+
+import collections
+import json
+import socket
+from dataclasses import dataclass, field
+
+import gevent
+from gevent.event import Event
+from gevent.pool import Pool
+from gevent.server import StreamServer
+
+HOLD_LIMIT = 10.0  # seconds a held stream waits for a release or a disconnect
+REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden",
+           404: "Not Found", 429: "Too Many Requests", 500: "Internal Server Error",
+           503: "Service Unavailable"}
+
+
+@dataclass
+class Recorded:
+    method: str
+    path: str
+    headers: dict
+    body: bytes
+
+    @property
+    def json(self):
+        return json.loads(self.body)
+
+
+@dataclass
+class Status:
+    """A plain JSON reply (errors, rate limits)."""
+
+    code: int
+    body: object = None
+    headers: dict = field(default_factory=dict)
+
+
+class SSE:
+    """A server-sent-event stream: ``events`` is a list of ``(event_name | None, data)``.
+
+    ``drop_after=n`` closes the socket after n events without ending the body;
+    ``hold_after=n`` pauses after n events until :meth:`release` or a client disconnect.
+    """
+
+    def __init__(self, events, drop_after=None, hold_after=None):
+        self.events = list(events)
+        self.drop_after = drop_after
+        self.hold_after = hold_after
+        self.reached = Event()  # set when a held stream reaches its hold point
+        self.released = Event()
+        self.disconnected = Event()  # set when the client dropped a held stream
+
+    def release(self):
+        self.released.set()
+
+
+class FakeLLMServer:
+    def __init__(self):
+        self.requests = []
+        self._script = collections.deque()
+        self._arrived = Event()
+        self._connections = Pool(64)  # so stop() can end kept-alive connections
+        self._server = StreamServer(("127.0.0.1", 0), self._handle, spawn=self._connections)
+
+    def start(self):
+        self._server.start()
+        return self
+
+    def stop(self):
+        self._server.stop(timeout=0)  # a client's idle keep-alive connection never ends itself
+
+    @property
+    def port(self):
+        return self._server.server_port
+
+    @property
+    def root_url(self):
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def openai_url(self):
+        return self.root_url + "/v1"
+
+    def enqueue(self, *responses):
+        self._script.extend(responses)
+
+    def wait_requests(self, count, timeout=5.0):
+        with gevent.Timeout(timeout):
+            while len(self.requests) < count:
+                self._arrived.clear()
+                self._arrived.wait()
+        return self.requests[:count]
+
+    # ------------------------------------------------------------ connection handling
+    def _handle(self, sock, _address):
+        reader = sock.makefile("rb")
+        try:
+            while True:
+                request = _read_request(reader)
+                if request is None:
+                    return
+                self.requests.append(request)
+                self._arrived.set()
+                response = self._script.popleft() if self._script else Status(
+                    400, {"error": {"message": "fake server: no scripted response left"}})
+                if not self._respond(sock, response):
+                    return
+        except OSError:
+            return
+        finally:
+            reader.close()
+            sock.close()
+
+    def _respond(self, sock, response):
+        """Send one response; False when the connection must end."""
+        if isinstance(response, Status):
+            body = json.dumps(response.body).encode() if response.body is not None else b""
+            headers = {"Content-Type": "application/json", "Content-Length": str(len(body)),
+                       **response.headers}
+            sock.sendall(_head(response.code, headers) + body)
+            return True
+        sock.sendall(_head(200, {"Content-Type": "text/event-stream",
+                                 "Transfer-Encoding": "chunked"}))
+        for number, (name, data) in enumerate(response.events):
+            if number == response.drop_after:
+                sock.shutdown(socket.SHUT_RDWR)
+                return False
+            if number == response.hold_after and not _hold(sock, response):
+                return False
+            sock.sendall(_chunk(_event_bytes(name, data)))
+        sock.sendall(b"0\r\n\r\n")
+        return True
+
+
+def _hold(sock, response):
+    """Wait for a release or the client's disconnect; True to continue streaming."""
+    watcher = gevent.spawn(_watch_disconnect, sock, response.disconnected)
+    response.reached.set()
+    try:
+        gevent.wait([response.released, response.disconnected], count=1, timeout=HOLD_LIMIT)
+    finally:
+        watcher.kill()
+    return not response.disconnected.is_set() and response.released.is_set()
+
+
+def _watch_disconnect(sock, disconnected):
+    try:
+        data = sock.recv(1)
+    except OSError:
+        data = b""
+    if not data:
+        disconnected.set()
+
+
+def _read_request(reader):
+    line = reader.readline()
+    if not line:
+        return None
+    method, path, _version = line.decode("latin-1").split(" ", 2)
+    headers = {}
+    while True:
+        line = reader.readline().decode("latin-1").strip()
+        if not line:
+            break
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    body = reader.read(int(headers.get("content-length", "0")))
+    return Recorded(method, path, headers, body)
+
+
+def _head(code, headers):
+    lines = [f"HTTP/1.1 {code} {REASONS.get(code, 'Status')}"]
+    lines += [f"{name}: {value}" for name, value in headers.items()]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+def _chunk(payload):
+    return b"%x\r\n%s\r\n" % (len(payload), payload)
+
+
+def _event_bytes(name, data):
+    text = data if isinstance(data, str) else json.dumps(data)
+    prefix = f"event: {name}\n" if name else ""
+    return f"{prefix}data: {text}\n\n".encode()
+
+
+# ---------------------------------------------------------------- OpenAI chunks
+def oa_chunk(delta=None, finish=None, usage=None, choices=True):
+    body = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 1,
+            "model": "fake-model", "choices": []}
+    if choices:
+        body["choices"] = [{"index": 0, "delta": delta or {}, "finish_reason": finish}]
+    if usage is not None:
+        body["usage"] = usage
+    return body
+
+
+def oa_text(text):
+    return oa_chunk({"role": "assistant", "content": text})
+
+
+def oa_reasoning(text, key="reasoning_content"):
+    return oa_chunk({key: text})
+
+
+def oa_tool(index, call_id=None, name=None, args=None):
+    function = {k: v for k, v in (("name", name), ("arguments", args)) if v is not None}
+    call = {"index": index, "function": function}
+    if call_id:
+        call.update(id=call_id, type="function")
+    return oa_chunk({"tool_calls": [call]})
+
+
+def oa_finish(reason):
+    return oa_chunk({}, finish=reason)
+
+
+def oa_usage(prompt, completion, reasoning=0, cached=0):
+    return oa_chunk(choices=False, usage={
+        "prompt_tokens": prompt, "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "completion_tokens_details": {"reasoning_tokens": reasoning},
+        "prompt_tokens_details": {"cached_tokens": cached}})
+
+
+def openai_sse(*chunks, done=True, **options):
+    events = [(None, chunk) for chunk in chunks] + ([(None, "[DONE]")] if done else [])
+    return SSE(events, **options)
+
+
+# ---------------------------------------------------------------- Anthropic events
+def an_start(input_tokens=10, cache_read=0, cache_write=0):
+    usage = {"input_tokens": input_tokens, "output_tokens": 1,
+             "cache_read_input_tokens": cache_read, "cache_creation_input_tokens": cache_write}
+    return [{"type": "message_start", "message": {
+        "id": "msg_fake", "type": "message", "role": "assistant", "model": "fake-model",
+        "content": [], "stop_reason": None, "stop_sequence": None, "usage": usage}}]
+
+
+def _block(index, start, deltas):
+    events = [{"type": "content_block_start", "index": index, "content_block": start}]
+    events += [{"type": "content_block_delta", "index": index, "delta": d} for d in deltas]
+    return events + [{"type": "content_block_stop", "index": index}]
+
+
+def an_text(index, *parts):
+    return _block(index, {"type": "text", "text": ""},
+                  [{"type": "text_delta", "text": p} for p in parts])
+
+
+def an_thinking(index, *parts, signature="sig-fake"):
+    deltas = [{"type": "thinking_delta", "thinking": p} for p in parts]
+    return _block(index, {"type": "thinking", "thinking": "", "signature": ""},
+                  deltas + [{"type": "signature_delta", "signature": signature}])
+
+
+def an_tool(index, call_id, name, *json_parts):
+    return _block(index, {"type": "tool_use", "id": call_id, "name": name, "input": {}},
+                  [{"type": "input_json_delta", "partial_json": p} for p in json_parts])
+
+
+def an_end(stop_reason="end_turn", output_tokens=5, thinking_tokens=None):
+    usage = {"output_tokens": output_tokens}
+    if thinking_tokens is not None:
+        usage["output_tokens_details"] = {"thinking_tokens": thinking_tokens}
+    return [{"type": "message_delta", "usage": usage,
+             "delta": {"stop_reason": stop_reason, "stop_sequence": None}},
+            {"type": "message_stop"}]
+
+
+def anthropic_sse(*groups, **options):
+    """``groups``: event lists from the ``an_*`` builders, single event dicts, or raw
+    ``(event_name, data)`` tuples (data may be a malformed string)."""
+    events = []
+    for group in groups:
+        if isinstance(group, tuple):
+            events.append(group)
+            continue
+        for event in [group] if isinstance(group, dict) else group:
+            events.append((event["type"], event))
+    return SSE(events, **options)
+
+
+# ---------------------------------------------------------------- client side
+def closed_port():
+    """A loopback port nothing listens on (bound, then released)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class Consumer:
+    """Drains a provider stream in its own greenlet, like the turn greenlet does."""
+
+    def __init__(self, stream):
+        self.events = []
+        self.first = Event()
+        self.greenlet = gevent.spawn(self._run, stream)
+
+    def _run(self, stream):
+        for event in stream:
+            self.events.append(event)
+            self.first.set()
