@@ -43,7 +43,7 @@ class Turn:
         self.tools = tools
         self.settings = settings
         self.system = system
-        self.open_calls = {}  # our call id -> provider call (for the history on cancel)
+        self.open_calls = {}  # reported calls without a terminal status yet
         self._pending_results = []  # model tool calls whose results are not in the history
         self.cost = 0.0
 
@@ -105,14 +105,13 @@ class Turn:
 
     # ------------------------------------------------------------ tools
     def _execute(self, call):
-        """Run one model tool call end to end and append its result to the history."""
-        call_id = new_id("tc")
-        self.open_calls[call_id] = call
-        try:
-            result = self.run_tool(call_id, call.name, call.arguments)
-        finally:
-            self.open_calls.pop(call_id, None)
-            self._pending_results = [c for c in self._pending_results if c is not call]
+        """Run one model tool call end to end and append its result to the history.
+
+        If the turn dies inside, the call stays in ``_pending_results`` and
+        :meth:`close_open_calls` gives the model a matching result.
+        """
+        result = self.run_tool(new_id("tc"), call.name, call.arguments)
+        self._pending_results.remove(call)
         self.session.append_history({"role": "tool", "tool_call_id": call.call_id,
                                      "name": call.name, "content": result.text[:MODEL_RESULT_CAP],
                                      "is_error": result.is_error})
@@ -139,8 +138,8 @@ class Turn:
             title, locations = tool.title(args), tool.locations(args, ctx)
         except ToolError as exc:
             return self._fail(call_id, name, raw, str(exc), kind=tool.kind)
-        session.emit(ev.ToolCallReported(call_id, title=title, kind=tool.kind, status="pending",
-                                         raw_input=raw, locations=locations, name=name))
+        self._report_pending(call_id, title=title, kind=tool.kind, raw_input=raw,
+                             locations=locations, name=name)
         try:
             request = tool.approval(args, ctx)
         except ToolError as exc:
@@ -185,12 +184,16 @@ class Turn:
             raise TurnAborted(decision.reason)
         return decision.allowed
 
+    def _report_pending(self, call_id, **fields):
+        self.open_calls[call_id] = True
+        self.session.emit(ev.ToolCallReported(call_id, status="pending", **fields))
+
     def _fail(self, call_id, title, raw, message, kind="other"):
-        self.session.emit(ev.ToolCallReported(call_id, title=title, kind=kind, status="pending",
-                                              raw_input=raw, name=title))
+        self._report_pending(call_id, title=title, kind=kind, raw_input=raw, name=title)
         return self._finish(call_id, ToolResult(message, is_error=True))
 
     def _finish(self, call_id, result):
+        self.open_calls.pop(call_id, None)
         content = result.content or [{"type": "text", "text": result.text[:RESULT_DISPLAY_CAP]}]
         self.session.emit(ev.ToolCallReported(
             call_id, status="failed" if result.is_error else "completed", content=content,
