@@ -1,0 +1,115 @@
+"""The turn loop with a fake session: approvals (stale, no gate, grants) and endings."""
+
+import os
+
+import gevent
+import pytest
+
+from term2acp.agent import approvals
+from term2acp.agent import events as ev
+from term2acp.agent.turn import Turn, TurnAborted, TurnCancelled
+from term2acp.providers import base as pb
+from term2acp.sessions.access import AccessState
+from term2acp.settings import Settings
+from term2acp.tools.base import Tool, ToolResult
+
+
+class FakeSession:
+    def __init__(self, root):
+        self.id, self.root, self.model, self.effort = "s1", root, "m", "default"
+        self.access = AccessState(root)
+        self.history, self.events = [], []
+        self.gate = None
+        self.pending_interaction = None
+        self.interaction_seq = 0
+        self.context_window = 1000
+        self.cost = 0.0
+        self.workdir = root
+
+    def emit(self, event):
+        self.events.append(event)
+
+    def append_history(self, message):
+        self.history.append(message)
+
+
+class Asker(Tool):
+    name = "asker"
+    kind = "edit"
+
+    def approval(self, args, ctx):
+        return approvals.ApprovalRequest(approvals.OUTSIDE_EDIT, path="/elsewhere/f.txt", title="Edit it")
+
+    def run(self, args, ctx):
+        return ToolResult("ran")
+
+
+class Provider(pb.Provider):
+    def __init__(self, turns):
+        self.turns = turns
+
+    def stream(self, request):
+        index = sum(1 for m in request.messages if m["role"] == "assistant")
+        yield from self.turns[index]
+
+
+def make_turn(tmp_path, turns, gate=None):
+    session = FakeSession(os.path.realpath(tmp_path))
+    session.gate = gate
+    turn = Turn(session, Provider(turns), {"asker": Asker()}, Settings.load(env={}), "sys")
+    return session, turn
+
+
+CALL = [pb.ToolCall("c1", "asker", "{}"), pb.Stop("tool_use")]
+DONE = [pb.TextDelta("ok"), pb.Stop("end_turn")]
+
+
+class Gate:
+    def __init__(self, decide):
+        self.decide = decide
+
+
+def statuses(session):
+    return [e.status for e in session.events if isinstance(e, ev.ToolCallReported) and e.status]
+
+
+def test_turn_without_a_gate_denies(tmp_path):
+    session, turn = make_turn(tmp_path, [CALL, DONE])
+    assert turn.run("go") == "end_turn"
+    assert statuses(session) == ["pending", "failed"]
+    assert session.history[2]["is_error"] and approvals.NOT_SUPPORTED in session.history[2]["content"]
+
+
+def test_turn_stale_interaction_aborts_the_turn(tmp_path):
+    def decide(interaction):
+        session.pending_interaction = None  # the session moved on (closed/reset) meanwhile
+        return approvals.Decision(True, "allow-once")
+    session, turn = make_turn(tmp_path, [CALL, DONE], Gate(decide))
+    with pytest.raises(TurnAborted):
+        turn.run("go")
+    assert statuses(session)[-1] == "failed"
+    turn.close_open_calls("cancelled")
+    assert session.history[-1]["role"] == "tool"  # the model still gets a result for its call
+
+
+def test_turn_allow_always_records_a_grant_and_states_bracket_the_request(tmp_path):
+    session, turn = make_turn(tmp_path, [CALL, DONE],
+                              Gate(lambda i: approvals.Decision(True, "allow-edit-folder-session")))
+    assert turn.run("go") == "end_turn"
+    assert session.access.can_edit("/elsewhere/other.txt")
+    states = [e.state for e in session.events if isinstance(e, ev.StateChanged)]
+    assert states == ["requires_action", "running"]
+    assert statuses(session) == ["pending", "in_progress", "completed"]
+
+
+def test_turn_cancel_while_waiting_for_approval_closes_the_call(tmp_path):
+    from gevent.event import Event
+
+    session, turn = make_turn(tmp_path, [CALL, DONE], Gate(lambda i: Event().wait()))
+    g = gevent.spawn(turn.run, "go")
+    gevent.sleep(0.01)
+    g.kill(TurnCancelled, block=True, timeout=2)
+    turn.close_open_calls("cancelled")
+    assert statuses(session)[-1] == "cancelled"
+    assert session.history[-1] == {"role": "tool", "tool_call_id": "c1", "name": "asker",
+                                   "is_error": True, "content": "Not run: the turn ended (cancelled)."}
