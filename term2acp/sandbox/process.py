@@ -1,0 +1,351 @@
+"""Child processes under gevent: the one module that imports ``sh``.
+
+``run`` launches a command in its own session (so its pid is its process group id),
+streams its combined stdout/stderr to a callback in coalesced chunks, waits for it
+cooperatively, and kills the whole process group when it times out or when the calling
+greenlet is killed (cancellation arrives as a ``GreenletExit`` subclass).
+
+Why the ``os.close`` swap: gevent >= 25.8 routes ``os.close`` through the hub so that
+watchers on the descriptor are closed first. ``sh`` forks and then closes descriptors in
+both the parent and the child; in the child there is no running hub and the deferred close
+never happens (the launch hangs or fails with ``ForkException``). Nothing yields between
+the fork and the return of the launch call, so swapping the original ``os.close`` in for
+just that call is safe, and everything afterwards (waiting, output, kill) is cooperative.
+
+Output is read from a pipe this module owns rather than through ``sh``'s ``_out``
+callbacks: ``sh`` reads line-buffered (or 1-byte unbuffered) chunks, which is far too slow
+for a gigabyte of output. Reading 64 KiB at a time and coalescing small reads keeps both
+throughput and the number of callbacks sane.
+"""
+
+import errno
+import fcntl
+import logging
+import os
+import signal as signals
+import time
+from collections import namedtuple
+
+import gevent
+import gevent.os
+import sh
+from gevent import monkey
+from gevent.socket import wait_read
+
+log = logging.getLogger(__name__)
+logging.getLogger("sh").setLevel(logging.WARNING)  # sh logs every launch at INFO
+
+CHUNK = 64 * 1024  # largest chunk handed to on_output
+COALESCE = 0.05  # seconds a small chunk may wait for more output
+REAP_TIMEOUT = 2.0  # bound on waiting for a killed process to be reaped
+_PIPE_SIZE = 1024 * 1024
+_F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
+
+Exit = namedtuple("Exit", "exit_code signal")
+
+
+class ProcessTimeout(Exception):
+    """The command ran past its timeout; its process group has been killed."""
+
+    def __init__(self, timeout, exit):
+        super().__init__(f"timed out after {timeout:g}s")
+        self.timeout = timeout
+        self.exit = exit
+
+
+class LaunchError(OSError):
+    """The command could not be started (missing executable, bad cwd, ...)."""
+
+
+class _Expired(Exception):
+    """Private timeout marker so an outer gevent.Timeout is never mistaken for ours."""
+
+
+class _Idle(Exception):
+    """No output arrived within the coalescing window."""
+
+
+def run(argv, cwd=None, env=None, on_output=None, timeout=None, pass_fds=(), pids_max=None):
+    """Run ``argv`` to completion and return ``Exit(exit_code, signal_name)``.
+
+    ``on_output(bytes)`` receives stdout and stderr interleaved, in chunks of at most
+    ``CHUNK`` bytes. stdin is ``/dev/null``. ``pass_fds`` are inherited by the child.
+    ``pids_max`` caps the number of tasks through a pids cgroup when one can be made.
+    Raises ``ProcessTimeout`` after killing the group, ``LaunchError`` if it cannot start.
+    If the calling greenlet is killed, the process group is SIGKILLed before it unwinds.
+    """
+    group = PidsGroup.create(pids_max) if pids_max else None
+    read_fd, write_fd = os.pipe()
+    proc = None
+    try:
+        _grow_pipe(write_fd)
+        proc = _launch(argv, cwd, env, write_fd, pass_fds, group)
+        os.close(write_fd)
+        write_fd = None
+        return _supervise(proc, read_fd, on_output, timeout)
+    finally:
+        if write_fd is not None:
+            os.close(write_fd)
+        os.close(read_fd)
+        if proc is not None and proc.process.exit_code is None:
+            _kill_and_reap(proc)
+        if group is not None:
+            group.close()
+
+
+def _supervise(proc, read_fd, on_output, timeout):
+    """Pump output and wait for exit, all under one deadline."""
+    try:
+        with gevent.Timeout(timeout, _Expired):
+            _pump(read_fd, on_output or _discard)
+            code = _wait(proc)
+    except _Expired:
+        _kill_and_reap(proc)
+        raise ProcessTimeout(timeout, _exit_of(proc.process.exit_code)) from None
+    log.debug("pid %s exited with %s", proc.pid, code)
+    return _exit_of(code)
+
+
+def _launch(argv, cwd, env, out_fd, pass_fds, group):
+    """Start the command with the unpatched ``os.close`` (see the module docstring)."""
+    original, patched = monkey.get_original("os", "close"), os.close
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.close = original
+    try:
+        command = sh.Command(argv[0])
+        return command(*argv[1:], _cwd=cwd, _env=env, _in=devnull, _out=out_fd, _err=out_fd,
+                       _bg=True, _bg_exc=False, _new_session=True, _pass_fds=set(pass_fds),
+                       _preexec_fn=group.join if group else None)
+    except sh.CommandNotFound as exc:
+        raise LaunchError(errno.ENOENT, f"command not found: {exc}") from None
+    except sh.ForkException as exc:
+        raise LaunchError(errno.EINVAL, f"cannot start {argv[0]}: {_last_line(exc)}") from None
+    finally:
+        os.close = patched
+        os.close(devnull)
+
+
+def _pump(fd, on_output):
+    """Read until EOF, delivering chunks of at most CHUNK bytes, small reads coalesced."""
+    gevent.os.make_nonblocking(fd)
+    pending = bytearray()
+    flush_at = None
+    while True:
+        wait = None if flush_at is None else max(0.0, flush_at - time.monotonic())
+        try:
+            wait_read(fd, timeout=wait, timeout_exc=_Idle)
+            data = _read(fd)
+        except _Idle:
+            if pending:
+                on_output(bytes(pending))
+                pending.clear()
+            flush_at = None
+            continue
+        if data is None:  # spurious wake-up
+            continue
+        if not data:
+            break
+        pending += data
+        if flush_at is None:
+            flush_at = time.monotonic() + COALESCE
+        while len(pending) >= CHUNK:
+            on_output(bytes(pending[:CHUNK]))
+            del pending[:CHUNK]
+        if not pending:
+            flush_at = None
+    if pending:
+        on_output(bytes(pending))
+
+
+def _read(fd):
+    try:
+        return os.read(fd, CHUNK)
+    except BlockingIOError:
+        return None
+
+
+def _wait(proc):
+    """The exit code as sh reports it: negative for a signal."""
+    try:
+        proc.wait()
+    except sh.ErrorReturnCode as exc:
+        return exc.exit_code
+    return proc.process.exit_code
+
+
+def _kill_and_reap(proc):
+    """SIGKILL the whole process group, then reap the leader within a bound."""
+    try:
+        os.killpg(proc.pid, signals.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    with gevent.Timeout(REAP_TIMEOUT, False):
+        _wait(proc)
+    if proc.process.exit_code is None:
+        log.warning("pid %s not reaped within %ss of SIGKILL", proc.pid, REAP_TIMEOUT)
+
+
+def _exit_of(code):
+    if code is None:
+        return Exit(None, "SIGKILL")
+    if code < 0:
+        return Exit(None, signals.Signals(-code).name)
+    return Exit(code, None)
+
+
+def _grow_pipe(fd):
+    try:
+        fcntl.fcntl(fd, _F_SETPIPE_SZ, _PIPE_SIZE)
+    except OSError:
+        pass
+
+
+def _discard(_data):
+    pass
+
+
+def _last_line(exc):
+    lines = [line for line in str(exc).splitlines() if line.strip()]
+    return lines[-1] if lines else "fork failed"
+
+
+class PidsGroup:
+    """A pids cgroup capping how many tasks one run may have (fork bombs).
+
+    RLIMIT_NPROC does not bind uid 0, and the sandbox runs as the agent's uid, so a
+    cgroup is the only limit that holds when the agent runs as root. Where no pids
+    cgroup can be made, ``create`` returns None and the timeout is the only bound.
+    """
+
+    _parent = None  # cached: a directory path, or "" when unusable
+    _count = 0
+    _stale = set()  # groups whose removal was busy; retried on the next create
+
+    def __init__(self, path):
+        self.path = path
+
+    @classmethod
+    def supported(cls):
+        """Whether pids cgroups can be made here (found out once)."""
+        if cls._parent is None:
+            cls._parent = _pids_parent() or ""
+            log.info("pids cgroup for commands: %s", cls._parent or "none (timeouts only)")
+            if cls._parent:
+                _sweep(cls._parent)
+        return bool(cls._parent)
+
+    @classmethod
+    def create(cls, pids_max):
+        """A fresh cgroup limited to ``pids_max`` tasks, or None."""
+        if not cls.supported():
+            return None
+        for stale in list(cls._stale):
+            cls(stale).close()
+        cls._count += 1
+        path = os.path.join(cls._parent, f"run-{os.getpid()}-{cls._count}")
+        try:
+            os.mkdir(path)
+            _write(os.path.join(path, "pids.max"), str(int(pids_max)))
+        except OSError as exc:
+            log.warning("cannot set up pids cgroup %s: %s", path, exc)
+            _rmdir(path)
+            return None
+        return cls(path)
+
+    def join(self):
+        """Move the calling process in; runs in the forked child before exec.
+
+        On cgroup v1, writing 0 (``current``) to ``tasks`` moves just this thread, which
+        skips the global threadgroup lock and its RCU grace period (10-30 ms per command
+        through ``cgroup.procs``). The forked child is single-threaded, so it is the same.
+        """
+        tasks = os.path.join(self.path, "tasks")
+        _write(tasks if os.path.exists(tasks) else os.path.join(self.path, "cgroup.procs"), "0")
+
+    def close(self):
+        """SIGKILL whatever is left in the group and remove it (later, if still busy)."""
+        try:
+            with open(os.path.join(self.path, "cgroup.procs")) as fh:
+                for line in fh:
+                    _kill(int(line))
+        except (OSError, ValueError):
+            pass
+        if _rmdir(self.path):
+            self._stale.discard(self.path)
+        else:
+            self._stale.add(self.path)
+
+
+def _pids_parent():
+    """``<pids hierarchy>/<our cgroup>/term2acp`` (cgroup v1, or v2 where delegated)."""
+    try:
+        with open("/proc/self/cgroup") as fh:
+            lines = [line.rstrip("\n").split(":", 2) for line in fh]
+    except OSError:
+        return None
+    for _, controllers, path in lines:
+        if "pids" in controllers.split(","):
+            return _make_parent(os.path.join("/sys/fs/cgroup/pids", path.lstrip("/")))
+    for hid, controllers, path in lines:
+        if hid == "0" and controllers == "":
+            return _make_parent(os.path.join("/sys/fs/cgroup", path.lstrip("/")))
+    return None
+
+
+def _sweep(parent):
+    """Remove empty run groups left behind by agents that have exited."""
+    for name in os.listdir(parent):
+        owner = name.split("-")[1] if name.startswith("run-") else ""
+        if owner.isdigit() and not _alive(int(owner)):
+            _rmdir(os.path.join(parent, name))
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+
+def _make_parent(base):
+    """Our own sub-hierarchy under ``base``; None unless it offers ``pids.max``."""
+    path = os.path.join(base, "term2acp")
+    try:
+        os.makedirs(path, exist_ok=True)
+        control = os.path.join(path, "cgroup.subtree_control")
+        if os.path.exists(control):  # cgroup v2: delegate pids to the run groups
+            _write(control, "+pids")
+    except OSError:
+        return None
+    if os.path.exists(os.path.join(path, "pids.max")):
+        return path
+    _rmdir(path)  # no pids controller here: leave nothing behind
+    return None
+
+
+def _write(path, text):
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def _rmdir(path):
+    try:
+        os.rmdir(path)
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return False
+    return True
+
+
+def _kill(pid):
+    try:
+        os.kill(pid, signals.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass

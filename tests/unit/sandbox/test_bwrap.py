@@ -1,0 +1,112 @@
+"""sandbox/bwrap.py: probe, command line, environment scrubbing, what is hidden."""
+
+import os
+
+import pytest
+
+from term2acp import sandbox
+from term2acp.sandbox import bwrap
+from tests.unit.sandbox.support import HostTree, needs_sandbox
+
+
+@pytest.fixture
+def tree():
+    tree = HostTree()
+    yield tree
+    tree.cleanup()
+
+
+@needs_sandbox()
+def test_probe_is_cached_and_available():
+    first = bwrap.probe()
+    assert first.available and first.reason == ""
+    assert bwrap.probe() is first
+
+
+def test_bogus_bwrap_is_unavailable_with_a_reason(monkeypatch):
+    monkeypatch.setenv(bwrap.BWRAP_ENV, "/nonexistent/bwrap")
+    status = bwrap.probe()
+    assert not status.available
+    assert "/nonexistent/bwrap" in status.reason
+    assert status.warning() == (f"shell sandbox unavailable: {status.reason}; "
+                                "shell tool calls will be refused")
+
+
+def test_bwrap_that_fails_is_unavailable(monkeypatch):
+    monkeypatch.setenv(bwrap.BWRAP_ENV, "/bin/false")
+    status = bwrap.probe(refresh=True)
+    assert not status.available and "cannot create namespaces" in status.reason
+
+
+def test_run_refuses_when_unavailable(monkeypatch, tree):
+    monkeypatch.setenv(bwrap.BWRAP_ENV, "/nonexistent/bwrap")
+    with pytest.raises(sandbox.SandboxUnavailable):
+        sandbox.run(["/bin/sh", "-c", "touch ran"], tree.root, tree.settings())
+    assert not os.path.exists(os.path.join(tree.root, "ran"))
+
+
+@needs_sandbox()
+def test_command_line_is_hardened(tree):
+    argv = bwrap.build_argv(["true"], tree.root, tree.settings())
+    for flag in ("--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+                 "--unshare-net", "--new-session", "--die-with-parent", "--disable-userns"):
+        assert flag in argv
+    assert argv[argv.index("--cap-drop") + 1] == "ALL"
+    assert argv[argv.index("--ro-bind"):][:3] == ["--ro-bind", "/", "/"]
+    assert [argv[i + 1:i + 3] for i, a in enumerate(argv) if a == "--bind"] == [
+        [tree.root, tree.root]]
+    assert argv[argv.index("--tmpfs") + 1] == "/tmp"
+    assert argv[argv.index("--chdir") + 1] == tree.root
+    assert argv[-2:] == ["--", "true"]
+
+
+@needs_sandbox()
+def test_network_setting_keeps_the_network(tree):
+    argv = bwrap.build_argv(["true"], tree.root, tree.settings(network=True))
+    assert "--unshare-net" not in argv
+
+
+def test_environment_is_scrubbed():
+    env = {"PATH": "/bin", "HOME": "/h", "LANG": "C", "LC_ALL": "C", "TERM": "xterm",
+           "TZ": "UTC", "USER": "u", "SHELL": "/bin/sh", "OPENAI_API_KEY": "x",
+           "GITHUB_TOKEN": "x", "AWS_SECRET_ACCESS_KEY": "x", "DB_PASSWORD": "x",
+           "LC_API_KEY": "x", "EDITOR": "vi", "SSH_AUTH_SOCK": "/run/agent"}
+    assert bwrap.scrub_env(env) == {"PATH": "/bin", "HOME": "/h", "LANG": "C", "LC_ALL": "C",
+                                    "TERM": "xterm", "TZ": "UTC", "USER": "u",
+                                    "SHELL": "/bin/sh", "TMPDIR": "/tmp"}
+
+
+def test_environment_defaults():
+    env = bwrap.scrub_env({})
+    assert env["PATH"] == bwrap.DEFAULT_PATH and env["TMPDIR"] == "/tmp" and env["HOME"]
+
+
+def test_hidden_paths_cover_credentials_and_own_dirs(tree):
+    for rel in (".ssh", ".aws", ".gnupg", ".kube", ".docker", ".config/gcloud"):
+        os.makedirs(os.path.join(tree.home, rel))
+    for rel in (".netrc", ".git-credentials"):
+        open(os.path.join(tree.home, rel), "w").close()
+    hidden = bwrap.hidden_paths(tree.settings())
+    for rel in (".ssh", ".aws", ".gnupg", ".kube", ".docker", ".config/gcloud", ".netrc",
+                ".git-credentials"):
+        assert os.path.join(tree.home, rel) in hidden
+    assert tree.path("data") in hidden
+    assert tree.path("config", "term2acp") in hidden
+
+
+def test_config_file_outside_an_own_dir_hides_only_the_file(tree):
+    settings = tree.settings()
+    settings.config_path = tree.path("sibling", "agent.toml")
+    open(settings.config_path, "w").close()
+    hidden = bwrap.hidden_paths(settings)
+    assert settings.config_path in hidden and tree.path("sibling") not in hidden
+
+
+def test_protected_roots_stay_read_only(tree):
+    settings = tree.settings()
+    assert not bwrap.writable_root("/", settings)
+    assert not bwrap.writable_root(tree.home, settings)
+    assert not bwrap.writable_root("/etc/foo", settings)
+    assert not bwrap.writable_root("/usr", settings)
+    assert bwrap.writable_root("/usr/local/src", settings)
+    assert bwrap.writable_root(tree.root, settings)

@@ -1,0 +1,126 @@
+"""sandbox/process.py under the monkey-patched runtime: launch, stream, time out, cancel."""
+
+import os
+import time
+
+import gevent
+import pytest
+from gevent import monkey
+
+from term2acp.sandbox import process
+from tests.unit.sandbox.support import host_pids_with, wait_until
+
+
+class Cancelled(gevent.GreenletExit):
+    """What a turn cancellation looks like to a tool greenlet."""
+
+
+def test_runs_under_patched_gevent():
+    import socket
+
+    assert monkey.is_module_patched("socket")
+    assert socket.socket is gevent.socket.socket
+    assert os.close is not monkey.get_original("os", "close")  # the patched close sh hits
+
+
+def test_exit_code_and_interleaved_output():
+    out = bytearray()
+    result = process.run(["/bin/sh", "-c", "echo out; echo err >&2; exit 3"],
+                         on_output=out.extend, timeout=10)
+    assert result == process.Exit(3, None)
+    assert out.decode().split() == ["out", "err"]
+
+
+def test_signal_is_reported_by_name():
+    result = process.run(["/bin/sh", "-c", "kill -TERM $$"], timeout=10)
+    assert result == process.Exit(None, "SIGTERM")
+
+
+def test_stdin_is_dev_null():
+    out = bytearray()
+    result = process.run(["/bin/sh", "-c", "cat; echo done"], on_output=out.extend, timeout=10)
+    assert result.exit_code == 0 and out == b"done\n"
+
+
+def test_env_and_cwd(tmp_path):
+    out = bytearray()
+    process.run(["/bin/sh", "-c", 'echo "$ONLY:$(pwd)"'], cwd=str(tmp_path),
+                env={"ONLY": "yes", "PATH": "/usr/bin:/bin"}, on_output=out.extend, timeout=10)
+    assert out.decode().strip() == f"yes:{tmp_path}"
+
+
+def test_missing_command_is_a_launch_error():
+    with pytest.raises(process.LaunchError):
+        process.run(["/nonexistent/command-xyz"], timeout=10)
+
+
+def test_small_writes_are_coalesced_and_chunks_bounded():
+    sizes = []
+    script = "i=0; while [ $i -lt 3000 ]; do echo $i; i=$((i+1)); done; head -c 300000 /dev/zero"
+    process.run(["/bin/sh", "-c", script], on_output=lambda d: sizes.append(len(d)), timeout=30)
+    assert sum(sizes) == sum(len(f"{i}\n") for i in range(3000)) + 300000
+    assert max(sizes) <= process.CHUNK
+    assert len(sizes) < 60  # 3000 echo writes and 300 kB arrive as a handful of chunks
+
+
+def test_timeout_kills_the_group_and_raises():
+    token = "424242.17"
+    started = time.monotonic()
+    with pytest.raises(process.ProcessTimeout) as info:
+        process.run(["/bin/sh", "-c", f"trap '' TERM; sleep {token} & sleep {token}"],
+                    timeout=0.5)
+    assert time.monotonic() - started < 3
+    assert info.value.exit.signal == "SIGKILL"
+    assert wait_until(lambda: not host_pids_with(token), timeout=2)
+
+
+def test_cancelling_the_greenlet_kills_the_group_within_100ms():
+    token = "424243.17"
+    ready = gevent.event.Event()
+
+    def on_output(data):
+        if b"ready" in data:
+            ready.set()
+
+    script = f"trap '' TERM HUP; sleep {token} & echo ready; wait"
+    worker = gevent.spawn(process.run, ["/bin/sh", "-c", script], on_output=on_output,
+                          timeout=60)
+    assert ready.wait(timeout=10)
+    assert host_pids_with(token)
+    started = time.monotonic()
+    worker.kill(Cancelled, block=True, timeout=5)
+    assert worker.dead
+    assert time.monotonic() - started < 0.1
+    assert isinstance(worker.value, Cancelled)
+    assert wait_until(lambda: not host_pids_with(token), timeout=1)
+
+
+def test_other_greenlets_keep_running_while_waiting():
+    ticks = []
+
+    def tick():
+        while True:
+            gevent.sleep(0.01)
+            ticks.append(1)
+
+    ticker = gevent.spawn(tick)
+    try:
+        process.run(["/bin/sh", "-c", "sleep 0.3"], timeout=10)
+    finally:
+        ticker.kill()
+    assert len(ticks) >= 10
+
+
+def test_pids_group_caps_forks():
+    if not process.PidsGroup.supported():
+        pytest.skip("no writable pids cgroup on this machine")
+    out = bytearray()
+    script = "for i in 1 2 3 4 5 6 7 8 9 10 11 12; do sleep 0.5 & done; wait"
+    result = process.run(["/bin/sh", "-c", script], on_output=out.extend, timeout=20,
+                         pids_max=6)
+    assert result.exit_code is not None
+    assert b"fork" in out.lower()
+    parent = process.PidsGroup._parent
+    ours = {os.path.join(parent, d) for d in os.listdir(parent)
+            if d.startswith(f"run-{os.getpid()}-")}
+    assert ours <= process.PidsGroup._stale  # removed, or queued for removal
