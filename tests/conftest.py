@@ -14,6 +14,8 @@ sys.path.insert(0, ROOT)
 
 
 def pytest_configure(config):
+    if not config.pluginmanager.hasplugin("term2acp"):  # a checkout that was not pip-installed
+        config.pluginmanager.import_plugin("term2acp.testing.plugin")
     if not monkey.is_module_patched("socket"):
         raise pytest.UsageError("run the tests under gevent: python -m gevent.monkey --module pytest")
 
@@ -50,13 +52,9 @@ def workspace(tmp_path):
 
 
 @pytest.fixture
-def agent_env(home, tmp_path):
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("OPENAI_", "ANTHROPIC_", "TERM2ACP_"))}
-    env["TERM2ACP_HOME"] = str(home)
-    env["TERM2ACP_CONFIG"] = str(tmp_path / "config.toml")
-    env["XDG_CONFIG_HOME"] = str(tmp_path / "xdg-config")
-    return env
+def agent_env(acp_env, home):
+    """The kit's environment (term2acp.testing.plugin), with ``home`` as TERM2ACP_HOME."""
+    return dict(acp_env, TERM2ACP_HOME=str(home))
 
 
 @pytest.fixture

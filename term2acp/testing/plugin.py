@@ -1,0 +1,110 @@
+"""pytest plugin (entry point ``pytest11: term2acp``): fixtures for agent transcript tests.
+
+Fixtures:
+
+* ``acp_workspace``: a temporary project directory (canonical path);
+* ``acp_env``: an environment with a private ``TERM2ACP_HOME`` and no provider keys;
+* ``acp_agent(turns=None, script=None, args=(), env=None, initialize=True)``: a real
+  ``term2-acp`` over pipes, with the scripted provider when ``turns`` (a list of model
+  turns) or ``script`` (a file) is given; every message it sends is validated against
+  the ACP v2 schema, and it is closed (EOF, exit 0, no schema errors) after the test;
+* ``acp_transcript(path)``: play a recorded transcript and compare; run pytest with
+  ``--update-transcripts`` to re-record instead (review the diff before committing).
+
+An integrator's test::
+
+    def test_my_tool(acp_agent, acp_workspace):
+        agent = acp_agent(turns=[[{"tool_call": {"name": "word_count",
+                                                 "arguments": {"path": "a.txt"}}}],
+                                 [{"text": "done"}]])
+        sid = agent.new_session(acp_workspace)
+        response, updates, idle = agent.prompt(sid, "count words")
+        assert idle["params"]["update"]["stopReason"] == "end_turn"
+"""
+
+import json
+import os
+
+import pytest
+
+from term2acp.testing.harness import AgentProcess
+from term2acp.testing.transcript import TranscriptRun
+
+SCRUB = ("OPENAI_", "ANTHROPIC_", "TERM2ACP_")
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("term2acp")
+    group.addoption("--update-transcripts", action="store_true", default=False,
+                    help="re-record ACP transcripts instead of comparing them")
+
+
+@pytest.fixture
+def acp_workspace(tmp_path):
+    path = tmp_path / "work"
+    path.mkdir()
+    return os.path.realpath(path)
+
+
+@pytest.fixture
+def acp_env(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(SCRUB)}
+    home = tmp_path / "term2acp-home"
+    home.mkdir(exist_ok=True)
+    env.update(TERM2ACP_HOME=str(home), TERM2ACP_CONFIG=str(tmp_path / "config.toml"),
+               XDG_CONFIG_HOME=str(tmp_path / "xdg-config"))
+    return env
+
+
+@pytest.fixture
+def acp_agent(acp_env, tmp_path):
+    started = []
+
+    def start(turns=None, script=None, args=(), env=None, initialize=True, **script_extra):
+        full = dict(acp_env, **(env or {}))
+        args = list(args)
+        if turns is not None:
+            script = tmp_path / f"script-{len(started)}.json"
+            script.write_text(json.dumps(dict(script_extra, turns=turns)))
+        if script is not None:
+            full["TERM2ACP_SCRIPT"] = str(script)
+            if "--provider" not in args:
+                args = ["--provider", "scripted"] + args
+        agent = AgentProcess(args, env=full).start()
+        started.append(agent)
+        if initialize:
+            agent.initialize()
+        return agent
+
+    yield start
+    problems = []
+    for agent in started:
+        try:
+            if agent.proc.poll() is None:
+                agent.close()
+            elif agent.schema_errors:
+                problems += agent.schema_errors
+        finally:
+            agent.kill()
+    assert not problems, "schema errors:\n" + "\n".join(problems[:20])
+
+
+@pytest.fixture
+def acp_transcript(request, acp_workspace, acp_env, tmp_path):
+    def play(path):
+        run = TranscriptRun(str(path), acp_workspace, acp_env, str(tmp_path))
+        received = run.run()
+        if request.config.getoption("--update-transcripts"):
+            run.rewrite()
+            return received
+        expected = run.expected()
+        assert received == expected, _diff(expected, received)
+        return received
+    return play
+
+
+def _diff(expected, received):
+    import difflib
+
+    return "transcript differs (rerun with --update-transcripts to re-record):\n" + "\n".join(
+        difflib.unified_diff(expected, received, "recorded", "received", lineterm="", n=1))
