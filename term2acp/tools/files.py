@@ -1,0 +1,323 @@
+"""Reading tools (read_file, list_directory) and the path policy every file tool shares.
+
+Paths resolve against the session root (relative) or as given (absolute), symlinks and all,
+so a link inside the root that points outside counts as outside. Reads inside the root,
+or inside a folder the session granted, need no approval; anything else asks for a
+``folder_read`` grant of the containing folder.
+
+The approval check runs before ``run()``, so ``run()`` resolves again and refuses a target
+that moved in between (a swapped symlink). A target outside the root that the approval
+check itself saw, and so was shown to the user, stays allowed for that one call (the
+"allow once" answer): :func:`mark_checked` records it per :class:`ToolContext`, which is
+why the turn must pass the same context to ``approval()`` and ``run()``.
+"""
+
+import errno
+import os
+import stat
+import weakref
+
+import gevent
+from marshmallow import Schema, ValidationError, fields, validate, validates_schema
+
+from term2acp.agent.approvals import FOLDER_READ, ApprovalRequest
+from term2acp.sessions.workspace import WorkspaceError, is_within, resolve
+from term2acp.tools.base import Tool, ToolError, ToolResult
+
+READ_CAP = 256 * 1024  # bytes of file text one read_file call returns
+SNIFF = 8192  # bytes inspected for NUL to call a file binary
+MAX_ENTRIES = 500  # list_directory entries shown
+_READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
+
+# ToolContext -> canonical targets the approval check evaluated for that call.
+_checked = weakref.WeakKeyDictionary()
+
+
+def resolve_path(ctx, path):
+    """The canonical target of a tool ``path`` argument, or ToolError."""
+    try:
+        return resolve(ctx.root, path)
+    except (WorkspaceError, OSError, ValueError) as exc:
+        raise ToolError(f"invalid path {path!r}: {exc}") from None
+
+
+def display_path(ctx, real):
+    """Root-relative when inside the root (what the model passes back), else absolute."""
+    if real == ctx.root:
+        return "."
+    if is_within(ctx.root, real):
+        return os.path.relpath(real, ctx.root)
+    return real
+
+
+def mark_checked(ctx, real):
+    _checked.setdefault(ctx, set()).add(real)
+
+
+def is_checked(ctx, real):
+    return real in _checked.get(ctx, ())
+
+
+def moved_error(ctx, path, real, verb):
+    where = real if path == real else f"{path} (resolving to {real})"
+    return ToolError(
+        f"{where} is outside the workspace and this call was not approved for it; the target "
+        f"may have changed after the permission check (e.g. a swapped symlink). Nothing was "
+        f"{verb}. Call the tool again so the new target can be checked.")
+
+
+def read_approval(ctx, path, title):
+    """``folder_read`` request for a target outside every readable folder, else None."""
+    real = resolve_path(ctx, path)
+    if ctx.access.can_read(real):
+        return None
+    mark_checked(ctx, real)
+    folder = real if os.path.isdir(real) else os.path.dirname(real)
+    return ApprovalRequest(variant=FOLDER_READ, path=folder, title=title)
+
+
+def readable_path(ctx, path):
+    """Resolve again at run time and require the target to still be readable."""
+    real = resolve_path(ctx, path)
+    if not (ctx.access.can_read(real) or is_checked(ctx, real)):
+        raise moved_error(ctx, path, real, "read")
+    return real
+
+
+def same_place(fd, path):
+    """True when the open ``fd`` really is ``path`` (the kernel's view, not the name's)."""
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}") == path
+    except OSError:  # no /proc: compare identities instead
+        try:
+            opened, named = os.fstat(fd), os.stat(path, follow_symlinks=False)
+        except OSError:
+            return False
+        return (opened.st_dev, opened.st_ino) == (named.st_dev, named.st_ino)
+
+
+def _kind_of(mode):
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device file"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISLNK(mode):
+        return "a symlink that changed after it was resolved"
+    return "not a regular file"
+
+
+def open_regular(ctx, real):
+    """Open ``real`` for reading without ever blocking: regular files only; returns an fd."""
+    shown = display_path(ctx, real)
+    try:
+        st = os.lstat(real)
+    except FileNotFoundError:
+        raise ToolError(f"{shown} does not exist. Check the path with list_directory "
+                        "or glob.") from None
+    except OSError as exc:
+        raise ToolError(f"cannot read {shown}: {exc.strerror}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise ToolError(f"{shown} is a directory; use list_directory to see its entries.")
+    if not stat.S_ISREG(st.st_mode):
+        raise ToolError(f"{shown} is {_kind_of(st.st_mode)}; only regular files can be read.")
+    try:
+        fd = os.open(real, _READ_FLAGS)
+    except OSError as exc:
+        reason = "it was replaced by a symlink" if exc.errno == errno.ELOOP else exc.strerror
+        raise ToolError(f"cannot read {shown}: {reason}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode) or not same_place(fd, real):
+        os.close(fd)
+        raise ToolError(f"{shown} changed while being opened (something was swapped in); "
+                        "nothing was read. Try again.")
+    return fd
+
+
+def decode(data):
+    """(text, note): strict UTF-8, else replacement characters and a note saying so."""
+    try:
+        return data.decode("utf-8"), ""
+    except UnicodeDecodeError:
+        return (data.decode("utf-8", errors="replace"),
+                "[note: the file is not valid UTF-8; undecodable bytes are shown as U+FFFD]")
+
+
+class ReadFileParams(Schema):
+    path = fields.String(required=True, metadata={
+        "description": "File to read, relative to the workspace root or absolute."})
+    start_line = fields.Integer(load_default=None, validate=validate.Range(min=1), metadata={
+        "description": "First line to return (1-based). Default: 1."})
+    end_line = fields.Integer(load_default=None, validate=validate.Range(min=1), metadata={
+        "description": "Last line to return (1-based, inclusive). Default: end of file."})
+
+    @validates_schema
+    def _range(self, data, **kwargs):
+        start, end = data.get("start_line"), data.get("end_line")
+        if start and end and end < start:
+            raise ValidationError("end_line must not be smaller than start_line", "end_line")
+
+
+class ReadFileTool(Tool):
+    name = "read_file"
+    kind = "read"
+    Params = ReadFileParams
+    description = (
+        "Read a UTF-8 text file. Each returned line is prefixed with its line number and a "
+        "tab; the prefix is not part of the file. Returns at most 256 KiB per call: use "
+        "start_line/end_line to read further or only a part. Binary files and device files "
+        "are refused; use list_directory for directories.")
+
+    def title(self, args):
+        start, end = args.get("start_line"), args.get("end_line")
+        if start or end:
+            return f"Read {args.get('path')} (lines {start or 1}-{end or 'end'})"
+        return f"Read {args.get('path')}"
+
+    def locations(self, args, ctx):
+        try:
+            real = resolve_path(ctx, args["path"])
+        except ToolError:
+            return []
+        return [{"path": real, "line": args.get("start_line") or 1}]
+
+    def approval(self, args, ctx):
+        return read_approval(ctx, args["path"], self.title(args))
+
+    def run(self, args, ctx):
+        real = readable_path(ctx, args["path"])
+        fd = open_regular(ctx, real)
+        with os.fdopen(fd, "rb") as fh:
+            if b"\0" in fh.peek(SNIFF)[:SNIFF]:
+                raise ToolError(f"{display_path(ctx, real)} is a binary file; read_file only "
+                                "shows text. Use the shell (e.g. xxd or file) to inspect it.")
+            start = args.get("start_line") or 1
+            lines, last, cut = _read_lines(fh, start, args.get("end_line"))
+        if not lines and start > 1:
+            raise ToolError(f"start_line {start} is past the end of the file "
+                            f"({last} lines). Use a smaller start_line.")
+        text, note = decode(b"".join(lines))
+        return ToolResult(_numbered(text, start, last, cut, note) or "(empty file)",
+                          locations=[{"path": real, "line": start}])
+
+
+def _skip_lines(fh, count):
+    """Skip ``count`` lines without holding a long line in memory; returns lines skipped."""
+    done, partial = 0, False
+    while done < count:
+        chunk = fh.readline(SNIFF * 8)
+        if not chunk:
+            return done + partial
+        partial = not chunk.endswith(b"\n")
+        done += not partial
+        if done % 4096 == 0:
+            gevent.sleep(0)
+    return done
+
+
+def _read_lines(fh, start, end):
+    """Lines ``start``..``end`` within READ_CAP bytes: (lines, last line number, cut)."""
+    lineno, budget, out = _skip_lines(fh, start - 1), READ_CAP, []
+    if lineno < start - 1:
+        return out, lineno, None
+    while end is None or lineno < end:
+        chunk = fh.readline(budget + 1)
+        if not chunk:
+            break
+        lineno += 1
+        if len(chunk) > budget:
+            out.append(chunk[:budget])
+            return out, lineno, "line" if len(out) == 1 else "file"
+        budget -= len(chunk)
+        out.append(chunk)
+    return out, lineno, None
+
+
+def _numbered(text, start, last, cut, note):
+    lines = text.split("\n")  # not splitlines(): \f, \v or a lone \r must not shift numbers
+    if lines[-1] == "":
+        lines.pop()
+    body = "\n".join(f"{start + i:>6}\t{line.removesuffix(chr(13))}"
+                     for i, line in enumerate(lines))
+    tail = []
+    if cut == "line":
+        tail.append(f"[line {last} is longer than {READ_CAP // 1024} KiB and was cut. Use the "
+                    "shell (e.g. cut -c or head -c) to see the rest of it.]")
+    elif cut:
+        tail.append(f"[truncated at line {last}: the {READ_CAP // 1024} KiB limit per call was "
+                    f"reached. Call read_file again with start_line={last} to continue.]")
+    if note:
+        tail.append(note)
+    return "\n".join([body, *tail]) if tail else body
+
+
+_MARKERS = ((stat.S_ISDIR, "/"), (stat.S_ISLNK, "@"), (stat.S_ISFIFO, "|"), (stat.S_ISSOCK, "="))
+
+
+class ListDirectoryParams(Schema):
+    path = fields.String(load_default=".", metadata={
+        "description": "Directory to list, relative to the workspace root or absolute. "
+                       "Default: the root."})
+
+
+class ListDirectoryTool(Tool):
+    name = "list_directory"
+    kind = "read"
+    Params = ListDirectoryParams
+    description = (
+        "List a directory's entries, directories first. Markers: name/ directory, name@ "
+        "symlink (with its target), name| FIFO, name= socket; files show their size in bytes. "
+        f"Shows at most {MAX_ENTRIES} entries; use glob to search a tree.")
+
+    def title(self, args):
+        return f"List {args.get('path') or '.'}"
+
+    def locations(self, args, ctx):
+        try:
+            return [{"path": resolve_path(ctx, args.get("path") or ".")}]
+        except ToolError:
+            return []
+
+    def approval(self, args, ctx):
+        return read_approval(ctx, args.get("path") or ".", self.title(args))
+
+    def run(self, args, ctx):
+        real = readable_path(ctx, args.get("path") or ".")
+        shown = display_path(ctx, real)
+        if os.path.isfile(real):
+            raise ToolError(f"{shown} is a file; use read_file to read it.")
+        try:
+            with os.scandir(real) as it:
+                entries = [(_entry_line(e), e.is_dir(follow_symlinks=False)) for e in it]
+        except FileNotFoundError:
+            raise ToolError(f"{shown} does not exist.") from None
+        except OSError as exc:
+            raise ToolError(f"cannot list {shown}: {exc.strerror}") from None
+        entries.sort(key=lambda item: (not item[1], item[0]))
+        lines = [line for line, _ in entries[:MAX_ENTRIES]]
+        if len(entries) > MAX_ENTRIES:
+            lines.append(f"[{len(entries) - MAX_ENTRIES} more entries not shown; use glob "
+                         "with a pattern to narrow the listing.]")
+        return ToolResult("\n".join(lines) or f"{shown} is empty.", locations=[{"path": real}])
+
+
+def _entry_line(entry):
+    try:
+        st = entry.stat(follow_symlinks=False)
+    except OSError:
+        return entry.name
+    for test, marker in _MARKERS:
+        if test(st.st_mode):
+            if marker == "@":
+                return f"{entry.name}@ -> {_link_target(entry.path)}"
+            return entry.name + marker
+    if stat.S_ISREG(st.st_mode):
+        return f"{entry.name}  ({st.st_size} bytes)"
+    return entry.name
+
+
+def _link_target(path):
+    try:
+        return os.readlink(path)
+    except OSError:
+        return "?"

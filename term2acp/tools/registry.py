@@ -1,0 +1,119 @@
+"""The tool set of a session: built-ins plus plug-ins from the ``term2acp.tools`` group.
+
+A plug-in package declares, e.g. in its ``pyproject.toml``::
+
+    [project.entry-points."term2acp.tools"]
+    word_count = "my_package.tools:word_count"
+
+The entry point may name a :class:`Tool` instance (such as one made with
+``plugins.function_tool``) or a :class:`Tool` subclass taking no arguments. A plug-in
+that fails to import or is not a valid tool is logged and skipped, never fatal, and a
+plug-in cannot take a name that is already registered (built-ins win).
+"""
+
+import importlib
+import importlib.metadata
+import logging
+
+from term2acp.tools.base import Tool
+from term2acp.tools.edit import CreateFileTool, EditFileTool
+from term2acp.tools.files import ListDirectoryTool, ReadFileTool
+from term2acp.tools.plugins import KINDS, TOOL_NAME
+from term2acp.tools.search import GlobTool, GrepTool
+
+log = logging.getLogger(__name__)
+
+GROUP = "term2acp.tools"
+# Built-ins living in modules that may be absent (imported lazily, skipped when missing).
+OPTIONAL_BUILTINS = ("term2acp.tools.shell:ShellTool", "term2acp.tools.run_code:RunCodeTool")
+
+
+def builtin_tools():
+    """Fresh instances of every built-in tool whose module is importable."""
+    tools = [ReadFileTool(), ListDirectoryTool(), GlobTool(), GrepTool(), CreateFileTool(),
+             EditFileTool()]
+    for target in OPTIONAL_BUILTINS:
+        tool = _optional_builtin(target)
+        if tool is not None:
+            tools.append(tool)
+    return tools
+
+
+def _optional_builtin(target):
+    module_name, _, class_name = target.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name != module_name:
+            log.error("built-in tool %s skipped: %s", target, exc, exc_info=True)
+        else:
+            log.warning("built-in tool %s skipped: module %s is missing", target, module_name)
+        return None
+    except Exception:  # a broken optional tool costs that tool, not the agent
+        log.error("built-in tool %s skipped: its module failed to import", target, exc_info=True)
+        return None
+    try:
+        return getattr(module, class_name)()
+    except Exception:  # a broken optional tool costs that tool, not the agent
+        log.error("built-in tool %s skipped: it failed to load", target, exc_info=True)
+        return None
+
+
+def load_tools(settings=None):
+    """``name -> Tool`` for a session: built-ins first, then plug-ins sorted by entry point.
+
+    ``settings`` is accepted for plug-in configuration to come; nothing reads it yet.
+    """
+    tools = {tool.name: tool for tool in builtin_tools()}
+    for entry_point in _entry_points():
+        tool = _load_plugin(entry_point)
+        if tool is None:
+            continue
+        if tool.name in tools:
+            log.warning("plug-in %s (%s) skipped: the tool name %r is already taken",
+                        entry_point.name, entry_point.value, tool.name)
+            continue
+        tools[tool.name] = tool
+        log.info("loaded tool plug-in %s from %s", tool.name, entry_point.value)
+    return tools
+
+
+def _entry_points():
+    try:
+        found = importlib.metadata.entry_points(group=GROUP)
+    except Exception:  # broken metadata of some installed distribution
+        log.warning("cannot read %s entry points; no plug-ins loaded", GROUP, exc_info=True)
+        return []
+    return sorted(found, key=lambda ep: (ep.name, ep.value))
+
+
+def _load_plugin(entry_point):
+    """The Tool an entry point names, or None (logged) when it is broken."""
+    try:
+        target = entry_point.load()
+        tool = target() if isinstance(target, type) and issubclass(target, Tool) else target
+        problem = _problem(tool)
+    except Exception as exc:  # a plug-in must never take the agent down
+        log.warning("plug-in %s (%s) skipped: %s: %s", entry_point.name, entry_point.value,
+                    type(exc).__name__, exc, exc_info=log.isEnabledFor(logging.DEBUG))
+        return None
+    if problem:
+        log.warning("plug-in %s (%s) skipped: %s", entry_point.name, entry_point.value, problem)
+        return None
+    return tool
+
+
+def _problem(tool):
+    """Why ``tool`` cannot be offered to the model, or None."""
+    if not isinstance(tool, Tool):
+        return f"{tool!r} is not a Tool instance or subclass"
+    if not isinstance(tool.name, str) or not TOOL_NAME.match(tool.name):
+        return f"tool name {tool.name!r} must match {TOOL_NAME.pattern}"
+    if tool.kind not in KINDS:
+        return f"tool kind {tool.kind!r} is not an ACP tool kind"
+    if not tool.description:
+        return "the tool has no description"
+    if type(tool).run is Tool.run:
+        return "the tool does not implement run()"
+    tool.spec()  # the Params schema must convert to a JSON schema
+    return None
