@@ -26,7 +26,7 @@ REFUSED = frozenset({"shell", "bash", "run_code", "run_subagent", "enter_worktre
                      "exit_worktree", "ask_mentor", "session_rollover"})
 
 BOOTSTRAP = r'''
-import json, socket, sys
+import json, socket, sys, threading
 
 class ToolCallError(Exception):
     """A nested tool call failed; the message says why."""
@@ -35,10 +35,13 @@ _socket = socket.socket(fileno=int(sys.argv[1]))
 _socket.setblocking(True)  # the agent's end of the pair is gevent's: non-blocking
 _channel = _socket.makefile("rwb")
 
+_lock = threading.Lock()  # one request/reply at a time, even from snippet threads
+
 def _call(name, arguments):
-    _channel.write(json.dumps({"name": name, "arguments": arguments}).encode() + b"\n")
-    _channel.flush()
-    line = _channel.readline()
+    with _lock:
+        _channel.write(json.dumps({"name": name, "arguments": arguments}).encode() + b"\n")
+        _channel.flush()
+        line = _channel.readline()
     if not line:
         raise ToolCallError("the agent closed the tool channel")
     reply = json.loads(line)

@@ -187,3 +187,21 @@ def test_cancel_during_a_nested_call_kills_everything(tree):
     assert worker.dead and isinstance(worker.value, Cancelled)
     assert time.monotonic() - started < 0.5
     assert isinstance(events[-1], TerminalExited) and events[-1].signal == "SIGKILL"
+
+
+@sandboxed
+def test_nested_calls_from_snippet_threads_are_serialised(tree):
+    tools = FakeTools()
+    code = """
+import threading
+results = []
+def work(i):
+    results.append(tools.read_file(path=f"{i}.txt"))
+threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+[t.start() for t in threads]
+[t.join() for t in threads]
+print(sorted(results) == sorted(f"contents of {i}.txt" for i in range(8)))
+"""
+    result = call(tree, code, tools=tools)
+    assert result.text == "True\nexit code 0"
+    assert len(tools.calls) == 8
