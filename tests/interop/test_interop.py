@@ -24,7 +24,7 @@ NODE_MODULES = os.path.join(HERE, "node_modules", "@agentclientprotocol", "sdk")
 LAUNCHER = os.path.join(ROOT, "bin", "term2-acp")
 
 FIRST_PROMPT = "Read the notes, then the file outside the workspace."  # as in client.mjs
-TIMEOUT = 120
+TIMEOUT = 100  # below the pytest-timeout of 120 s (setup.cfg), so we fail with context
 
 
 def in_ci():
@@ -38,7 +38,8 @@ def node():
     if path is None:
         missing.append("`node` is not on PATH")
     if not os.path.isdir(NODE_MODULES):
-        missing.append("tests/interop/node_modules is missing (run `npm --prefix tests/interop install`)")
+        missing.append("tests/interop/node_modules is missing "
+                       "(run `npm --prefix tests/interop install`)")
     if missing:
         if in_ci():
             pytest.fail("interop prerequisites missing in CI: " + "; ".join(missing)
