@@ -1,0 +1,1 @@
+"""A small ACP v2 client for people at a terminal (``term2-acp-chat``)."""

@@ -1,0 +1,95 @@
+"""How session updates look in a terminal: text plain, thoughts dim, diffs coloured."""
+
+import base64
+import sys
+
+DIM, RESET, RED, GREEN, CYAN, BOLD = "\x1b[2m", "\x1b[0m", "\x1b[31m", "\x1b[32m", "\x1b[36m", "\x1b[1m"
+ICONS = {"pending": "…", "in_progress": "▶", "completed": "✔", "failed": "✘", "cancelled": "⊘"}
+
+
+class Renderer:
+    def __init__(self, out=sys.stdout, color=None):
+        self.out = out
+        self.color = out.isatty() if color is None else color
+        self.tools = {}  # toolCallId -> title
+        self.mode = None  # "text" | "thought" | None: what the current line is
+
+    def _paint(self, code, text):
+        return f"{code}{text}{RESET}" if self.color else text
+
+    def _write(self, text):
+        self.out.write(text)
+        self.out.flush()
+
+    def _newline(self):
+        if self.mode is not None:
+            self._write("\n")
+            self.mode = None
+
+    def update(self, update):
+        kind = update.get("sessionUpdate")
+        handler = getattr(self, "_" + str(kind), None)
+        if handler is not None:
+            handler(update)
+
+    def _agent_message_chunk(self, u):
+        if self.mode != "text":
+            self._newline()
+            self.mode = "text"
+        self._write(u["content"].get("text", ""))
+
+    def _agent_thought_chunk(self, u):
+        if self.mode != "thought":
+            self._newline()
+            self.mode = "thought"
+        self._write(self._paint(DIM, u["content"].get("text", "")))
+
+    def _agent_message(self, u):
+        self._newline()
+        self._write("".join(c.get("text", "") for c in u.get("content") or []) + "\n")
+
+    def _agent_thought(self, u):
+        self._newline()
+        text = "".join(c.get("text", "") for c in u.get("content") or [])
+        self._write(self._paint(DIM, text) + "\n")
+
+    def _user_message(self, u):
+        if u.get("_replay"):
+            text = " ".join(c.get("text", "") for c in u.get("content") or [])
+            self._write(self._paint(BOLD, "> " + text) + "\n")
+
+    def _tool_call_update(self, u):
+        call_id = u["toolCallId"]
+        if u.get("title"):
+            self.tools[call_id] = u["title"]
+        status = u.get("status")
+        if status:
+            self._newline()
+            icon = ICONS.get(status, "?")
+            self._write(self._paint(CYAN, f"{icon} {self.tools.get(call_id, call_id)} [{status}]") + "\n")
+        for item in u.get("content") or []:
+            self._tool_content(item, status)
+
+    def _tool_content(self, item, status):
+        if item.get("type") == "diff" and item.get("patch"):
+            for line in item["patch"]["text"].splitlines():
+                code = GREEN if line.startswith("+") else RED if line.startswith("-") else DIM
+                self._write(self._paint(code, line) + "\n")
+        elif item.get("type") == "content" and status == "failed":
+            self._write(self._paint(RED, "  " + item["content"].get("text", "")[:2000]) + "\n")
+
+    def _terminal_output_chunk(self, u):
+        self._newline()
+        data = base64.b64decode(u.get("data", "")).decode("utf-8", "replace")
+        self._write(self._paint(DIM, data))
+
+    def _state_update(self, u):
+        if u.get("state") == "idle":
+            self._newline()
+            reason = u.get("stopReason")
+            if reason and reason != "end_turn":
+                detail = (u.get("_meta") or {}).get("term2", {}).get("error", "")
+                self._write(self._paint(RED, f"[{reason}] {detail}".rstrip()) + "\n")
+
+    def _usage_update(self, u):
+        pass

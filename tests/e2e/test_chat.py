@@ -1,0 +1,110 @@
+"""term2-acp-chat driven as a person would: one-shot, and through a pseudo-terminal."""
+
+import contextlib
+import os
+import sys
+
+import pexpect
+import pytest
+from gevent import monkey
+
+from tests.support.scripts import write_script
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CHAT = [sys.executable, os.path.join(ROOT, "bin", "term2-acp-chat")]
+AGENT = f"{sys.executable} {os.path.join(ROOT, 'bin', 'term2-acp')}"
+
+
+def test_chat_one_shot_streams_the_answer(agent_env, workspace, tmp_path):
+    import subprocess
+
+    script = write_script(tmp_path, [[{"thought": "hm"}, {"text": "Hello from "}, {"text": "the agent"}]])
+    record = tmp_path / "wire.jsonl"
+    proc = subprocess.run(CHAT + ["--agent", AGENT, "--provider", "scripted", "--cwd", workspace,
+                                  "--record", str(record), "say hi"],
+                          env=dict(agent_env, TERM2ACP_SCRIPT=str(script)), capture_output=True,
+                          timeout=30, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr
+    assert "Hello from the agent" in proc.stdout.decode()
+    lines = record.read_text().splitlines()
+    assert lines[0].startswith("> ") and '"initialize"' in lines[0]
+    assert any(line.startswith("< ") and '"idle"' in line for line in lines)
+
+
+def test_chat_list_and_resume_with_replay(agent_env, workspace, tmp_path):
+    import subprocess
+
+    script = write_script(tmp_path, [[{"text": "first answer"}]])
+    env = dict(agent_env, TERM2ACP_SCRIPT=str(script))
+    base = CHAT + ["--agent", AGENT, "--provider", "scripted", "--cwd", workspace]
+    subprocess.run(base + ["remember this"], env=env, timeout=30, check=True,
+                   stdin=subprocess.DEVNULL, capture_output=True)
+    listed = subprocess.run(base + ["--list"], env=env, timeout=30, capture_output=True,
+                            stdin=subprocess.DEVNULL).stdout.decode()
+    session_id = listed.split()[0]
+    assert "remember this" in listed
+    replay = subprocess.run(base + ["--resume", session_id, "--replay"], env=env, timeout=30,
+                            capture_output=True, stdin=subprocess.DEVNULL).stdout.decode()
+    assert "> remember this" in replay and "first answer" in replay
+
+
+@contextlib.contextmanager
+def synchronous_close():
+    """ptyprocess waits for EOF on a pipe whose write end it closes with os.close, which
+    gevent defers through the hub: give it the original os.close while it spawns."""
+    patched = os.close
+    os.close = monkey.get_original("os", "close")
+    try:
+        yield
+    finally:
+        os.close = patched
+
+
+@pytest.fixture
+def pty_chat(agent_env, workspace, tmp_path):
+    children = []
+
+    def start(turns, *extra):
+        script = write_script(tmp_path, turns)
+        with synchronous_close():
+            child = pexpect.spawn(CHAT[0], CHAT[1:] + ["--agent", AGENT, "--provider", "scripted",
+                                                   "--cwd", workspace, *extra],
+                                  env=dict(agent_env, TERM2ACP_SCRIPT=str(script)), timeout=20,
+                                  encoding="utf-8")
+        children.append(child)
+        return child
+    yield start
+    for child in children:
+        child.close(force=True)
+
+
+def test_chat_permission_prompt_at_the_terminal(pty_chat, workspace, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    target = outside / "made.txt"
+    child = pty_chat([[{"tool_call": {"name": "create_file", "arguments": {"path": str(target), "content": "hi\n"}}}],
+                      [{"text": "all done"}]])
+    child.expect("> ")
+    child.sendline("please write it")
+    child.expect("Allow once")
+    child.expect("choose a number")
+    child.sendline("1")
+    child.expect("all done")
+    child.expect("> ")
+    assert target.read_text() == "hi\n"
+    child.sendline("")
+    child.expect(pexpect.EOF)
+
+
+def test_chat_ctrl_c_cancels_the_turn_and_keeps_the_session(pty_chat):
+    child = pty_chat([[{"text": "working"}, {"hang": True}], [{"text": "second reply"}]])
+    child.expect("> ")
+    child.sendline("long task")
+    child.expect("working")
+    child.sendintr()
+    child.expect(r"\[cancelled\]")
+    child.expect("> ")
+    child.sendline("again")
+    child.expect("second reply")
+    child.sendline("")
+    child.expect(pexpect.EOF)
