@@ -4,10 +4,9 @@ gevent's monkey patching must happen before anything else imports the modules it
 replaces, so it is the very first thing here; ``bin/term2-acp`` does the same.
 """
 
-from gevent import monkey
+from term2acp.patching import patch_all
 
-if not monkey.is_module_patched("socket"):
-    monkey.patch_all()
+patch_all()
 
 
 def main(argv=None):

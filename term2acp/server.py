@@ -11,7 +11,6 @@ from term2acp.acp.agent import AcpAgent
 from term2acp.acp.client import ClientProxy
 from term2acp.rpc.endpoint import Endpoint
 from term2acp.rpc.stream import Writer, open_reader, read_lines
-from term2acp.sessions.manager import SessionManager
 
 log = logging.getLogger(__name__)
 
@@ -22,13 +21,27 @@ class Server:
         self.stop = Event()
         self._tools = None
         self.sandbox_note = "checking"
-        self.manager = SessionManager(settings, catalog, self.tools, self._sandbox_note)
+        self.catalog = catalog
         self.writer = Writer(out_fd, on_failure=self._disconnected, before_write=self._commit)
         self.pool = Pool(256)
         self.endpoint = Endpoint(None, self.writer.put, self.pool, max_line=settings.max_line_bytes)
-        self.agent = AcpAgent(self.manager, ClientProxy(self.endpoint), settings)
+        self.agent = AcpAgent(self._sessions, ClientProxy(self.endpoint), settings)
         self.endpoint.router = self.agent
+        # The sandbox probe (a bwrap run, and importing sh) must not delay the answer to
+        # initialize: it starts once that answer has been written.
+        self.agent.on_initialized = lambda: gevent.spawn_later(0.05, self._probe_sandbox)
         self.in_fd = in_fd
+
+    def _sessions(self):
+        """The session layer (SQLite, the agent loop), built when a session method first
+        arrives so that answering initialize does not pay for it."""
+        from term2acp.sessions.manager import SessionManager
+
+        return SessionManager(self.settings, self.catalog, self.tools, self._sandbox_note)
+
+    @property
+    def manager(self):
+        return self.agent.manager
 
     def _sandbox_note(self):
         return self.sandbox_note
@@ -41,7 +54,7 @@ class Server:
         return self._tools
 
     def _commit(self):
-        if self.manager.store._db is not None:
+        if self.manager is not None and self.manager.store._db is not None:
             self.manager.flush()
 
     def _disconnected(self, exc):
@@ -80,7 +93,6 @@ class Server:
             gevent.signal_handler(signum, self.stop.set)
         reader = gevent.spawn(self._read)
         reader.name = "rpc-reader"
-        gevent.spawn(self._probe_sandbox).name = "sandbox-probe"
         self.stop.wait()
         self.shutdown(reader)
         return 0
@@ -92,7 +104,8 @@ class Server:
         self.endpoint.close()
         self.pool.join(timeout=bound * 0.2)  # let requests already received finish
         try:
-            self.manager.shutdown(bound * 0.7)
+            if self.manager is not None:
+                self.manager.shutdown(bound * 0.7)
         except Exception:  # noqa: BLE001
             log.exception("shutdown failed")
         self.endpoint.cancel_incoming()

@@ -21,8 +21,6 @@ The config file is TOML at ``$TERM2ACP_CONFIG`` or ``$XDG_CONFIG_HOME/term2acp/c
 """
 
 import os
-import tomllib
-from dataclasses import dataclass, field
 
 EFFORTS = ("default", "none", "minimal", "low", "medium", "high", "xhigh")
 
@@ -47,29 +45,31 @@ def config_path(env=os.environ):
     return os.path.join(base, "term2acp", "config.toml")
 
 
-@dataclass
 class ShellSettings:
-    timeout: float = 120.0
-    max_timeout: float = 600.0
-    network: bool = False
-    output_cap: int = 40_000  # characters of output returned to the model
+    def __init__(self):
+        self.timeout = 120.0
+        self.max_timeout = 600.0
+        self.network = False
+        self.output_cap = 40_000  # characters of output returned to the model
 
 
-@dataclass
 class Settings:
-    provider: str | None = None
-    model: str | None = None
-    effort: str = "default"
-    data_dir: str = ""
-    config_path: str = ""
-    max_line_bytes: int = 64 * 1024 * 1024
-    max_turn_requests: int = 50
-    approval_timeout: float | None = None
-    shutdown_timeout: float = 10.0
-    script: str | None = None  # scripted provider script file
-    shell: ShellSettings = field(default_factory=ShellSettings)
-    providers: dict = field(default_factory=dict)  # name -> dict from the config file
-    env: dict = field(default_factory=dict)
+    """Plain attributes (no dataclass: this is on the start-up path)."""
+
+    def __init__(self, data_dir="", config_path="", env=None):
+        self.provider = None
+        self.model = None
+        self.effort = "default"
+        self.data_dir = data_dir
+        self.config_path = config_path
+        self.max_line_bytes = 64 * 1024 * 1024
+        self.max_turn_requests = 50
+        self.approval_timeout = None
+        self.shutdown_timeout = 10.0
+        self.script = None  # scripted provider script file
+        self.shell = ShellSettings()
+        self.providers = {}  # name -> dict from the config file
+        self.env = dict(env or {})
 
     @classmethod
     def load(cls, flags=None, env=None):
@@ -87,10 +87,16 @@ class Settings:
     def _apply_file(self, path):
         try:
             with open(path, "rb") as fh:
-                data = tomllib.load(fh)
+                raw = fh.read()
         except FileNotFoundError:
             return
-        except (OSError, tomllib.TOMLDecodeError) as exc:
+        except OSError as exc:
+            raise SettingsError(f"cannot read config file {path}: {exc}") from None
+        import tomllib  # only when there is a file to parse
+
+        try:
+            data = tomllib.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
             raise SettingsError(f"cannot read config file {path}: {exc}") from None
         for key in ("provider", "model", "effort"):
             if isinstance(data.get(key), str):

@@ -1,7 +1,8 @@
-"""ACP v2 handlers and the route table.
+"""The ACP connection: lifecycle (initialize first, once, unbatched) and the route table.
 
-This module is one of the two translation points: runtime exceptions and outcomes
-become JSON-RPC errors here (``ERRORS``), nowhere else.
+Session methods are served by :class:`term2acp.acp.sessions.SessionHandlers`, built on the
+first session call so that answering ``initialize`` stays cheap (start-up is what editors
+wait for).
 """
 
 import functools
@@ -9,90 +10,55 @@ import logging
 
 from term2acp import __version__
 from term2acp.acp import methods as m
-from term2acp.acp import translate
-from term2acp.acp.permissions import PermissionBridge
 from term2acp.acp.schemas import session as ss
 from term2acp.acp.schemas.base import load
 from term2acp.acp.schemas.initialize import InitializeRequestSchema
-from term2acp.agent import events as ev
-from term2acp.agent.prompt import PromptError
-from term2acp.providers.base import ProviderNotConfigured
-from term2acp.providers.catalog import CatalogError
 from term2acp.rpc.endpoint import Route
-from term2acp.rpc.errors import (
-    AuthRequiredError,
-    BusyError,
-    InternalError,
-    InvalidParamsError,
-    InvalidRequestError,
-    ResourceNotFoundError,
-    RpcError,
-)
-from term2acp.sessions.live import SessionLocked
-from term2acp.sessions.manager import CwdMismatch, SessionBusy, SessionNotFound
-from term2acp.sessions.store import StoreError
-from term2acp.sessions.workspace import WorkspaceError
+from term2acp.rpc.errors import InvalidRequestError
 
 log = logging.getLogger(__name__)
 
 
-class SessionLockedError(RpcError):
-    CODE = -32009
-    MESSAGE = "Session is locked"
-
-
-def _not_found(exc):
-    return ResourceNotFoundError(f"Session not found: {exc.args[0]}",
-                                 data={"sessionId": exc.args[0], "uri": f"session:{exc.args[0]}"})
-
-
-ERRORS = {
-    SessionNotFound: _not_found,
-    SessionBusy: lambda exc: BusyError(),
-    SessionLocked: lambda exc: SessionLockedError(
-        f"Session is open in another term2-acp process (pid {exc.args[0]}); close it there first"),
-    CwdMismatch: lambda exc: InvalidParamsError(str(exc)),
-    WorkspaceError: lambda exc: InvalidParamsError(str(exc)),
-    PromptError: lambda exc: InvalidParamsError(str(exc)),
-    CatalogError: lambda exc: InvalidParamsError(str(exc)),
-    ProviderNotConfigured: lambda exc: AuthRequiredError(str(exc)),
-    StoreError: lambda exc: InternalError(str(exc)),
-}
-
-
-def domain_errors(handler):
-    @functools.wraps(handler)
-    def wrapper(*args, **kwargs):
-        try:
-            return handler(*args, **kwargs)
-        except tuple(ERRORS) as exc:
-            for klass in type(exc).__mro__:
-                if klass in ERRORS:
-                    raise ERRORS[klass](exc) from None
-            raise
-    return wrapper
-
-
 class AcpAgent:
-    def __init__(self, manager, client, settings):
-        self.manager = manager
+    def __init__(self, manager_factory, client, settings):
+        self._manager_factory = manager_factory
+        self._sessions = None
         self.client = client
         self.settings = settings
         self.initialized = False
         self.client_info = None
+        self.on_initialized = None  # start-up work deferred until initialize is answered
 
-        def route(handler, schema, inline=False):
-            return Route(handler, functools.partial(load, schema), inline)
+        def route(name, schema, inline=False):
+            return Route(functools.partial(self._session_call, name),
+                         functools.partial(load, schema), inline)
 
         self.routes = {
-            m.INITIALIZE: route(self.initialize, InitializeRequestSchema(), inline=True),
-            m.SESSION_NEW: route(self.new_session, ss.NewSessionRequestSchema()),
-            m.SESSION_LIST: route(self.list_sessions, ss.ListSessionsRequestSchema()),
-            m.SESSION_RESUME: route(self.resume_session, ss.ResumeSessionRequestSchema()),
-            m.SESSION_PROMPT: route(self.prompt, ss.PromptRequestSchema()),
-            m.SESSION_CANCEL: route(self.cancel, ss.CancelNotificationSchema(), inline=True),
-            m.SESSION_CLOSE: route(self.close_session, ss.CloseSessionRequestSchema()),
+            m.INITIALIZE: Route(self.initialize, functools.partial(load, InitializeRequestSchema()),
+                                inline=True),
+            m.SESSION_NEW: route("new_session", ss.NewSessionRequestSchema()),
+            m.SESSION_LIST: route("list_sessions", ss.ListSessionsRequestSchema()),
+            m.SESSION_RESUME: route("resume_session", ss.ResumeSessionRequestSchema()),
+            m.SESSION_PROMPT: route("prompt", ss.PromptRequestSchema()),
+            m.SESSION_CANCEL: route("cancel", ss.CancelNotificationSchema(), inline=True),
+            m.SESSION_CLOSE: route("close_session", ss.CloseSessionRequestSchema()),
         }
+
+    @property
+    def sessions(self):
+        if self._sessions is None:
+            from term2acp.acp.sessions import SessionHandlers
+
+            self._sessions = SessionHandlers(self._manager_factory(), self.client, self.settings)
+        return self._sessions
+
+    @property
+    def manager(self):
+        """The session manager, or None while no session method has arrived."""
+        return self._sessions.manager if self._sessions is not None else None
+
+    def _session_call(self, name, params):
+        return getattr(self.sessions, name)(params)
 
     # ------------------------------------------------------------ router protocol
     def admit(self, method, batch_size):
@@ -111,67 +77,8 @@ class AcpAgent:
     def initialize(self, params):
         self.initialized = True
         self.client_info = params["info"]
+        if self.on_initialized is not None:
+            self.on_initialized()
         return {"protocolVersion": m.PROTOCOL_VERSION,
                 "info": {"name": "term2", "title": "term2", "version": __version__},
                 "capabilities": {"session": {}}}
-
-    def _sink(self, session, event):
-        self.client.update(session.id, translate.update_for(event))
-
-    @domain_errors
-    def new_session(self, params):
-        session = self.manager.new(params["cwd"])
-        session.sink = self._sink
-        return {"sessionId": session.id}
-
-    @domain_errors
-    def list_sessions(self, params):
-        try:
-            rows, cursor = self.manager.list(params["cwd"], params["cursor"])
-        except ValueError:
-            raise InvalidParamsError("invalid cursor: pass a nextCursor value from an earlier "
-                                     "session/list response") from None
-        sessions = []
-        for row in rows:
-            info = {"sessionId": row["id"], "cwd": row["cwd"], "updatedAt": row["updated_at"]}
-            if row["title"]:
-                info["title"] = row["title"]
-            sessions.append(info)
-        result = {"sessions": sessions}
-        if cursor:
-            result["nextCursor"] = cursor
-        return result
-
-    @domain_errors
-    def resume_session(self, params):
-        replay = params["replay_from"]
-        if replay is not None and replay.get("type") != "start":
-            raise InvalidParamsError(f"unsupported replayFrom type {replay.get('type')!r}; "
-                                     'use {"type": "start"} or omit it')
-        session, _already = self.manager.resume(params["session_id"], params["cwd"])
-        session.sink = self._sink
-        if replay is not None:
-            for kind, payload in self.manager.journal(session):
-                update = translate.replay_update(kind, payload)
-                if update is not None:
-                    self.client.update(session.id, update)
-        return {}
-
-    @domain_errors
-    def prompt(self, params):
-        session = self.manager.admit(params["session_id"])
-        text = self.manager.prepare(session, params["prompt"])
-        if not session.cancel_requested:
-            session.emit(ev.StateChanged("running"))
-        gate = PermissionBridge(self.client, session.id, self.settings.approval_timeout)
-        self.manager.start(session, params["prompt"], text, gate)
-        return {}
-
-    def cancel(self, params):
-        self.manager.cancel(params["session_id"])
-
-    @domain_errors
-    def close_session(self, params):
-        if not self.manager.close(params["session_id"], self.settings.shutdown_timeout):
-            raise InternalError("cancelling the session's work failed; the session was closed")
-        return {}

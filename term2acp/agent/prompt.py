@@ -1,6 +1,5 @@
 """Prompt content -> model text, and the system prompt."""
 
-import platform
 from datetime import date
 
 
@@ -43,6 +42,8 @@ def title_from(text, limit=80):
 
 
 def system_prompt(root, tool_names, sandbox_note):
+    import platform
+
     tools = ", ".join(sorted(tool_names)) or "none"
     return (
         "You are term2, a careful coding agent working inside a code editor.\n"

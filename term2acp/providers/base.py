@@ -16,6 +16,8 @@ that is safe to show (never an API key).
 
 from dataclasses import dataclass, field
 
+from term2acp.providers.errors import ProviderError, ProviderNotConfigured  # noqa: F401
+
 
 @dataclass
 class TextDelta:
@@ -56,14 +58,6 @@ class ModelRequest:
     tools: list = field(default_factory=list)  # [{"name", "description", "parameters"}]
     effort: str = "default"  # default none minimal low medium high xhigh
     max_output_tokens: int | None = None
-
-
-class ProviderError(Exception):
-    """A provider failure with a user-safe message (auth, network, bad response)."""
-
-
-class ProviderNotConfigured(ProviderError):
-    """Raised at preparation time: tells the user exactly what to set."""
 
 
 class Provider:

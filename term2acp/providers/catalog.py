@@ -9,18 +9,17 @@ Provider SDKs are imported only when a provider instance is created.
 import importlib
 import importlib.util
 import ipaddress
-from dataclasses import dataclass
+from typing import NamedTuple
 from urllib.parse import urlparse
 
-from term2acp.providers.base import ProviderNotConfigured
+from term2acp.providers.errors import ProviderNotConfigured
 
 
 class CatalogError(ValueError):
     pass
 
 
-@dataclass(frozen=True)
-class ModelInfo:
+class ModelInfo(NamedTuple):
     id: str
     provider: str
     context_window: int | None
@@ -141,9 +140,25 @@ class Catalog:
                 return pid, model
         if self.env.get("OPENAI_BASE_URL"):
             return "openai", BUILTIN_PROVIDERS["openai"][2]
-        if importlib.util.find_spec("llama_cpp") is not None:
+        if self.local_available():
             return "local", BUILTIN_PROVIDERS["local"][2]
         return None, None
+
+    def local_available(self):
+        """The offline default: llama-cpp-python importable and a GGUF model at hand.
+
+        ``TERM2ACP_LOCAL_MODEL=off`` opts out of it.
+        """
+        configured = self.env.get("TERM2ACP_LOCAL_MODEL")
+        if configured and configured.lower() in ("off", "none", "0"):
+            return False
+        if importlib.util.find_spec("llama_cpp") is None:
+            return False
+        if configured:
+            return True
+        from term2acp.providers.local import bundled_model
+
+        return bundled_model() is not None
 
     def info(self, provider, model):
         for m in self.models:

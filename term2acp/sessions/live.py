@@ -8,13 +8,10 @@ import os
 from gevent.pool import Group
 
 from term2acp.sessions.access import AccessState
+from term2acp.sessions.errors import SessionLocked
 from term2acp.sessions.journal import Recorder
 
 log = logging.getLogger(__name__)
-
-
-class SessionLocked(Exception):
-    """The session is live in another process."""
 
 
 class SessionLock:

@@ -16,27 +16,16 @@ import gevent
 from term2acp.agent import events as ev
 from term2acp.agent.prompt import prompt_to_text, system_prompt, title_from
 from term2acp.agent.turn import Turn, TurnAborted, TurnCancelled, new_id
-from term2acp.providers.base import ProviderError, ProviderNotConfigured
+from term2acp.providers.errors import ProviderError, ProviderNotConfigured
 from term2acp.providers.catalog import NO_PROVIDER_HELP
-from term2acp.sessions.live import LiveSession, SessionLock, SessionLocked
+from term2acp.sessions.errors import CwdMismatch, SessionBusy, SessionLocked, SessionNotFound
+from term2acp.sessions.live import LiveSession, SessionLock
 from term2acp.sessions.store import Store
 from term2acp.sessions.workspace import validate_cwd
 
 log = logging.getLogger(__name__)
 
 PAGE_SIZE = 50
-
-
-class SessionNotFound(Exception):
-    pass
-
-
-class SessionBusy(Exception):
-    pass
-
-
-class CwdMismatch(ValueError):
-    pass
 
 
 class SessionManager:

@@ -18,6 +18,8 @@ import os
 import sqlite3
 from datetime import datetime, timezone
 
+from term2acp.sessions.errors import StoreError
+
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
@@ -51,10 +53,6 @@ MIGRATIONS = {
     );
     """,
 }
-
-
-class StoreError(Exception):
-    """The store cannot be used; the message says why and what to check."""
 
 
 def now():

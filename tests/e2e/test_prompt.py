@@ -141,7 +141,7 @@ def test_prompt_resource_link_and_embedded_text_are_context(started):
 
 
 def test_prompt_without_any_provider_says_what_to_set(spawn, workspace):
-    agent = spawn()
+    agent = spawn(env={"TERM2ACP_LOCAL_MODEL": "off"})
     agent.initialize()
     sid = agent.new_session(workspace)
     error = error_of(agent.request("session/prompt", {"sessionId": sid,

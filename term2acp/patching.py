@@ -1,0 +1,21 @@
+"""gevent's monkey patching, done once and first by the launchers.
+
+gevent announces patching to third-party plug-ins through entry points, which makes it
+scan the metadata of every installed distribution several times (about 100 ms, most of
+the agent's start-up). term2acp uses no such plug-in, so the announcement goes only to
+in-process subscribers (``gevent.events.notify``).
+"""
+
+
+def patch_all():
+    import gevent.events
+    from gevent import monkey
+
+    if monkey.is_module_patched("socket"):
+        return
+    announce = gevent.events.notify_and_call_entry_points
+    gevent.events.notify_and_call_entry_points = gevent.events.notify
+    try:
+        monkey.patch_all()
+    finally:
+        gevent.events.notify_and_call_entry_points = announce

@@ -1,0 +1,21 @@
+"""Domain errors of the session layer (cheap to import: the protocol layer maps them)."""
+
+
+class SessionNotFound(Exception):
+    """No stored session has this id (or it is not live here, for prompts)."""
+
+
+class SessionBusy(Exception):
+    """The session already runs (or prepares) a foreground prompt."""
+
+
+class CwdMismatch(ValueError):
+    """The cwd given for a resume is not the session's workspace root."""
+
+
+class SessionLocked(Exception):
+    """The session is live in another process; ``args[0]`` is that process's pid."""
+
+
+class StoreError(Exception):
+    """The store cannot be used; the message says why and what to check."""
