@@ -107,5 +107,5 @@ def main(argv=None):
 
     from term2acp.server import Server
 
-    proto_fd = diagnostics.protect_stdout()
-    return Server(settings, catalog, 0, proto_fd).run()
+    in_fd, out_fd = diagnostics.protect_stdio()
+    return Server(settings, catalog, in_fd, out_fd).run()

@@ -30,14 +30,31 @@ def configure(env=os.environ):
             root.addHandler(handler)
 
 
-def protect_stdout():
-    """Keep fd 1 for the protocol: return a private duplicate and point fd 1 at stderr.
+def protect_stdio():
+    """Take stdin and stdout for the protocol; returns ``(in_fd, out_fd)``.
 
-    Afterwards a stray ``print``, a library banner or an inherited child's output lands
-    on stderr and can never corrupt the JSON-RPC stream.
+    stdout: a private duplicate for the writer, and fd 1 pointed at stderr, so a stray
+    ``print``, a library banner or a child's output lands on stderr and can never corrupt
+    the JSON-RPC stream.
+
+    stdin: a private open file description (re-opened through ``/proc/self/fd/0`` where
+    the kernel allows it), and fd 0 pointed at ``/dev/null``. No child process can read
+    protocol bytes, and none can switch our pipe back to blocking mode: ``O_NONBLOCK``
+    belongs to the open file description, which a child inheriting fd 0 would share.
     """
     sys.stdout.flush()
-    proto = os.dup(1)  # non-inheritable by default
+    out_fd = os.dup(1)  # non-inheritable by default
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    return proto
+    try:
+        in_fd = os.open("/proc/self/fd/0", os.O_RDONLY | os.O_CLOEXEC)
+        if os.path.isfile(f"/proc/self/fd/{in_fd}"):
+            # A regular file: a new description would restart at offset 0.
+            os.close(in_fd)
+            raise OSError("regular file")
+    except OSError:
+        in_fd = os.dup(0)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    return in_fd, out_fd

@@ -91,6 +91,7 @@ class Server:
     def run(self):
         for signum in (signal.SIGINT, signal.SIGTERM):
             gevent.signal_handler(signum, self.stop.set)
+        gevent.signal_handler(signal.SIGUSR1, _dump_greenlets)
         reader = gevent.spawn(self._read)
         reader.name = "rpc-reader"
         self.stop.wait()
@@ -112,3 +113,13 @@ class Server:
         self.pool.join(timeout=0.5)
         if not self.writer.drain(bound * 0.2):
             log.warning("could not flush every message to stdout before exiting")
+
+
+def _dump_greenlets():
+    """SIGUSR1: every greenlet's stack on stderr (greenlets are named like processes)."""
+    import os
+
+    from gevent import util
+
+    # Straight to fd 2, not through logging: the dump must work even when a lock is stuck.
+    os.write(2, ("term2-acp: greenlet dump:\n" + "\n".join(util.format_run_info()) + "\n").encode())

@@ -195,3 +195,16 @@ def test_stdout_carries_only_json_rpc_lines(agent, workspace):
         message = json.loads(line)
         items = message if isinstance(message, list) else [message]
         assert all(item["jsonrpc"] == "2.0" for item in items)
+
+
+def test_children_can_neither_read_nor_reconfigure_the_protocol_pipes(agent):
+    """Regression: a child process inheriting fd 0 shared its open file description, was
+    able to read protocol bytes, and switched it to blocking mode, which froze the agent
+    (a cancel arrived and nothing happened). fd 0 is /dev/null and fd 1 is stderr now."""
+    import os
+
+    pid = agent.proc.pid
+    assert os.readlink(f"/proc/{pid}/fd/0") == "/dev/null"
+    assert os.readlink(f"/proc/{pid}/fd/1") == os.readlink(f"/proc/{pid}/fd/2")
+    assert agent.request("session/list", {})["result"] == {"sessions": []}
+    agent.close()

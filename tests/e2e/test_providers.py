@@ -1,0 +1,90 @@
+"""Real provider code paths through the launcher, against fake servers on 127.0.0.1."""
+
+import json
+
+import pytest
+
+from tests.support import fake_llm as f
+
+
+@pytest.fixture
+def server():
+    srv = f.FakeLLMServer()
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+def test_openai_compatible_server_full_turn_with_a_tool_call(spawn, workspace, server):
+    with open(f"{workspace}/hello.txt", "w") as fh:
+        fh.write("hello from disk\n")
+    server.enqueue(
+        f.openai_sse(f.oa_text("Reading it."), f.oa_tool(0, "call_1", "read_file", '{"path": "hel'),
+                     f.oa_tool(0, args='lo.txt"}'), f.oa_finish("tool_calls"), f.oa_usage(120, 9)),
+        f.openai_sse(f.oa_text("It says hello."), f.oa_finish("stop"), f.oa_usage(180, 5)))
+    agent = spawn("--provider", "openai", "--model", "my-local-model",
+                  env={"OPENAI_BASE_URL": server.openai_url, "OPENAI_API_KEY": "sk-test-key-123456"})
+    agent.initialize()
+    sid = agent.new_session(workspace)
+    _, updates, idle = agent.prompt(sid, "what does hello.txt say?", timeout=30)
+    assert idle["params"]["update"]["stopReason"] == "end_turn"
+    text = "".join(u["content"]["text"] for u in updates if u["sessionUpdate"] == "agent_message_chunk")
+    assert text == "Reading it.It says hello."
+    done = [u for u in updates if u["sessionUpdate"] == "tool_call_update" and u.get("status") == "completed"]
+    assert "hello from disk" in done[0]["content"][0]["content"]["text"]
+    first, second = [r.json for r in server.wait_requests(2)]
+    assert first["model"] == "my-local-model" and first["stream"] is True
+    assert {t["function"]["name"] for t in first["tools"]} >= {"read_file", "edit_file", "shell"}
+    tool_message = [m for m in second["messages"] if m["role"] == "tool"][0]
+    assert tool_message["tool_call_id"] == "call_1" and "hello from disk" in tool_message["content"]
+    assert agent.close() == 0
+
+
+def test_openai_auth_failure_ends_the_turn_with_a_clear_error_and_no_secret(spawn, workspace, server):
+    server.enqueue(f.Status(401, {"error": {"message": "Incorrect API key provided"}}))
+    agent = spawn("--provider", "openai", "--model", "gpt-4.1-mini",
+                  env={"OPENAI_BASE_URL": server.openai_url, "OPENAI_API_KEY": "sk-secret-abcdef123456"})
+    agent.initialize()
+    sid = agent.new_session(workspace)
+    _, _, idle = agent.prompt(sid, "hi", timeout=30)
+    update = idle["params"]["update"]
+    assert update["stopReason"] == "_term2_error"
+    assert "authentication failed" in update["_meta"]["term2"]["error"]
+    agent.close()
+    everything = "".join(line.decode() for line in agent.lines) + agent.stderr
+    assert "sk-secret-abcdef123456" not in everything
+    assert "authentication failed" in agent.stderr
+
+
+def test_anthropic_streaming_with_thinking(spawn, workspace, server):
+    server.enqueue(f.anthropic_sse(f.an_start(), f.an_thinking(0, "Hmm."), f.an_text(1, "Hi", " there"),
+                                   f.an_end("end_turn")))
+    agent = spawn("--provider", "anthropic", "--model", "claude-sonnet-4-5", "--effort", "low",
+                  env={"ANTHROPIC_BASE_URL": server.root_url, "ANTHROPIC_API_KEY": "sk-ant-test"})
+    agent.initialize()
+    sid = agent.new_session(workspace)
+    _, updates, idle = agent.prompt(sid, "hello", timeout=30)
+    assert idle["params"]["update"]["stopReason"] == "end_turn"
+    kinds = [u["sessionUpdate"] for u in updates]
+    assert "agent_thought_chunk" in kinds and "agent_message_chunk" in kinds
+    body = server.wait_requests(1)[0].json
+    assert body["thinking"]["type"] == "enabled"
+    agent.close()
+
+
+def test_cancel_mid_stream_drops_the_connection(spawn, workspace, server):
+    stream = f.openai_sse(f.oa_text("partial"), hold_after=1)
+    server.enqueue(stream)
+    agent = spawn("--provider", "openai", "--model", "gpt-4.1-mini",
+                  env={"OPENAI_BASE_URL": server.openai_url, "OPENAI_API_KEY": "x"})
+    agent.initialize()
+    sid = agent.new_session(workspace)
+    agent.request_async("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]})
+    agent.wait_for(lambda m: m.get("method") == "session/update"
+                   and m["params"]["update"].get("sessionUpdate") == "agent_message_chunk", timeout=30)
+    agent.notify("session/cancel", {"sessionId": sid})
+    idle = agent.wait_for(lambda m: m.get("method") == "session/update"
+                          and m["params"]["update"].get("state") == "idle", timeout=10)
+    assert idle["params"]["update"]["stopReason"] == "cancelled"
+    assert stream.disconnected.wait(5)
+    agent.close()
