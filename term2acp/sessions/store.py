@@ -190,8 +190,8 @@ class Store:
             args.append(cwd)
         if cursor is not None:
             updated_at, session_id = decode_cursor(cursor)
-            where.append("(updated_at < ? OR (updated_at = ? AND id < ?))")
-            args += [updated_at, updated_at, session_id]
+            where.append("(updated_at, id) < (?, ?)")  # a row value: one index seek
+            args += [updated_at, session_id]
         sql = "SELECT id, cwd, title, updated_at FROM sessions"
         if where:
             sql += " WHERE " + " AND ".join(where)
