@@ -7,7 +7,6 @@ import gevent
 import pytest
 from gevent import monkey
 
-from term2acp.testing import AgentProcess
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -58,24 +57,14 @@ def agent_env(acp_env, home):
 
 
 @pytest.fixture
-def spawn(agent_env):
-    """``spawn(*args, env=..., script=...)`` starts bin/term2-acp; all are closed after."""
-    started = []
-
-    def _spawn(*args, env=None, script=None, validate=True):
-        full = dict(agent_env)
-        if script is not None:
-            full["TERM2ACP_SCRIPT"] = str(script)
-            if "--provider" not in args:
-                args = ("--provider", "scripted") + tuple(args)
+def spawn(acp_agent, home):
+    """``spawn(*args, env=..., script=...)``: the kit's ``acp_agent`` (not initialized), with
+    ``home`` as TERM2ACP_HOME; every agent is closed and schema-checked after the test."""
+    def _spawn(*args, env=None, script=None):
+        full = {"TERM2ACP_HOME": str(home)}
         full.update(env or {})
-        agent = AgentProcess(args, env=full, validate=validate).start()
-        started.append(agent)
-        return agent
-
-    yield _spawn
-    for agent in started:
-        agent.kill()
+        return acp_agent(script=script, args=args, env=full, initialize=False)
+    return _spawn
 
 
 @pytest.fixture

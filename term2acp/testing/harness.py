@@ -157,6 +157,30 @@ class AgentProcess:
                 if result is not None:
                     self.send({"jsonrpc": "2.0", "id": message["id"], "result": result})
 
+    def wait_update(self, session_update=None, state=None, session_id=None, timeout=10,
+                    on_request=None, **fields):
+        """Read until a ``session/update`` matching every given field arrives; returns it.
+
+        ``session_update`` is the update kind, ``state`` a state_update's state; any other
+        keyword must equal that field of the update (e.g. ``stopReason="cancelled"``).
+        """
+        def matches(message):
+            if not is_update(message, session_id):
+                return False
+            update = message["params"]["update"]
+            if session_update is not None and update.get("sessionUpdate") != session_update:
+                return False
+            if state is not None and (update.get("sessionUpdate") != "state_update"
+                                      or update.get("state") != state):
+                return False
+            return all(update.get(key) == value for key, value in fields.items())
+        return self.wait_for(matches, timeout, on_request)["params"]["update"]
+
+    def prompt_async(self, session_id, text):
+        """Send a prompt without waiting for anything; returns the request id."""
+        return self.request_async("session/prompt", {
+            "sessionId": session_id, "prompt": [{"type": "text", "text": text}]})
+
     def initialize(self):
         response = self.request("initialize", {"protocolVersion": 2,
                                                "info": {"name": "term2acp-tests", "version": "1"}})

@@ -192,7 +192,7 @@ def test_client_errors_deny(run_turns, outside, error, reason):
 
 
 def pending_request(agent, sid, outside, env=None):
-    agent.request_async("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]})
+    agent.prompt_async(sid, "go")
     return agent.wait_for(lambda m: m.get("method") == "session/request_permission")
 
 
@@ -207,9 +207,8 @@ def test_cancel_or_close_while_pending_denies_and_withdraws_the_request(run_turn
         close_id = agent.request_async("session/close", {"sessionId": sid})
     withdraw = agent.wait_for(lambda m: m.get("method") == "$/cancel_request")
     assert withdraw["params"] == {"requestId": request["id"]}
-    idle = agent.wait_for(lambda m: m.get("method") == "session/update"
-                          and m["params"]["update"].get("state") == "idle")
-    assert idle["params"]["update"]["stopReason"] == "cancelled"
+    idle = agent.wait_update(state="idle")
+    assert idle["stopReason"] == "cancelled"
     agent.send({"jsonrpc": "2.0", "id": request["id"], "result": selected("allow-once")})  # too late
     if how == "close":
         agent.wait_for(lambda m: m.get("id") == close_id)

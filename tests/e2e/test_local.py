@@ -27,10 +27,8 @@ def test_local_model_turn_can_be_cancelled(spawn, workspace):
     sid = agent.new_session(workspace)
     agent.request_async("session/prompt", {"sessionId": sid, "prompt": [
         {"type": "text", "text": "Write a very long story about the sea."}]})
-    agent.wait_for(lambda m: m.get("method") == "session/update"
-                   and m["params"]["update"].get("sessionUpdate") == "agent_message_chunk", timeout=120)
+    agent.wait_update("agent_message_chunk", timeout=120)
     agent.notify("session/cancel", {"sessionId": sid})
-    idle = agent.wait_for(lambda m: m.get("method") == "session/update"
-                          and m["params"]["update"].get("state") == "idle", timeout=30)
-    assert idle["params"]["update"]["stopReason"] == "cancelled"
+    idle = agent.wait_update(state="idle", timeout=30)
+    assert idle["stopReason"] == "cancelled"
     assert agent.close() == 0

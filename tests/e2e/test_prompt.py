@@ -85,20 +85,17 @@ def test_prompt_provider_error_is_term2_error_with_a_summary(started):
 
 def test_prompt_admission_one_at_a_time_per_session(started, workspace):
     agent, sid = started([[{"hang": True}], [{"text": "other"}]])
-    agent.request_async("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "a"}]})
+    agent.prompt_async(sid, "a")
     busy = agent.request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "b"}]})
     assert error_of(busy)["code"] == -32000
     other = agent.new_session(workspace)
     # another session is independent (it plays turn 1 of its own conversation: hang too)
-    agent.request_async("session/prompt", {"sessionId": other, "prompt": [{"type": "text", "text": "c"}]})
-    agent.wait_for(lambda m: m.get("method") == "session/update"
-                   and m["params"]["sessionId"] == other
-                   and m["params"]["update"].get("sessionUpdate") == "user_message")
+    agent.prompt_async(other, "c")
+    agent.wait_update("user_message", session_id=other)
     agent.notify("session/cancel", {"sessionId": sid})
     agent.notify("session/cancel", {"sessionId": other})
     for s in (sid, other):
-        agent.wait_for(lambda m, s=s: m.get("method") == "session/update" and m["params"]["sessionId"] == s
-                       and m["params"]["update"].get("stopReason") == "cancelled")
+        agent.wait_update(state="idle", session_id=s, stopReason="cancelled")
     agent.close()
 
 
@@ -134,9 +131,8 @@ def test_prompt_resource_link_and_embedded_text_are_context(started):
         {"type": "resource", "resource": {"uri": "file:///w/b.py", "text": "print(1)"}},
         {"type": "_vendor_hint", "x": 1},
     ]})
-    idle = agent.wait_for(lambda m: m.get("method") == "session/update"
-                          and m["params"]["update"].get("state") == "idle")
-    assert idle["params"]["update"]["stopReason"] == "end_turn"
+    idle = agent.wait_update(state="idle")
+    assert idle["stopReason"] == "end_turn"
     agent.close()
 
 
@@ -154,13 +150,11 @@ def test_prompt_without_any_provider_says_what_to_set(spawn, workspace):
 
 def test_cancel_while_streaming_then_the_session_is_ready_again(started):
     agent, sid = started([[{"text": "partial"}, {"hang": True}], [{"text": "fresh"}]])
-    agent.request_async("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "a"}]})
-    agent.wait_for(lambda m: m.get("method") == "session/update"
-                   and m["params"]["update"].get("sessionUpdate") == "agent_message_chunk")
+    agent.prompt_async(sid, "a")
+    agent.wait_update("agent_message_chunk")
     agent.notify("session/cancel", {"sessionId": sid})
-    idle = agent.wait_for(lambda m: m.get("method") == "session/update"
-                          and m["params"]["update"].get("state") == "idle")
-    assert idle["params"]["update"]["stopReason"] == "cancelled"
+    idle = agent.wait_update(state="idle")
+    assert idle["stopReason"] == "cancelled"
     _, updates, idle = agent.prompt(sid, "b")
     assert idle["params"]["update"]["stopReason"] == "end_turn"
     assert [u["content"]["text"] for u in updates if u["sessionUpdate"] == "agent_message_chunk"] == ["fresh"]
@@ -190,11 +184,9 @@ def test_malformed_and_unknown_tool_calls_fail_cleanly(started):
 
 def test_eof_during_a_turn_cancels_it_and_exits_0(started):
     agent, sid = started([[{"hang": True}]])
-    agent.request_async("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "a"}]})
-    agent.wait_for(lambda m: m.get("method") == "session/update"
-                   and m["params"]["update"].get("sessionUpdate") == "user_message")
+    agent.prompt_async(sid, "a")
+    agent.wait_update("user_message")
     agent.close_stdin()
     assert agent.wait(5) == 0
-    idle = agent.wait_for(lambda m: m.get("method") == "session/update"
-                          and m["params"]["update"].get("state") == "idle", timeout=5)
-    assert idle["params"]["update"]["stopReason"] == "cancelled"
+    idle = agent.wait_update(state="idle", timeout=5)
+    assert idle["stopReason"] == "cancelled"

@@ -79,12 +79,10 @@ def test_cancel_mid_stream_drops_the_connection(spawn, workspace, server):
                   env={"OPENAI_BASE_URL": server.openai_url, "OPENAI_API_KEY": "x"})
     agent.initialize()
     sid = agent.new_session(workspace)
-    agent.request_async("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]})
-    agent.wait_for(lambda m: m.get("method") == "session/update"
-                   and m["params"]["update"].get("sessionUpdate") == "agent_message_chunk", timeout=30)
+    agent.prompt_async(sid, "go")
+    agent.wait_update("agent_message_chunk", timeout=30)
     agent.notify("session/cancel", {"sessionId": sid})
-    idle = agent.wait_for(lambda m: m.get("method") == "session/update"
-                          and m["params"]["update"].get("state") == "idle", timeout=10)
-    assert idle["params"]["update"]["stopReason"] == "cancelled"
+    idle = agent.wait_update(state="idle", timeout=10)
+    assert idle["stopReason"] == "cancelled"
     assert stream.disconnected.wait(5)
     agent.close()

@@ -199,9 +199,8 @@ def test_close_during_a_turn_settles_cancelled_before_answering(spawn, workspace
     agent = spawn(script=hanging)
     agent.initialize()
     sid = agent.new_session(workspace)
-    agent.request_async("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]})
-    agent.wait_for(lambda m: m.get("method") == "session/update"
-                   and m["params"]["update"].get("sessionUpdate") == "agent_message_chunk")
+    agent.prompt_async(sid, "go")
+    agent.wait_update("agent_message_chunk")
     response = agent.request("session/close", {"sessionId": sid})
     assert response["result"] == {}
     idle = [m for m in agent.messages if m.get("method") == "session/update"
@@ -248,9 +247,8 @@ def test_kill_9_loses_nothing_that_was_reported(spawn, workspace, hanging):
     agent = spawn(script=hanging)
     agent.initialize()
     sid = agent.new_session(workspace)
-    agent.request_async("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]})
-    agent.wait_for(lambda m: m.get("method") == "session/update"
-                   and m["params"]["update"].get("sessionUpdate") == "agent_message_chunk")
+    agent.prompt_async(sid, "go")
+    agent.wait_update("agent_message_chunk")
     os.kill(agent.proc.pid, signal.SIGKILL)
     agent.wait(5)
 

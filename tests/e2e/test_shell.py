@@ -71,13 +71,11 @@ def test_cancel_kills_the_whole_process_tree(run, workspace, tmp_path):
     command = (f"(setsid nohup sh -c 'sleep 2; echo alive > {marker}' >/dev/null 2>&1 &); "
                "trap '' TERM; echo started; sleep 60")
     agent, sid = run([[shell(command)], [{"text": "never"}]])
-    agent.request_async("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]})
-    agent.wait_for(lambda m: m.get("method") == "session/update"
-                   and m["params"]["update"].get("sessionUpdate") == "terminal_output_chunk", timeout=20)
+    agent.prompt_async(sid, "go")
+    agent.wait_update("terminal_output_chunk", timeout=20)
     agent.notify("session/cancel", {"sessionId": sid})
-    idle = agent.wait_for(lambda m: m.get("method") == "session/update"
-                          and m["params"]["update"].get("state") == "idle", timeout=10)
-    assert idle["params"]["update"]["stopReason"] == "cancelled"
+    idle = agent.wait_update(state="idle", timeout=10)
+    assert idle["stopReason"] == "cancelled"
     statuses = [m["params"]["update"].get("status") for m in agent.messages
                 if m.get("method") == "session/update"
                 and m["params"]["update"]["sessionUpdate"] == "tool_call_update"]
