@@ -23,6 +23,7 @@ from term2acp.rpc.errors import (
 )
 from term2acp.sessions.errors import (
     CwdMismatch,
+    InvalidCursor,
     SessionBusy,
     SessionLocked,
     SessionNotFound,
@@ -89,7 +90,7 @@ class SessionHandlers:
     def list_sessions(self, params):
         try:
             rows, cursor = self.manager.list(params["cwd"], params["cursor"])
-        except ValueError:
+        except InvalidCursor:
             raise InvalidParamsError("invalid cursor: pass a nextCursor value from an earlier "
                                      "session/list response") from None
         sessions = []

@@ -17,5 +17,9 @@ class SessionLocked(Exception):
     """The session is live in another process; ``args[0]`` is that process's pid."""
 
 
+class InvalidCursor(ValueError):
+    """A session/list cursor this store did not mint."""
+
+
 class StoreError(Exception):
     """The store cannot be used; the message says why and what to check."""

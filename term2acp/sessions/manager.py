@@ -1,7 +1,7 @@
 """Session lifecycle: create, list, resume, admit prompts, run turns, cancel, close.
 
 Runtime only: it raises domain errors (``SessionNotFound``, ``SessionBusy`` ...) that
-``acp/agent.py`` maps to JSON-RPC errors, and emits plain events through each session's
+``acp/sessions.py`` maps to JSON-RPC errors, and emits plain events through each session's
 ``sink``.
 """
 
@@ -16,12 +16,12 @@ import gevent
 from term2acp.agent import events as ev
 from term2acp.agent.prompt import prompt_to_text, system_prompt, title_from
 from term2acp.agent.turn import Turn, TurnAborted, TurnCancelled, new_id
-from term2acp.providers.errors import ProviderError, ProviderNotConfigured
 from term2acp.providers.catalog import NO_PROVIDER_HELP
-from term2acp.sessions.errors import CwdMismatch, SessionBusy, SessionLocked, SessionNotFound
+from term2acp.providers.errors import ProviderError, ProviderNotConfigured
+from term2acp.sessions.errors import CwdMismatch, SessionBusy, SessionNotFound
 from term2acp.sessions.live import LiveSession, SessionLock
 from term2acp.sessions.store import Store
-from term2acp.sessions.workspace import validate_cwd
+from term2acp.sessions.workspace import WorkspaceError, validate_cwd
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +75,8 @@ class SessionManager:
 
     def list(self, cwd=None, cursor=None):
         if cwd is not None:
+            if not os.path.isabs(cwd):
+                raise WorkspaceError("cwd must be an absolute path")
             try:
                 cwd = os.path.realpath(cwd, strict=True)
             except (OSError, ValueError):
@@ -100,10 +102,7 @@ class SessionManager:
             raise SessionNotFound(session_id)
         if row["cwd"] != root:
             raise CwdMismatch(f"cwd does not match the session's workspace {row['cwd']}")
-        try:
-            session = self._attach(row)
-        except SessionLocked:
-            raise
+        session = self._attach(row)  # SessionLocked when another process has it
         session.history = self.store.load_history(session_id)
         return session, False
 

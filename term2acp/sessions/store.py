@@ -18,7 +18,7 @@ import os
 import sqlite3
 from datetime import datetime, timezone
 
-from term2acp.sessions.errors import StoreError
+from term2acp.sessions.errors import InvalidCursor, StoreError
 
 log = logging.getLogger(__name__)
 
@@ -65,14 +65,14 @@ def encode_cursor(updated_at, session_id):
 
 
 def decode_cursor(cursor):
-    """Returns ``(updated_at, id)``; raises ValueError for anything we did not mint."""
+    """Returns ``(updated_at, id)``; raises InvalidCursor for anything we did not mint."""
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         updated_at, session_id = json.loads(raw)
     except (binascii.Error, ValueError, TypeError, UnicodeDecodeError):
-        raise ValueError("invalid cursor") from None
+        raise InvalidCursor(cursor) from None
     if not isinstance(updated_at, str) or not isinstance(session_id, str):
-        raise ValueError("invalid cursor")
+        raise InvalidCursor(cursor)
     return updated_at, session_id
 
 

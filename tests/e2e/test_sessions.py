@@ -91,6 +91,8 @@ def test_session_list_invalid_cursor(agent, cursor):
 def test_session_list_null_params_and_missing_directory(agent):
     assert agent.request("session/list", None)["result"] == {"sessions": []}
     assert agent.request("session/list", {"cwd": "/no/such/dir"})["result"] == {"sessions": []}
+    error = error_of(agent.request("session/list", {"cwd": "relative"}))
+    assert error["code"] == -32602 and error["message"] == "cwd must be an absolute path"
     agent.close()
 
 
