@@ -20,7 +20,7 @@ class Server:
         self.settings = settings
         self.stop = Event()
         self._tools = None
-        self.sandbox_note = "checking"
+        self.sandbox_note = None  # set by the probe
         self.catalog = catalog
         self.writer = Writer(out_fd, on_failure=self._disconnected, before_write=self._commit)
         self.pool = Pool(256)
@@ -44,6 +44,8 @@ class Server:
         return self.agent.manager
 
     def _sandbox_note(self):
+        if self.sandbox_note is None:  # a prompt before the deferred probe: probe now
+            self._probe_sandbox()
         return self.sandbox_note
 
     def tools(self):
@@ -54,7 +56,7 @@ class Server:
         return self._tools
 
     def _commit(self):
-        if self.manager is not None and self.manager.store._db is not None:
+        if self.manager is not None and self.manager.store.is_open:
             self.manager.flush()
 
     def _disconnected(self, exc):
@@ -73,20 +75,17 @@ class Server:
             self.stop.set()
 
     def _probe_sandbox(self):
-        try:
-            from term2acp.sandbox import bwrap
-
-            status = bwrap.probe()
-        except ImportError:
-            self.sandbox_note = "unavailable (sandbox module missing); shell calls are refused"
+        if self.sandbox_note is not None:
             return
+        from term2acp.sandbox import bwrap
+
+        status = bwrap.probe()
         if status.available:
             self.sandbox_note = ("available: writes only inside the workspace root, no network, "
                                  "credentials hidden")
         else:
             self.sandbox_note = f"unavailable ({status.reason}); shell calls are refused"
-            log.warning("shell sandbox unavailable: %s; shell tool calls will be refused",
-                        status.reason)
+            log.warning("%s", status.warning())
 
     def run(self):
         for signum in (signal.SIGINT, signal.SIGTERM):

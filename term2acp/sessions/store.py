@@ -83,6 +83,10 @@ class Store:
         self._dirty = False
 
     # ------------------------------------------------------------ lifecycle
+    @property
+    def is_open(self):
+        return self._db is not None
+
     def open(self):
         if self._db is not None:
             return self
