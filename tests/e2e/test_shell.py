@@ -120,3 +120,31 @@ def test_secrets_do_not_reach_the_sandbox(run):
     output = terminal_output(updates)
     assert "sk-should-not-leak-123" not in output and "tok-456" not in output
     agent.close()
+
+
+def test_eof_during_a_command_leaves_no_process_behind(run, workspace):
+    import random
+
+    pidfile = os.path.join(workspace, "pids")
+    nap = f"120.{random.randrange(10**6)}"  # unique, so parallel runs cannot confuse us
+    command = (f"(setsid nohup sleep {nap} >/dev/null 2>&1 & echo $! >> {pidfile}); "
+               f"echo $$ >> {pidfile}; echo started; sleep {nap}")
+    agent, sid = run([[shell(command)], [{"text": "never"}]])
+    agent.prompt_async(sid, "go")
+    agent.wait_update("terminal_output_chunk", timeout=20)
+    with open(pidfile) as fh:  # written before the command's first output
+        assert len(fh.read().split()) == 2
+    agent.close_stdin()
+    assert agent.wait(10) == 0
+    # the pids were recorded inside the sandbox's pid namespace; on the host, no `sleep`
+    # started by this test may survive the agent
+    survivors = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                    if fh.read() == f"sleep\x00{nap}\x00".encode():
+                        survivors.append(entry)
+            except OSError:
+                pass
+    assert survivors == []
