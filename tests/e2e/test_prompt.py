@@ -94,8 +94,14 @@ def test_prompt_admission_one_at_a_time_per_session(started, workspace):
     agent.wait_update("user_message", session_id=other)
     agent.notify("session/cancel", {"sessionId": sid})
     agent.notify("session/cancel", {"sessionId": other})
-    for s in (sid, other):
-        agent.wait_update(state="idle", session_id=s, stopReason="cancelled")
+    settled = set()  # the two idles may come in either order
+
+    def both_idle(m):
+        update = m.get("params", {}).get("update", {}) if m.get("method") == "session/update" else {}
+        if update.get("state") == "idle" and update.get("stopReason") == "cancelled":
+            settled.add(m["params"]["sessionId"])
+        return settled == {sid, other}
+    agent.wait_for(both_idle)
     agent.close()
 
 
