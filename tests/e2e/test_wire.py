@@ -208,3 +208,15 @@ def test_children_can_neither_read_nor_reconfigure_the_protocol_pipes(agent):
     assert os.readlink(f"/proc/{pid}/fd/1") == os.readlink(f"/proc/{pid}/fd/2")
     assert agent.request("session/list", {})["result"] == {"sessions": []}
     agent.close()
+
+
+def test_logging_goes_to_stderr_and_the_log_file_never_stdout(spawn, tmp_path, workspace):
+    log_file = tmp_path / "agent.log"
+    agent = spawn(env={"TERM2ACP_LOG_LEVEL": "DEBUG", "TERM2ACP_LOG_FILE": str(log_file)})
+    agent.initialize()
+    agent.new_session(workspace)
+    assert agent.close() == 0
+    assert "term2acp.wire" in agent.stderr and '"method": "session/new"' in agent.stderr
+    assert "session/new" in log_file.read_text()
+    for line in agent.lines:  # stdout: protocol messages only, whatever the log level
+        assert json.loads(line)["jsonrpc"] == "2.0"
