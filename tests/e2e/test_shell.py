@@ -148,3 +148,71 @@ def test_eof_during_a_command_leaves_no_process_behind(run, workspace):
             except OSError:
                 pass
     assert survivors == []
+
+
+@pytest.fixture
+def target(tmp_path):
+    """A host directory outside the session root, not under /tmp (private in the sandbox)."""
+    import tempfile
+
+    path = tempfile.mkdtemp(prefix="t2acp-attack-", dir="/var/tmp")
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+ATTACKS = {
+    "proc_self_root": "echo x > /proc/self/root{target}/pwned",
+    "symlink_in_root": "ln -s {target} link && echo x > link/pwned",
+    "remount_rw": "mount -o remount,rw / 2>/dev/null; mount -o remount,rw {target} 2>/dev/null; "
+                  "echo x > {target}/pwned",
+    "unshare": "unshare -r sh -c 'echo x > {target}/pwned' 2>/dev/null; "
+               "unshare -U -m sh -c 'mount -o remount,rw / && echo x > {target}/pwned' 2>/dev/null; true",
+    "dotdot": "cd .. && echo x > {target}/pwned; echo x > ../pwned-sibling",
+}
+
+
+@pytest.mark.parametrize("attack", sorted(ATTACKS))
+def test_shell_attacks_write_nothing_outside_the_root(run, workspace, target, attack):
+    command = ATTACKS[attack].format(target=target) + "; echo finished"
+    agent, sid = run([[shell(command)], [{"text": "ok"}]])
+    _, updates, _ = agent.prompt(sid, "go", timeout=30)
+    assert "finished" in terminal_output(updates)
+    assert os.listdir(target) == []  # checked on the host filesystem
+    assert not os.path.exists(os.path.join(os.path.dirname(workspace), "pwned-sibling"))
+    agent.close()
+
+
+def test_shell_reads_outside_but_credentials_and_agent_config_are_invisible(run, agent_env, tmp_path):
+    home = tmp_path / "fakehome"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text("PRIVATE KEY MATERIAL")
+    config = tmp_path / "config.toml"
+    config.write_text('provider = "scripted"  # sk-config-secret-999\n')
+    agent, sid = run([[shell(f"cat /etc/hostname >/dev/null && echo readable; "
+                             f"cat {home}/.ssh/id_ed25519; cat {config}; echo end")], [{"text": "ok"}]],
+                     env={"HOME": str(home), "TERM2ACP_CONFIG": str(config)})
+    _, updates, _ = agent.prompt(sid, "go", timeout=30)
+    output = terminal_output(updates)
+    assert "readable" in output and "end" in output
+    assert "PRIVATE KEY MATERIAL" not in output and "sk-config-secret-999" not in output
+    agent.close()
+
+
+def test_shell_network_is_off(run):
+    import socket
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    port = server.getsockname()[1]
+    try:
+        probe = ("python3 -c \"import socket,sys\n"
+                 "try:\n socket.create_connection(('127.0.0.1', %d), timeout=2); print('connected')\n"
+                 "except OSError as e: print('refused', e)\"" % port)
+        agent, sid = run([[shell(probe)], [{"text": "ok"}]])
+        _, updates, _ = agent.prompt(sid, "go", timeout=30)
+        output = terminal_output(updates)
+        assert "refused" in output and "connected" not in output
+        agent.close()
+    finally:
+        server.close()
