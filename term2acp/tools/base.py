@@ -8,10 +8,15 @@ fine (gevent makes it cooperative) and cancellation arrives as a ``GreenletExit`
 subclass, so ``except Exception`` in a tool cannot swallow it.
 """
 
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
-from marshmallow import Schema, fields, validate
+from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate
+
+# Params class -> the one schema instance that loads its arguments. Schemas hold no
+# per-load state, so one instance serves every call of every tool using that class.
+_loaders = weakref.WeakKeyDictionary()
 
 
 class ToolError(Exception):
@@ -80,19 +85,29 @@ class Tool:
 
     def load(self, arguments):
         """Validate raw model arguments; raises ToolError with the field messages."""
-        from marshmallow import EXCLUDE, ValidationError
-
         if not isinstance(arguments, dict):
             raise ToolError(f"{self.name} arguments must be a JSON object")
+        loader = _loaders.get(self.Params)
+        if loader is None:
+            loader = _loaders[self.Params] = self.Params(unknown=EXCLUDE)
         try:
-            return self.Params(unknown=EXCLUDE).load(arguments)
+            return loader.load(arguments)
         except ValidationError as exc:
             raise ToolError(f"invalid arguments for {self.name}: {exc.normalized_messages()}") from None
 
     def spec(self):
-        """The model-facing tool description."""
-        return {"name": self.name, "description": self.description,
-                "parameters": json_schema(self.Params())}
+        """The model-facing tool description (shared between calls: do not modify it).
+
+        Built once per instance and rebuilt only if ``name``, ``description`` or ``Params``
+        change, since every model round asks every tool for it.
+        """
+        key = (self.name, self.description, self.Params)
+        cached = self.__dict__.get("_cached_spec")
+        if cached is None or cached[0] != key:
+            spec = {"name": self.name, "description": self.description,
+                    "parameters": json_schema(self.Params())}
+            cached = self._cached_spec = (key, spec)
+        return cached[1]
 
 
 _TYPES = (

@@ -18,8 +18,9 @@ from marshmallow import Schema, fields, validate
 
 from term2acp.agent.approvals import OUTSIDE_EDIT, ApprovalRequest
 from term2acp.tools.base import Tool, ToolError, ToolResult
-from term2acp.tools.files import (SNIFF, display_path, is_checked, mark_checked, moved_error,
-                                  open_regular, resolve_path, same_place)
+from term2acp.tools.files import (SNIFF, display_path, drop_planned, is_checked, located,
+                                  mark_checked, moved_error, open_regular, planned_path,
+                                  resolve_path, same_place)
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +78,7 @@ def edit_approval(ctx, real, verb, preview):
 
 def editable_path(ctx, path):
     """Resolve ``path`` at run time and require the target to still be editable."""
+    drop_planned(ctx)
     real = resolve_path(ctx, path)
     if not (ctx.access.can_edit(real) or is_checked(ctx, real)):
         raise moved_error(ctx, path, real, "written")
@@ -213,13 +215,10 @@ class CreateFileTool(Tool):
         return f"{verb} {args.get('path')}"
 
     def locations(self, args, ctx):
-        try:
-            return [{"path": resolve_path(ctx, args["path"]), "line": 1}]
-        except ToolError:
-            return []
+        return located(ctx, args["path"], line=1)
 
     def approval(self, args, ctx):
-        real = resolve_path(ctx, args["path"])
+        real = planned_path(ctx, args["path"])
         preview = lambda: (self._old(args, ctx, real), args["content"])  # noqa: E731
         return edit_approval(ctx, real, self.title(args).split()[0], preview)
 
@@ -278,13 +277,10 @@ class EditFileTool(Tool):
         return f"Edit {args.get('path')}"
 
     def locations(self, args, ctx):
-        try:
-            return [{"path": resolve_path(ctx, args["path"])}]
-        except ToolError:
-            return []
+        return located(ctx, args["path"])
 
     def approval(self, args, ctx):
-        real = resolve_path(ctx, args["path"])
+        real = planned_path(ctx, args["path"])
         return edit_approval(ctx, real, "Edit", lambda: self._apply(args, ctx, real)[:2])
 
     def run(self, args, ctx):

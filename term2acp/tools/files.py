@@ -9,7 +9,8 @@ The approval check runs before ``run()``, so ``run()`` resolves again and refuse
 that moved in between (a swapped symlink). A target outside the root that the approval
 check itself saw, and so was shown to the user, stays allowed for that one call (the
 "allow once" answer): :func:`mark_checked` records it per :class:`ToolContext`, which is
-why the turn must pass the same context to ``approval()`` and ``run()``.
+why the turn must pass the same context to ``approval()`` and ``run()``. Before ``run()``,
+``locations()`` and ``approval()`` share one resolution per call (:func:`planned_path`).
 """
 
 import errno
@@ -31,6 +32,8 @@ _READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
 
 # ToolContext -> canonical targets the approval check evaluated for that call.
 _checked = weakref.WeakKeyDictionary()
+# ToolContext -> {path argument: canonical target} resolved before run(); run() drops it.
+_planned = weakref.WeakKeyDictionary()
 
 
 def resolve_path(ctx, path):
@@ -39,6 +42,33 @@ def resolve_path(ctx, path):
         return resolve(ctx.root, path)
     except (WorkspaceError, OSError, ValueError) as exc:
         raise ToolError(f"invalid path {path!r}: {exc}") from None
+
+
+def planned_path(ctx, path):
+    """The target of ``path`` for reporting and the approval check: resolved once per call.
+
+    Never for ``run()``, which must see the target as it is when it acts: see
+    :func:`readable_path` and ``edit.editable_path``, which resolve afresh and drop this.
+    """
+    plan = _planned.get(ctx)
+    if plan is None:
+        plan = _planned[ctx] = {}
+    real = plan.get(path)
+    if real is None:
+        real = plan[path] = resolve_path(ctx, path)
+    return real
+
+
+def drop_planned(ctx):
+    _planned.pop(ctx, None)
+
+
+def located(ctx, path, **extra):
+    """``locations()`` of a tool acting on ``path``; [] when it does not resolve."""
+    try:
+        return [{"path": planned_path(ctx, path), **extra}]
+    except ToolError:
+        return []
 
 
 def display_path(ctx, real):
@@ -68,7 +98,7 @@ def moved_error(ctx, path, real, verb):
 
 def read_approval(ctx, path, title):
     """``folder_read`` request for a target outside every readable folder, else None."""
-    real = resolve_path(ctx, path)
+    real = planned_path(ctx, path)
     if ctx.access.can_read(real):
         return None
     mark_checked(ctx, real)
@@ -78,6 +108,7 @@ def read_approval(ctx, path, title):
 
 def readable_path(ctx, path):
     """Resolve again at run time and require the target to still be readable."""
+    drop_planned(ctx)
     real = resolve_path(ctx, path)
     if not (ctx.access.can_read(real) or is_checked(ctx, real)):
         raise moved_error(ctx, path, real, "read")
@@ -110,27 +141,28 @@ def _kind_of(mode):
 
 def open_regular(ctx, real):
     """Open ``real`` for reading without ever blocking: regular files only; returns an fd."""
-    shown = display_path(ctx, real)
     try:
         st = os.lstat(real)
     except FileNotFoundError:
-        raise ToolError(f"{shown} does not exist. Check the path with list_directory "
-                        "or glob.") from None
+        raise ToolError(f"{display_path(ctx, real)} does not exist. Check the path with "
+                        "list_directory or glob.") from None
     except OSError as exc:
-        raise ToolError(f"cannot read {shown}: {exc.strerror}") from None
+        raise ToolError(f"cannot read {display_path(ctx, real)}: {exc.strerror}") from None
     if stat.S_ISDIR(st.st_mode):
-        raise ToolError(f"{shown} is a directory; use list_directory to see its entries.")
+        raise ToolError(f"{display_path(ctx, real)} is a directory; use list_directory to see "
+                        "its entries.")
     if not stat.S_ISREG(st.st_mode):
-        raise ToolError(f"{shown} is {_kind_of(st.st_mode)}; only regular files can be read.")
+        raise ToolError(f"{display_path(ctx, real)} is {_kind_of(st.st_mode)}; only regular "
+                        "files can be read.")
     try:
         fd = os.open(real, _READ_FLAGS)
     except OSError as exc:
         reason = "it was replaced by a symlink" if exc.errno == errno.ELOOP else exc.strerror
-        raise ToolError(f"cannot read {shown}: {reason}") from None
+        raise ToolError(f"cannot read {display_path(ctx, real)}: {reason}") from None
     if not stat.S_ISREG(os.fstat(fd).st_mode) or not same_place(fd, real):
         os.close(fd)
-        raise ToolError(f"{shown} changed while being opened (something was swapped in); "
-                        "nothing was read. Try again.")
+        raise ToolError(f"{display_path(ctx, real)} changed while being opened (something was "
+                        "swapped in); nothing was read. Try again.")
     return fd
 
 
@@ -175,11 +207,7 @@ class ReadFileTool(Tool):
         return f"Read {args.get('path')}"
 
     def locations(self, args, ctx):
-        try:
-            real = resolve_path(ctx, args["path"])
-        except ToolError:
-            return []
-        return [{"path": real, "line": args.get("start_line") or 1}]
+        return located(ctx, args["path"], line=args.get("start_line") or 1)
 
     def approval(self, args, ctx):
         return read_approval(ctx, args["path"], self.title(args))
@@ -273,10 +301,7 @@ class ListDirectoryTool(Tool):
         return f"List {args.get('path') or '.'}"
 
     def locations(self, args, ctx):
-        try:
-            return [{"path": resolve_path(ctx, args.get("path") or ".")}]
-        except ToolError:
-            return []
+        return located(ctx, args.get("path") or ".")
 
     def approval(self, args, ctx):
         return read_approval(ctx, args.get("path") or ".", self.title(args))

@@ -7,19 +7,17 @@ import stat
 import pytest
 
 from term2acp.agent.approvals import OUTSIDE_EDIT
-from term2acp.sessions.access import AccessState
-from term2acp.settings import Settings
 from term2acp.tools import edit, files
-from term2acp.tools.base import ToolContext, ToolError
+from term2acp.tools.base import ToolError
 from term2acp.tools.edit import CreateFileTool, EditFileTool, apply_edits
+from tests.support.toolctx import tool_context, workspace
 
 SECRET = "outside content\n"
 
 
 @pytest.fixture
 def root(tmp_path):
-    (tmp_path / "work").mkdir()
-    return os.path.realpath(tmp_path / "work")
+    return workspace(tmp_path)
 
 
 @pytest.fixture
@@ -33,9 +31,7 @@ def outside(tmp_path):
 
 @pytest.fixture
 def ctx(root, tmp_path):
-    env = {"TERM2ACP_HOME": str(tmp_path / "home"), "TERM2ACP_CONFIG": str(tmp_path / "none.toml")}
-    return ToolContext(root=root, session_id="s", call_id="c", access=AccessState(root),
-                       settings=Settings.load(env=env), emit=[].append)
+    return tool_context(root, tmp_path)
 
 
 def write(root, rel, data):
@@ -288,6 +284,22 @@ def test_edit_file_symlink_swapped_between_approval_and_run_writes_nothing(ctx, 
     assert tool.approval(args, ctx) is None
     os.unlink(link)
     os.symlink(outside, link)
+    before = snapshot(outside)
+    with pytest.raises(ToolError, match="changed after the permission check"):
+        tool.run(args, ctx)
+    assert snapshot(outside) == before
+
+
+def test_edit_file_symlink_swapped_after_locations_writes_nothing(ctx, root, outside):
+    write(root, "real/target.txt", "outside content\n")
+    link = os.path.join(root, "dir")
+    os.symlink(os.path.join(root, "real"), link)
+    tool = EditFileTool()
+    args = tool.load({"path": "dir/target.txt", "edits": edits(("outside", "pwned"))})
+    assert tool.locations(args, ctx) == [{"path": os.path.join(root, "real/target.txt")}]
+    os.unlink(link)
+    os.symlink(outside, link)
+    assert tool.approval(args, ctx) is None  # checked against the target it reported
     before = snapshot(outside)
     with pytest.raises(ToolError, match="changed after the permission check"):
         tool.run(args, ctx)

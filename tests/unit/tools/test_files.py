@@ -6,19 +6,17 @@ import os
 import pytest
 
 from term2acp.agent.approvals import FOLDER_READ
-from term2acp.sessions.access import AccessState
-from term2acp.settings import Settings
 from term2acp.tools import files
-from term2acp.tools.base import ToolContext, ToolError
+from term2acp.tools.base import ToolError
 from term2acp.tools.files import ListDirectoryTool, ReadFileTool
+from tests.support.toolctx import tool_context, workspace
 
 SECRET = "top secret outside the workspace\n"
 
 
 @pytest.fixture
 def root(tmp_path):
-    (tmp_path / "work").mkdir()
-    return os.path.realpath(tmp_path / "work")
+    return workspace(tmp_path)
 
 
 @pytest.fixture
@@ -32,9 +30,7 @@ def outside(tmp_path):
 
 @pytest.fixture
 def ctx(root, tmp_path):
-    env = {"TERM2ACP_HOME": str(tmp_path / "home"), "TERM2ACP_CONFIG": str(tmp_path / "none.toml")}
-    return ToolContext(root=root, session_id="s", call_id="c", access=AccessState(root),
-                       settings=Settings.load(env=env), emit=[].append)
+    return tool_context(root, tmp_path)
 
 
 def write(root, rel, data):
@@ -192,6 +188,25 @@ def test_read_file_symlink_swapped_after_approval_is_refused(ctx, root, outside)
     with pytest.raises(ToolError, match="changed after the permission check") as info:
         tool.run(args, ctx)
     assert "top secret" not in str(info.value)
+
+
+def test_read_file_checks_before_run_share_one_resolution_but_run_resolves_again(
+        ctx, root, outside):
+    write(root, "inner/secret.txt", "inside\n")
+    link = os.path.join(root, "dir")
+    os.symlink(os.path.join(root, "inner"), link)
+    tool = ReadFileTool()
+    args = tool.load({"path": "dir/secret.txt"})
+    assert tool.locations(args, ctx) == [{"path": os.path.join(root, "inner/secret.txt"),
+                                          "line": 1}]
+    os.unlink(link)
+    os.symlink(outside, link)
+    assert tool.approval(args, ctx) is None  # the target this call reported
+    with pytest.raises(ToolError, match="changed after the permission check") as info:
+        tool.run(args, ctx)
+    assert "top secret" not in str(info.value)
+    request = tool.approval(args, ctx)  # run() dropped the old resolution
+    assert (request.variant, request.path) == (FOLDER_READ, outside)
 
 
 def test_read_file_nul_in_path(ctx):

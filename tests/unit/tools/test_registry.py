@@ -12,14 +12,14 @@ import os
 import sys
 
 import pytest
-from marshmallow import Schema, fields
+from marshmallow import EXCLUDE, Schema, fields
 
 from term2acp.agent.approvals import ORDINARY, ApprovalRequest
-from term2acp.sessions.access import AccessState
 from term2acp.settings import Settings
 from term2acp.tools import registry
 from term2acp.tools.base import Tool, ToolContext, ToolError, ToolResult
 from term2acp.tools.plugins import FunctionTool, function_tool
+from tests.support.toolctx import tool_context, workspace
 
 EXAMPLE = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "plugin_example")
 BUILTINS = ["read_file", "list_directory", "glob", "grep", "create_file", "edit_file"]
@@ -113,11 +113,7 @@ def broken(site):
 
 @pytest.fixture
 def ctx(tmp_path):
-    (tmp_path / "work").mkdir()
-    root = os.path.realpath(tmp_path / "work")
-    env = {"TERM2ACP_HOME": str(tmp_path / "home"), "TERM2ACP_CONFIG": str(tmp_path / "none.toml")}
-    return ToolContext(root=root, session_id="s", call_id="c", access=AccessState(root),
-                       settings=Settings.load(env=env), emit=[].append)
+    return tool_context(workspace(tmp_path), tmp_path)
 
 
 def test_builtin_tools_are_fresh_tool_instances():
@@ -268,3 +264,32 @@ def test_function_tool_can_ask_mid_run(ctx, answer, expected):
 def test_function_tool_rejects_bad_declarations(kwargs, message):
     with pytest.raises(ValueError, match=message):
         function_tool(description="x", **kwargs)(lambda args, ctx: "")
+
+
+def test_load_builds_one_schema_per_params_class_and_still_drops_unknown_keys():
+    made = []
+
+    class Counted(EchoParams):
+        def __init__(self, *args, **kwargs):
+            made.append(kwargs)
+            super().__init__(*args, **kwargs)
+
+    make = lambda name: function_tool(name=name, params=Counted, description="T.")(  # noqa: E731
+        lambda args, ctx: "")
+    first, second = make("a"), make("b")
+    for _ in range(3):
+        assert first.load({"text": "x", "stray": 1}) == {"text": "x"}
+        assert second.load({"text": "y"}) == {"text": "y"}
+    assert made == [{"unknown": EXCLUDE}]
+    with pytest.raises(ToolError, match="invalid arguments for b"):
+        second.load({})
+
+
+def test_spec_is_built_once_and_follows_a_renamed_tool():
+    tool = function_tool(name="echo", params=EchoParams, description="Echo.")(
+        lambda args, ctx: "")
+    spec = tool.spec()
+    assert tool.spec() is spec
+    tool.name, tool.description = "shout", "Shout."
+    assert (tool.spec()["name"], tool.spec()["description"]) == ("shout", "Shout.")
+    assert tool.spec()["parameters"] == spec["parameters"]

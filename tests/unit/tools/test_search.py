@@ -8,16 +8,16 @@ import pytest
 
 from term2acp.agent.approvals import FOLDER_READ
 from term2acp.sessions.access import AccessState
-from term2acp.settings import Settings
 from term2acp.tools import search
 from term2acp.tools.base import ToolContext, ToolError
-from term2acp.tools.search import GlobTool, GrepTool, Ignorer, glob_regex
+from term2acp.tools.search import GlobTool, GrepTool
+from term2acp.tools.tree import Ignorer, glob_regex, path_matcher
+from tests.support.toolctx import tool_context, workspace
 
 
 @pytest.fixture
 def root(tmp_path):
-    (tmp_path / "work").mkdir()
-    return os.path.realpath(tmp_path / "work")
+    return workspace(tmp_path)
 
 
 @pytest.fixture
@@ -31,9 +31,7 @@ def outside(tmp_path):
 
 @pytest.fixture
 def ctx(root, tmp_path):
-    env = {"TERM2ACP_HOME": str(tmp_path / "home"), "TERM2ACP_CONFIG": str(tmp_path / "none.toml")}
-    return ToolContext(root=root, session_id="s", call_id="c", access=AccessState(root),
-                       settings=Settings.load(env=env), emit=[].append)
+    return tool_context(root, tmp_path)
 
 
 def tree(root, spec):
@@ -69,7 +67,7 @@ def grep(ctx, pattern, **raw):
     ("[!a]*", ["b"], ["a"]),
 ])
 def test_glob_regex_translation(pattern, hits, misses):
-    matches = search.path_matcher(pattern)
+    matches = path_matcher(pattern)
     assert all(matches(rel) for rel in hits), pattern
     assert not any(matches(rel) for rel in misses), pattern
 
