@@ -44,10 +44,8 @@ def home(tmp_path):
 
 
 @pytest.fixture
-def workspace(tmp_path):
-    path = tmp_path / "work"
-    path.mkdir()
-    return os.path.realpath(path)
+def workspace(acp_workspace):
+    return acp_workspace
 
 
 @pytest.fixture

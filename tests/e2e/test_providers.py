@@ -1,6 +1,5 @@
 """Real provider code paths through the launcher, against fake servers on 127.0.0.1."""
 
-import json
 
 import pytest
 

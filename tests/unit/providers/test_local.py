@@ -7,7 +7,7 @@ import gevent
 import pytest
 
 from term2acp.providers import local
-from term2acp.providers.base import ModelRequest, Stop, TextDelta, ToolCall
+from term2acp.providers.base import ModelRequest, Stop, TextDelta
 
 
 def _available():

@@ -10,14 +10,8 @@ from term2acp.agent.approvals import OUTSIDE_EDIT
 from term2acp.tools import edit, files
 from term2acp.tools.base import ToolError
 from term2acp.tools.edit import CreateFileTool, EditFileTool, apply_edits
-from tests.support.toolctx import tool_context, workspace
 
 SECRET = "outside content\n"
-
-
-@pytest.fixture
-def root(tmp_path):
-    return workspace(tmp_path)
 
 
 @pytest.fixture
@@ -27,11 +21,6 @@ def outside(tmp_path):
     with open(os.path.join(real, "target.txt"), "w") as fh:
         fh.write(SECRET)
     return real
-
-
-@pytest.fixture
-def ctx(root, tmp_path):
-    return tool_context(root, tmp_path)
 
 
 def write(root, rel, data):

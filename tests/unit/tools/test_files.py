@@ -9,14 +9,8 @@ from term2acp.agent.approvals import FOLDER_READ
 from term2acp.tools import files
 from term2acp.tools.base import ToolError
 from term2acp.tools.files import ListDirectoryTool, ReadFileTool
-from tests.support.toolctx import tool_context, workspace
 
 SECRET = "top secret outside the workspace\n"
-
-
-@pytest.fixture
-def root(tmp_path):
-    return workspace(tmp_path)
 
 
 @pytest.fixture
@@ -26,11 +20,6 @@ def outside(tmp_path):
     with open(os.path.join(real, "secret.txt"), "w") as fh:
         fh.write(SECRET)
     return real
-
-
-@pytest.fixture
-def ctx(root, tmp_path):
-    return tool_context(root, tmp_path)
 
 
 def write(root, rel, data):

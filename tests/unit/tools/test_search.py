@@ -12,12 +12,6 @@ from term2acp.tools import search
 from term2acp.tools.base import ToolContext, ToolError
 from term2acp.tools.search import GlobTool, GrepTool
 from term2acp.tools.tree import Ignorer, glob_regex, path_matcher
-from tests.support.toolctx import tool_context, workspace
-
-
-@pytest.fixture
-def root(tmp_path):
-    return workspace(tmp_path)
 
 
 @pytest.fixture
@@ -27,11 +21,6 @@ def outside(tmp_path):
     with open(os.path.join(real, "secret.py"), "w") as fh:
         fh.write("password = 'hunter2'\n")
     return real
-
-
-@pytest.fixture
-def ctx(root, tmp_path):
-    return tool_context(root, tmp_path)
 
 
 def tree(root, spec):
