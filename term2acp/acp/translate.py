@@ -82,6 +82,15 @@ def _state(e):
     update = {"sessionUpdate": "state_update", "state": e.state}
     if e.stop_reason is not None:
         update["stopReason"] = e.stop_reason
+    if e.usage:
+        tokens = e.usage
+        usage = {"totalTokens": tokens["input"] + tokens["output"],
+                 "inputTokens": tokens["input"], "outputTokens": tokens["output"]}
+        if tokens.get("thought"):
+            usage["thoughtTokens"] = tokens["thought"]
+        if tokens.get("cached"):
+            usage["cachedReadTokens"] = tokens["cached"]
+        update["usage"] = usage
     if e.meta:
         update["_meta"] = e.meta
     return update

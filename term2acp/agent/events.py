@@ -11,6 +11,7 @@ class StateChanged:
     state: str  # "running" | "idle" | "requires_action"
     stop_reason: str | None = None
     meta: dict | None = None
+    usage: dict | None = None  # tokens of the settled turn: input, output, thought, cached
 
 
 @dataclass

@@ -46,6 +46,7 @@ class Turn:
         self.open_calls = {}  # reported calls without a terminal status yet
         self._pending_results = []  # model tool calls whose results are not in the history
         self.cost = 0.0
+        self.tokens = None  # summed over the turn's model rounds, once a provider reports
 
     # ------------------------------------------------------------ the loop
     def run(self, user_text):
@@ -94,6 +95,8 @@ class Turn:
         return stop, calls
 
     def _usage(self, usage):
+        counts = (usage.input_tokens, usage.output_tokens, usage.thought_tokens, usage.cached_tokens)
+        self.tokens = [a + b for a, b in zip(self.tokens or (0, 0, 0, 0), counts)]
         if usage.cost_usd is not None:
             self.cost += float(usage.cost_usd)
         size = self.provider.context_window(self.session.model) or self.session.context_window

@@ -177,6 +177,9 @@ class SessionManager:
             self._settle(session, turn, reason, meta)
 
     def _settle(self, session, turn, reason, meta):
+        usage = None
+        if turn is not None and turn.tokens is not None:
+            usage = dict(zip(("input", "output", "thought", "cached"), turn.tokens))
         try:
             if turn is not None:
                 turn.close_open_calls("cancelled" if reason == "cancelled" else "failed")
@@ -189,7 +192,7 @@ class SessionManager:
             session.turn = None
             session.turn_started = False
             session.gate = None
-            session.emit(ev.StateChanged("idle", reason, meta))
+            session.emit(ev.StateChanged("idle", reason, meta, usage))
             session.recorder.forget_finished()
 
     def cancel(self, session_id):

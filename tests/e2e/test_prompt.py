@@ -44,7 +44,9 @@ def test_prompt_lifecycle_order(started):
     assert usage == {"sessionUpdate": "usage_update", "used": 107, "size": 32000,
                      "cost": {"amount": 0.002, "currency": "USD"}}
     assert idle["params"]["update"] == {"sessionUpdate": "state_update", "state": "idle",
-                                        "stopReason": "end_turn"}
+                                        "stopReason": "end_turn",
+                                        "usage": {"totalTokens": 107, "inputTokens": 100,
+                                                  "outputTokens": 7}}
     assert agent.close() == 0
 
 
