@@ -296,3 +296,36 @@ def test_store_schema_is_versioned(agent, home, workspace):
     db = sqlite3.connect(home / "sessions.sqlite3")
     assert db.execute("PRAGMA user_version").fetchone()[0] >= 1
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_locked_database_gives_a_clear_error(spawn, home, workspace):
+    agent = spawn()
+    agent.initialize()
+    agent.new_session(workspace)  # creates the store
+    holder = sqlite3.connect(home / "sessions.sqlite3", isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        error = error_of(agent.request("session/new", {"cwd": workspace}, timeout=20))
+        assert error["code"] == -32603 and "locked" in error["message"]
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert "result" in agent.request("session/new", {"cwd": workspace})  # usable again
+    agent.close()
+
+
+def test_cwd_deleted_after_creation(spawn, workspace, tmp_path):
+    import shutil
+
+    agent = spawn(script=write_script(tmp_path, [
+        [{"tool_call": {"name": "read_file", "arguments": {"path": "a.txt"}}}], [{"text": "gone"}]]))
+    agent.initialize()
+    sid = agent.new_session(workspace)
+    shutil.rmtree(workspace)
+    _, updates, idle = agent.prompt(sid, "read it")
+    assert idle["params"]["update"]["stopReason"] == "end_turn"
+    assert [u.get("status") for u in updates if u["sessionUpdate"] == "tool_call_update"][-1] == "failed"
+    agent.request("session/close", {"sessionId": sid})
+    error = error_of(agent.request("session/resume", {"sessionId": sid, "cwd": workspace}))
+    assert error["code"] == -32602 and "cwd must exist" in error["message"]
+    agent.close()
