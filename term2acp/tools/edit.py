@@ -2,30 +2,24 @@
 
 Edits inside the session root need no approval; a target outside it asks for an
 ``outside_workspace_edit`` grant, showing the real whole-file diff. ``run()`` computes the
-new text in memory first, then writes once: a temp file in the target's directory, renamed
-over the target. Right before writing it resolves the path again and opens every directory
-on the way with O_NOFOLLOW, checking with the kernel that the directory it holds is the
-one that was allowed, so a symlink swapped in after the approval check writes nothing.
+new text in memory first, then, right before writing, resolves the path again
+(:func:`term2acp.tools.paths.recheck_editable`) and writes once with
+:func:`term2acp.tools.atomic.write_atomically`: a temp file in the target's directory,
+reached without following symlinks and renamed over the target, so a symlink swapped in
+after the approval check writes nothing.
 """
 
-import errno
-import logging
 import os
-import secrets
-import stat
 
 from marshmallow import Schema, fields, validate
 
-from term2acp.agent.approvals import OUTSIDE_EDIT, ApprovalRequest
+from term2acp.tools.atomic import write_atomically
 from term2acp.tools.base import Tool, ToolError, ToolResult
-from term2acp.tools.files import (SNIFF, display_path, drop_planned, is_checked, located,
-                                  mark_checked, moved_error, open_regular, planned_path,
-                                  resolve_path, same_place)
-
-log = logging.getLogger(__name__)
+from term2acp.tools.files import SNIFF, open_regular
+from term2acp.tools.paths import (display_path, edit_approval, editable_path, located,
+                                  planned_path, recheck_editable)
 
 EDIT_CAP = 4 * 1024 * 1024  # bytes: larger files are not edited in memory
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def read_existing(ctx, real):
@@ -62,135 +56,10 @@ def first_changed_line(old, new):
     return min(len(old_lines), len(new_lines))
 
 
-def edit_approval(ctx, real, verb, preview):
-    """``outside_workspace_edit`` request, with the diff, unless ``real`` is editable.
-
-    ``preview() -> (old, new)`` raises ToolError when the call cannot succeed, so nobody is
-    asked to approve an edit that would fail anyway.
-    """
-    if ctx.access.can_edit(real):
-        return None
-    old, new = preview()
-    mark_checked(ctx, real)
-    return ApprovalRequest(variant=OUTSIDE_EDIT, path=real, title=f"{verb} {real}",
-                           content=[diff_item(real, old, new)])
-
-
-def editable_path(ctx, path):
-    """Resolve ``path`` at run time and require the target to still be editable."""
-    drop_planned(ctx)
-    real = resolve_path(ctx, path)
-    if not (ctx.access.can_edit(real) or is_checked(ctx, real)):
-        raise moved_error(ctx, path, real, "written")
-    return real
-
-
 def write_text(ctx, path, real, text, exclusive):
     """Write ``text`` to ``real`` atomically, resolving and checking once more right before."""
-    if editable_path(ctx, path) != real:
-        raise moved_error(ctx, path, resolve_path(ctx, path), "written")
-    parent, name = os.path.split(real)
-    dfd = _open_dirs(ctx, parent)
-    try:
-        _replace_at(ctx, dfd, name, text.encode("utf-8"), exclusive, real)
-    finally:
-        os.close(dfd)
-
-
-def _open_dirs(ctx, parent):
-    """An fd on ``parent``, creating missing directories fd-relative, verified by the kernel."""
-    base, missing = parent, []
-    while not os.path.lexists(base):
-        base, tail = os.path.split(base)
-        missing.append(tail)
-    try:
-        fd = os.open(base, _DIR_FLAGS)
-    except OSError as exc:
-        shown = display_path(ctx, base)
-        raise ToolError(f"cannot write into {shown}: {_why(exc, base)}") from None
-    try:
-        for name in reversed(missing):
-            try:
-                os.mkdir(name, 0o777, dir_fd=fd)
-            except FileExistsError:
-                pass
-            child = os.open(name, _DIR_FLAGS, dir_fd=fd)
-            os.close(fd)
-            fd = child
-        if not same_place(fd, parent):
-            raise ToolError(f"{display_path(ctx, parent)} changed while being opened (a symlink "
-                            "was swapped in?). Nothing was written; call the tool again.")
-    except OSError as exc:
-        os.close(fd)
-        raise ToolError(f"cannot create {display_path(ctx, parent)}: {_why(exc)}") from None
-    except ToolError:
-        os.close(fd)
-        raise
-    return fd
-
-
-def _why(exc, path=None):
-    if exc.errno == errno.ELOOP or path and os.path.islink(path):
-        return "a symlink was swapped in after the path was checked; nothing was written"
-    if exc.errno == errno.ENOTDIR:
-        return "a part of the path is a file, not a directory"
-    return exc.strerror or str(exc)
-
-
-def _replace_at(ctx, dfd, name, data, exclusive, real):
-    try:
-        st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
-    except FileNotFoundError:
-        st = None
-    if st is not None and exclusive:
-        raise ToolError(f"{display_path(ctx, real)} appeared while writing; nothing was written.")
-    if st is not None and not stat.S_ISREG(st.st_mode):
-        raise ToolError(f"{display_path(ctx, real)} is no longer a regular file (a symlink was "
-                        "swapped in?); nothing was written.")
-    tmp = f".{name[:200]}.{secrets.token_hex(4)}.tmp"
-    try:
-        _write_new(dfd, tmp, data, stat.S_IMODE(st.st_mode) if st else None)
-    except OSError as exc:
-        raise ToolError(f"could not write {display_path(ctx, real)}: {_why(exc)}") from None
-    try:
-        if exclusive:
-            os.link(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
-        else:
-            os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
-    except FileExistsError:
-        raise ToolError(f"{display_path(ctx, real)} appeared while writing; nothing was "
-                        "written.") from None
-    except OSError as exc:
-        raise ToolError(f"could not write {display_path(ctx, real)}: {_why(exc)}") from None
-    finally:
-        _unlink_quietly(dfd, tmp)
-
-
-def _write_new(dfd, name, data, mode):
-    """Create ``name`` (which must not exist) with ``data``; removed again on any failure."""
-    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                 0o666, dir_fd=dfd)
-    try:
-        if mode is not None:
-            os.fchmod(fd, mode)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    except BaseException:
-        _unlink_quietly(dfd, name)
-        raise
-    finally:
-        os.close(fd)
-
-
-def _unlink_quietly(dfd, name):
-    try:
-        os.unlink(name, dir_fd=dfd)
-    except FileNotFoundError:
-        pass
-    except OSError as exc:
-        log.warning("could not remove temp file %s: %s", name, exc)
+    recheck_editable(ctx, path, real)
+    write_atomically(ctx, real, text.encode("utf-8"), exclusive)
 
 
 class CreateFileParams(Schema):
@@ -219,7 +88,7 @@ class CreateFileTool(Tool):
 
     def approval(self, args, ctx):
         real = planned_path(ctx, args["path"])
-        preview = lambda: (self._old(args, ctx, real), args["content"])  # noqa: E731
+        preview = lambda: diff_item(real, self._old(args, ctx, real), args["content"])  # noqa: E731
         return edit_approval(ctx, real, self.title(args).split()[0], preview)
 
     def run(self, args, ctx):
@@ -281,7 +150,8 @@ class EditFileTool(Tool):
 
     def approval(self, args, ctx):
         real = planned_path(ctx, args["path"])
-        return edit_approval(ctx, real, "Edit", lambda: self._apply(args, ctx, real)[:2])
+        return edit_approval(ctx, real, "Edit",
+                             lambda: diff_item(real, *self._apply(args, ctx, real)[:2]))
 
     def run(self, args, ctx):
         real = editable_path(ctx, args["path"])

@@ -1,130 +1,26 @@
-"""Reading tools (read_file, list_directory) and the path policy every file tool shares.
+"""Reading tools (read_file, list_directory) and the regular-file open the edit tools share.
 
-Paths resolve against the session root (relative) or as given (absolute), symlinks and all,
-so a link inside the root that points outside counts as outside. Reads inside the root,
-or inside a folder the session granted, need no approval; anything else asks for a
-``folder_read`` grant of the containing folder.
-
-The approval check runs before ``run()``, so ``run()`` resolves again and refuses a target
-that moved in between (a swapped symlink). A target outside the root that the approval
-check itself saw, and so was shown to the user, stays allowed for that one call (the
-"allow once" answer): :func:`mark_checked` records it per :class:`ToolContext`, which is
-why the turn must pass the same context to ``approval()`` and ``run()``. Before ``run()``,
-``locations()`` and ``approval()`` share one resolution per call (:func:`planned_path`).
+Which targets may be read, and the re-check ``run()`` does after the approval check, is the
+path policy in :mod:`term2acp.tools.paths`. The file is checked once more as it is opened:
+:func:`open_regular` accepts regular files only, opens with O_NOFOLLOW (a symlink swapped
+in is not followed) and O_NONBLOCK (a FIFO swapped in cannot block), and asks the kernel
+whether the fd it holds is the file that was checked.
 """
 
 import errno
 import os
 import stat
-import weakref
 
 import gevent
 from marshmallow import Schema, ValidationError, fields, validate, validates_schema
 
-from term2acp.agent.approvals import FOLDER_READ, ApprovalRequest
-from term2acp.sessions.workspace import WorkspaceError, is_within, resolve
 from term2acp.tools.base import Tool, ToolError, ToolResult
+from term2acp.tools.paths import display_path, located, read_approval, readable_path, same_place
 
 READ_CAP = 256 * 1024  # bytes of file text one read_file call returns
 SNIFF = 8192  # bytes inspected for NUL to call a file binary
 MAX_ENTRIES = 500  # list_directory entries shown
 _READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
-
-# ToolContext -> canonical targets the approval check evaluated for that call.
-_checked = weakref.WeakKeyDictionary()
-# ToolContext -> {path argument: canonical target} resolved before run(); run() drops it.
-_planned = weakref.WeakKeyDictionary()
-
-
-def resolve_path(ctx, path):
-    """The canonical target of a tool ``path`` argument, or ToolError."""
-    try:
-        return resolve(ctx.root, path)
-    except (WorkspaceError, OSError, ValueError) as exc:
-        raise ToolError(f"invalid path {path!r}: {exc}") from None
-
-
-def planned_path(ctx, path):
-    """The target of ``path`` for reporting and the approval check: resolved once per call.
-
-    Never for ``run()``, which must see the target as it is when it acts: see
-    :func:`readable_path` and ``edit.editable_path``, which resolve afresh and drop this.
-    """
-    plan = _planned.get(ctx)
-    if plan is None:
-        plan = _planned[ctx] = {}
-    real = plan.get(path)
-    if real is None:
-        real = plan[path] = resolve_path(ctx, path)
-    return real
-
-
-def drop_planned(ctx):
-    _planned.pop(ctx, None)
-
-
-def located(ctx, path, **extra):
-    """``locations()`` of a tool acting on ``path``; [] when it does not resolve."""
-    try:
-        return [{"path": planned_path(ctx, path), **extra}]
-    except ToolError:
-        return []
-
-
-def display_path(ctx, real):
-    """Root-relative when inside the root (what the model passes back), else absolute."""
-    if real == ctx.root:
-        return "."
-    if is_within(ctx.root, real):
-        return os.path.relpath(real, ctx.root)
-    return real
-
-
-def mark_checked(ctx, real):
-    _checked.setdefault(ctx, set()).add(real)
-
-
-def is_checked(ctx, real):
-    return real in _checked.get(ctx, ())
-
-
-def moved_error(ctx, path, real, verb):
-    where = real if path == real else f"{path} (resolving to {real})"
-    return ToolError(
-        f"{where} is outside the workspace and this call was not approved for it; the target "
-        f"may have changed after the permission check (e.g. a swapped symlink). Nothing was "
-        f"{verb}. Call the tool again so the new target can be checked.")
-
-
-def read_approval(ctx, path, title):
-    """``folder_read`` request for a target outside every readable folder, else None."""
-    real = planned_path(ctx, path)
-    if ctx.access.can_read(real):
-        return None
-    mark_checked(ctx, real)
-    folder = real if os.path.isdir(real) else os.path.dirname(real)
-    return ApprovalRequest(variant=FOLDER_READ, path=folder, title=title)
-
-
-def readable_path(ctx, path):
-    """Resolve again at run time and require the target to still be readable."""
-    drop_planned(ctx)
-    real = resolve_path(ctx, path)
-    if not (ctx.access.can_read(real) or is_checked(ctx, real)):
-        raise moved_error(ctx, path, real, "read")
-    return real
-
-
-def same_place(fd, path):
-    """True when the open ``fd`` really is ``path`` (the kernel's view, not the name's)."""
-    try:
-        return os.readlink(f"/proc/self/fd/{fd}") == path
-    except OSError:  # no /proc: compare identities instead
-        try:
-            opened, named = os.fstat(fd), os.stat(path, follow_symlinks=False)
-        except OSError:
-            return False
-        return (opened.st_dev, opened.st_ino) == (named.st_dev, named.st_ino)
 
 
 def _kind_of(mode):

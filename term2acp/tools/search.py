@@ -10,7 +10,8 @@ import re
 from marshmallow import Schema, fields, validate
 
 from term2acp.tools.base import Tool, ToolError, ToolResult
-from term2acp.tools.files import SNIFF, display_path, located, read_approval, readable_path
+from term2acp.tools.files import SNIFF
+from term2acp.tools.paths import display_path, located, read_approval, readable_path
 from term2acp.tools.tree import MAX_WALK, TreeWalk, ignorer_for, path_matcher, read_regular
 
 MAX_MATCHES = 200  # grep lines reported

@@ -7,7 +7,7 @@ import stat
 import pytest
 
 from term2acp.agent.approvals import OUTSIDE_EDIT
-from term2acp.tools import edit, files
+from term2acp.tools import edit, paths
 from term2acp.tools.base import ToolError
 from term2acp.tools.edit import CreateFileTool, EditFileTool, apply_edits
 
@@ -145,7 +145,7 @@ def test_write_refuses_a_directory_swapped_for_a_symlink_after_resolution(ctx, r
     os.rename(os.path.join(root, "dir"), os.path.join(root, "moved"))
     os.symlink(outside, os.path.join(root, "dir"))
     # The race lost inside run(): resolution still answers with the old, inside path.
-    monkeypatch.setattr(files, "resolve", lambda root_, path: stale)
+    monkeypatch.setattr(paths, "resolve", lambda root_, path: stale)
     before = snapshot(outside)
     with pytest.raises(ToolError, match="symlink"):
         tool.run(args, ctx)
