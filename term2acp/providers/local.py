@@ -187,7 +187,8 @@ class LocalProvider(Provider):
     def stream(self, request):
         model = load(self.path)
         kwargs = {"messages": _messages(request.system, request.messages, request.tools),
-                  "stream": True, "temperature": 0.0, "max_tokens": request.max_output_tokens or 512}
+                  "stream": True, "temperature": 0.0, "repeat_penalty": 1.3,  # small models loop
+                  "max_tokens": request.max_output_tokens or 512}
         with model.lock:
             yield from self._generate(model, kwargs)
 
