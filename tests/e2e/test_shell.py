@@ -216,3 +216,25 @@ def test_shell_network_is_off(run):
         agent.close()
     finally:
         server.close()
+
+
+@pytest.mark.parametrize("command, timeout", [
+    ("head -c 1073741824 /dev/zero | tr '\\0' x; echo", 120),  # 1 GiB of output
+    ("f() { f | f & }; f; sleep 3", 4),  # fork bomb, ended by the timeout
+])
+def test_floods_keep_the_agent_responsive(run, command, timeout):
+    agent, sid = run([[shell(command, timeout=timeout)], [{"text": "survived"}]])
+    agent.prompt_async(sid, "flood")
+    agent.wait_update("terminal_update", timeout=20)
+    # while the command floods, the agent still answers other requests promptly
+    listed = agent.request("session/list", {}, timeout=10)
+    assert listed["result"]["sessions"]
+    assert not any(m.get("method") == "session/update" and m["params"]["update"].get("state") == "idle"
+                   for m in agent.messages)  # answered before the flood ended
+    idle = agent.wait_update(state="idle", timeout=timeout + 60)
+    assert idle["stopReason"] == "end_turn"
+    streamed = sum(len(u["params"]["update"]["data"]) for u in agent.messages
+                   if u.get("method") == "session/update"
+                   and u["params"]["update"]["sessionUpdate"] == "terminal_output_chunk")
+    assert streamed < 64 * 2**20  # the editor gets a bounded share, not a gigabyte of JSON
+    agent.close()
