@@ -10,11 +10,9 @@ import logging
 import math
 
 import gevent
-from gevent.event import AsyncResult
 from gevent.pool import Pool
 
 from term2acp.rpc.errors import (
-    DisconnectedError,
     InternalError,
     InvalidParamsError,
     InvalidRequestError,
@@ -23,6 +21,7 @@ from term2acp.rpc.errors import (
     RequestCancelledError,
     RpcError,
 )
+from term2acp.rpc.outgoing import OutgoingRequests
 from term2acp.rpc.stream import Oversized
 
 log = logging.getLogger(__name__)
@@ -88,10 +87,8 @@ class Endpoint:
         self._send_bytes = send
         self._pool = pool if pool is not None else Pool(256)
         self._active = {}  # id key -> greenlet of an incoming request
-        self._pending = {}  # our request id -> (AsyncResult, method)
-        self._next_id = 0
+        self._outgoing = OutgoingRequests()
         self.max_line = max_line
-        self.closed = False
 
     # ----------------------------------------------------------------- output
     def send(self, message):
@@ -108,33 +105,26 @@ class Endpoint:
         The result resolves to the peer's ``result`` or raises the peer's error as an
         :class:`RpcError`; on disconnect it raises :class:`DisconnectedError`.
         """
-        request_id = self._next_id
-        self._next_id += 1
-        result = AsyncResult()
-        if self.closed:
-            result.set_exception(DisconnectedError())
-            return request_id, result
-        self._pending[request_id] = (result, method)
-        self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+        request_id, result = self._outgoing.start(method)
+        if not self.closed:
+            self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
         return request_id, result
 
     def cancel_outgoing(self, request_id):
         """Give up on one of our requests and tell the peer with ``$/cancel_request``."""
-        entry = self._pending.pop(request_id, None)
-        if entry is None:
-            return
-        entry[0].set_exception(RequestCancelledError())
-        self.notify(CANCEL_REQUEST, {"requestId": request_id})
+        if self._outgoing.withdraw(request_id):
+            self.notify(CANCEL_REQUEST, {"requestId": request_id})
 
     def close(self):
         """The peer stopped talking: fail every outstanding request of ours.
 
         Answers to requests already received are still written while stdout accepts them.
         """
-        self.closed = True
-        pending, self._pending = self._pending, {}
-        for result, method in pending.values():
-            result.set_exception(DisconnectedError(f"peer disconnected before answering {method}"))
+        self._outgoing.close()
+
+    @property
+    def closed(self):
+        return self._outgoing.closed
 
     def cancel_incoming(self):
         """Shutdown: abort every in-flight incoming request (each answers -32800)."""
@@ -216,7 +206,7 @@ class Endpoint:
         msg_id = msg.get("id")
         if "method" not in msg:
             if has_id and ("result" in msg or "error" in msg):
-                self._receive_response(msg)
+                self._outgoing.answer(msg)
                 return None
             return _error_response(None, InvalidRequestError("message has neither a method nor a result or error"))
         method = msg["method"]
@@ -319,21 +309,6 @@ class Endpoint:
     @staticmethod
     def _drop(method, error):
         log.info("dropped notification %s: %s", method, error.message)
-
-    def _receive_response(self, msg):
-        msg_id = msg.get("id")
-        entry = self._pending.pop(msg_id, None) if _valid_id(msg_id) and msg_id is not None else None
-        if entry is None:
-            if msg_id is None and isinstance(msg.get("error"), dict):
-                log.warning("peer rejected one of our messages: %s", msg["error"].get("message"))
-            else:
-                log.info("ignored response to unknown request id %r", msg_id)
-            return
-        result, _method = entry
-        if "error" in msg:
-            result.set_exception(RpcError.from_wire(msg["error"]))
-        else:
-            result.set(msg.get("result"))
 
     def _send_error(self, msg_id, error):
         self.send(_error_response(msg_id, error))
