@@ -238,3 +238,32 @@ def test_floods_keep_the_agent_responsive(run, command, timeout):
                    and u["params"]["update"]["sessionUpdate"] == "terminal_output_chunk")
     assert streamed < 64 * 2**20  # the editor gets a bounded share, not a gigabyte of JSON
     agent.close()
+
+
+def test_run_code_nested_calls_are_reported_and_approved_through_the_bridge(run, workspace, tmp_path):
+    with open(os.path.join(workspace, "inside.txt"), "w") as fh:
+        fh.write("inside text\n")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "o.txt").write_text("outside text\n")
+    code = ("print(tools.read_file(path='inside.txt'))\n"
+            "try:\n"
+            f"    tools.read_file(path='{outside}/o.txt')\n"
+            "except ToolCallError as e:\n"
+            "    print('denied:', e)\n"
+            "try:\n"
+            "    tools.shell(command='true')\n"
+            "except ToolCallError as e:\n"
+            "    print('refused:', e)\n")
+    agent, sid = run([[{"tool_call": {"name": "run_code", "arguments": {"code": code}}}], [{"text": "ok"}]])
+    asked = []
+    _, updates, idle = agent.prompt(sid, "go", timeout=60, on_request=lambda m: asked.append(m) or
+                                    {"outcome": {"outcome": "selected", "optionId": "reject"}})
+    assert idle["params"]["update"]["stopReason"] == "end_turn"
+    assert len(asked) == 1 and asked[0]["params"]["subject"]["toolCall"]["rawInput"]["path"].endswith("o.txt")
+    output = terminal_output(updates)
+    assert "inside text" in output and "denied:" in output and "refused:" in output
+    assert "outside text" not in output
+    names = [u.get("name") for u in updates if u["sessionUpdate"] == "tool_call_update" and u.get("name")]
+    assert names.count("read_file") == 2 and "run_code" in names  # nested calls are their own
+    agent.close()
