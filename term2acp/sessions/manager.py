@@ -26,6 +26,7 @@ from term2acp.sessions.workspace import WorkspaceError, validate_cwd
 log = logging.getLogger(__name__)
 
 PAGE_SIZE = 50
+MAX_TRANSACTION = 0.2  # seconds a batch transaction may stay open
 
 
 class SessionManager:
@@ -37,6 +38,11 @@ class SessionManager:
         self.store = Store(os.path.join(settings.data_dir, "sessions.sqlite3"))
         self.live = {}
         self._scratch = None
+        self._flush_timer = None
+        # The writer commits before each batch of lines; if it is stuck on a client that
+        # stopped reading, an open transaction would block other term2-acp processes
+        # sharing the store, so a transaction never stays open longer than this.
+        self.store.on_begin = self._flush_soon
 
     # ------------------------------------------------------------ plumbing
     def _note(self):
@@ -48,6 +54,17 @@ class SessionManager:
         for session in self.live.values():
             session.recorder.flush()
         self.store.commit()
+
+    def _flush_soon(self):
+        if self._flush_timer is None:
+            self._flush_timer = gevent.spawn_later(MAX_TRANSACTION, self._timed_flush)
+
+    def _timed_flush(self):
+        self._flush_timer = None
+        try:
+            self.flush()
+        except Exception:  # noqa: BLE001 - the next write or commit reports store errors
+            log.exception("periodic store commit failed")
 
     def _workdir(self, session_id):
         if self._scratch is None:
@@ -255,6 +272,8 @@ class SessionManager:
                 self._release(session)
             except Exception:  # noqa: BLE001
                 log.exception("session %s: close failed during shutdown", session.id)
+        if self._flush_timer is not None:
+            self._flush_timer.kill(block=False)
         self.store.close()
         if self._scratch:
             shutil.rmtree(self._scratch, ignore_errors=True)

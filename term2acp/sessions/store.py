@@ -81,6 +81,7 @@ class Store:
         self.path = path
         self._db = None
         self._dirty = False
+        self.on_begin = None  # called when a batch transaction opens (to bound its length)
 
     # ------------------------------------------------------------ lifecycle
     @property
@@ -151,6 +152,8 @@ class Store:
         if not self._dirty:
             self._execute("BEGIN IMMEDIATE")
             self._dirty = True
+            if self.on_begin is not None:
+                self.on_begin()
         return self._execute(sql, args)
 
     def commit(self):
