@@ -68,17 +68,6 @@ def bundled_gguf():
     return None
 
 
-def _is_loopback(url):
-    import ipaddress
-    from urllib.parse import urlparse
-
-    try:
-        host = urlparse(url).hostname or ""
-        return host == "localhost" or ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 class Catalog:
     def __init__(self, settings):
         self.settings = settings
@@ -194,10 +183,8 @@ class Catalog:
             factory = BUILTIN_PROVIDERS["anthropic" if kind == "anthropic" else "openai"][1]
             key_env = cfg.get("api_key_env")
             api_key = self.env.get(key_env) if key_env else cfg.get("api_key")
-            base_url = cfg.get("base_url")
-            if not api_key and base_url and _is_loopback(base_url):
-                api_key = "not-needed"
-            return _construct(factory, name=provider, api_key=api_key, base_url=base_url)
+            # A loopback server without a key gets the provider's placeholder key.
+            return _construct(factory, name=provider, api_key=api_key, base_url=cfg.get("base_url"))
         if provider not in BUILTIN_PROVIDERS:
             raise ProviderNotConfigured(f'unknown provider "{provider}"')
         factory = BUILTIN_PROVIDERS[provider][1]

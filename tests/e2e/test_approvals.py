@@ -4,7 +4,6 @@ import os
 
 import pytest
 
-from tests.support.scripts import write_script
 
 READ_OUT = [{"id": "o1", "optionId": "allow-once", "name": "Allow once", "kind": "allow_once"},
             {"optionId": "allow-folder-session", "name": "Allow folder for session", "kind": "allow_always"},
@@ -26,16 +25,6 @@ def outside(tmp_path):
     (path / "secret.txt").write_text("outside text\n")
     (path / "other.txt").write_text("other text\n")
     return os.path.realpath(path)
-
-
-@pytest.fixture
-def run_turns(spawn, workspace, tmp_path):
-    """Start an agent on a script; returns (agent, session id)."""
-    def _run(turns, env=None):
-        agent = spawn(script=write_script(tmp_path, turns), env=env)
-        agent.initialize()
-        return agent, agent.new_session(workspace)
-    return _run
 
 
 def call(name, **arguments):
@@ -60,10 +49,10 @@ def failure_text(updates):
 
 
 # ---------------------------------------------------------------- inside the root: no asking
-def test_tools_inside_the_root_run_without_asking(run_turns, workspace):
+def test_tools_inside_the_root_run_without_asking(started, workspace):
     with open(os.path.join(workspace, "a.py"), "w") as fh:
         fh.write("x = 1\n")
-    agent, sid = run_turns([[call("read_file", path="a.py"), call("list_directory", path="."),
+    agent, sid = started([[call("read_file", path="a.py"), call("list_directory", path="."),
                              call("glob", pattern="*.py"), call("grep", pattern="x ="),
                              call("create_file", path="new/b.py", content="y = 2\n"),
                              call("edit_file", path="a.py", edits=[{"old_text": "x = 1", "new_text": "x = 3"}])],
@@ -91,8 +80,8 @@ def test_tools_inside_the_root_run_without_asking(run_turns, workspace):
 @pytest.mark.parametrize("option, status", [("allow-once", "completed"),
                                             ("allow-folder-session", "completed"),
                                             ("reject", "failed")])
-def test_read_outside_offers_the_folder_read_options(run_turns, outside, option, status):
-    agent, sid = run_turns([[call("read_file", path=os.path.join(outside, "secret.txt"))],
+def test_read_outside_offers_the_folder_read_options(started, outside, option, status):
+    agent, sid = started([[call("read_file", path=os.path.join(outside, "secret.txt"))],
                             [{"text": "ok"}]])
     requests = []
     _, updates, idle = agent.prompt(sid, "go", on_request=lambda m: requests.append(m) or selected(option))
@@ -114,10 +103,10 @@ def test_read_outside_offers_the_folder_read_options(run_turns, outside, option,
     agent.close()
 
 
-def test_folder_grant_covers_later_prompts_until_close(run_turns, outside, workspace):
+def test_folder_grant_covers_later_prompts_until_close(started, outside, workspace):
     read = call("read_file", path=os.path.join(outside, "secret.txt"))
     other = call("read_file", path=os.path.join(outside, "other.txt"))
-    agent, sid = run_turns([[read], [{"text": "1"}], [other], [{"text": "2"}], [read], [{"text": "3"}]])
+    agent, sid = started([[read], [{"text": "1"}], [other], [{"text": "2"}], [read], [{"text": "3"}]])
     asked = []
     agent.prompt(sid, "one", on_request=lambda m: asked.append(m) or selected("allow-folder-session"))
     _, updates, _ = agent.prompt(sid, "two", on_request=lambda m: asked.append(m) or selected("reject"))
@@ -132,9 +121,9 @@ def test_folder_grant_covers_later_prompts_until_close(run_turns, outside, works
 # ---------------------------------------------------------------- edit outside
 @pytest.mark.parametrize("option", ["allow-once", "allow-edit-file-session",
                                     "allow-edit-folder-session", "reject"])
-def test_edit_outside_offers_the_edit_options(run_turns, outside, option):
+def test_edit_outside_offers_the_edit_options(started, outside, option):
     target = os.path.join(outside, "made.txt")
-    agent, sid = run_turns([[call("create_file", path=target, content="new\n")], [{"text": "ok"}],
+    agent, sid = started([[call("create_file", path=target, content="new\n")], [{"text": "ok"}],
                             [call("create_file", path=target + ".2", content="two\n")],
                             [{"text": "ok"}]])
     requests = []
@@ -167,9 +156,9 @@ def test_edit_outside_offers_the_edit_options(run_turns, outside, option):
     ({"outcome": {"outcome": "_custom_yes", "optionId": "allow-once"}}, "Permission request was cancelled."),
     ("yes", "Permission request was cancelled."),
 ])
-def test_doubtful_answers_deny(run_turns, outside, answer, reason):
+def test_doubtful_answers_deny(started, outside, answer, reason):
     target = os.path.join(outside, "never.txt")
-    agent, sid = run_turns([[call("create_file", path=target, content="x")], [{"text": "ok"}]])
+    agent, sid = started([[call("create_file", path=target, content="x")], [{"text": "ok"}]])
     _, updates, _ = agent.prompt(sid, "go", on_request=lambda m: answer)
     assert final_status(updates) == ["failed"] and failure_text(updates) == reason
     assert not os.path.exists(target)
@@ -180,9 +169,9 @@ def test_doubtful_answers_deny(run_turns, outside, answer, reason):
     ({"code": -32601, "message": "Method not found"}, "Approval is not yet supported over ACP."),
     ({"code": -32603, "message": "client blew up"}, "Permission request failed."),
 ])
-def test_client_errors_deny(run_turns, outside, error, reason):
+def test_client_errors_deny(started, outside, error, reason):
     target = os.path.join(outside, "never.txt")
-    agent, sid = run_turns([[call("create_file", path=target, content="x")], [{"text": "ok"}]])
+    agent, sid = started([[call("create_file", path=target, content="x")], [{"text": "ok"}]])
 
     def answer_with_error(message):
         agent.send({"jsonrpc": "2.0", "id": message["id"], "error": error})
@@ -197,9 +186,9 @@ def pending_request(agent, sid, outside, env=None):
 
 
 @pytest.mark.parametrize("how", ["cancel", "close"])
-def test_cancel_or_close_while_pending_denies_and_withdraws_the_request(run_turns, outside, how):
+def test_cancel_or_close_while_pending_denies_and_withdraws_the_request(started, outside, how):
     target = os.path.join(outside, "never.txt")
-    agent, sid = run_turns([[call("create_file", path=target, content="x")], [{"text": "ok"}]])
+    agent, sid = started([[call("create_file", path=target, content="x")], [{"text": "ok"}]])
     request = pending_request(agent, sid, outside)
     if how == "cancel":
         agent.notify("session/cancel", {"sessionId": sid})
@@ -221,18 +210,18 @@ def test_cancel_or_close_while_pending_denies_and_withdraws_the_request(run_turn
     agent.close()
 
 
-def test_disconnect_while_pending_denies_and_exits_cleanly(run_turns, outside):
+def test_disconnect_while_pending_denies_and_exits_cleanly(started, outside):
     target = os.path.join(outside, "never.txt")
-    agent, sid = run_turns([[call("create_file", path=target, content="x")], [{"text": "ok"}]])
+    agent, sid = started([[call("create_file", path=target, content="x")], [{"text": "ok"}]])
     pending_request(agent, sid, outside)
     agent.close_stdin()
     assert agent.wait(5) == 0
     assert not os.path.exists(target)
 
 
-def test_approval_timeout_denies_when_configured(run_turns, outside):
+def test_approval_timeout_denies_when_configured(started, outside):
     target = os.path.join(outside, "never.txt")
-    agent, sid = run_turns([[call("create_file", path=target, content="x")], [{"text": "ok"}]],
+    agent, sid = started([[call("create_file", path=target, content="x")], [{"text": "ok"}]],
                            env={"TERM2ACP_APPROVAL_TIMEOUT": "0.2"})
     _, updates, _ = agent.prompt(sid, "go", on_request=lambda m: None)  # never answers
     assert failure_text(updates) == "No response to the permission request before the timeout."
@@ -241,9 +230,9 @@ def test_approval_timeout_denies_when_configured(run_turns, outside):
     agent.close()
 
 
-def test_duplicate_and_unsolicited_answers_are_ignored(run_turns, outside):
+def test_duplicate_and_unsolicited_answers_are_ignored(started, outside):
     target = os.path.join(outside, "made.txt")
-    agent, sid = run_turns([[call("create_file", path=target, content="x"),
+    agent, sid = started([[call("create_file", path=target, content="x"),
                              call("create_file", path=target + "2", content="x")], [{"text": "ok"}]])
     agent.send({"jsonrpc": "2.0", "id": 4242, "result": selected("allow-once")})  # never asked
 
@@ -256,9 +245,9 @@ def test_duplicate_and_unsolicited_answers_are_ignored(run_turns, outside):
     agent.close()
 
 
-def test_secrets_are_redacted_from_the_permission_description(run_turns, outside):
+def test_secrets_are_redacted_from_the_permission_description(started, outside):
     target = os.path.join(outside, "env.txt")
-    agent, sid = run_turns([[call("create_file", path=target,
+    agent, sid = started([[call("create_file", path=target,
                                   content="api_key=sk-abcdefghijklmnop\nAuthorization: Bearer abcdefghijklmnop")],
                             [{"text": "ok"}]])
     requests = []
@@ -272,9 +261,9 @@ def test_secrets_are_redacted_from_the_permission_description(run_turns, outside
 # ---------------------------------------------------------------- hostile paths
 @pytest.mark.parametrize("path", ["../escape.txt", "sub/../../escape.txt", "link/escape.txt"])
 def test_traversal_and_symlinks_out_of_the_root_ask_and_write_nothing_when_denied(
-        run_turns, workspace, outside, path):
+        started, workspace, outside, path):
     os.symlink(outside, os.path.join(workspace, "link"))
-    agent, sid = run_turns([[call("create_file", path=path, content="pwned")], [{"text": "ok"}]])
+    agent, sid = started([[call("create_file", path=path, content="pwned")], [{"text": "ok"}]])
     asked = []
     _, updates, _ = agent.prompt(sid, "go", on_request=lambda m: asked.append(m) or selected("reject"))
     assert len(asked) == 1 and final_status(updates) == ["failed"]

@@ -2,7 +2,6 @@
 
 import pytest
 
-from tests.support.scripts import write_script
 
 
 def error_of(message):
@@ -13,15 +12,6 @@ def error_of(message):
 def kinds(updates):
     return [u["sessionUpdate"] if u["sessionUpdate"] != "state_update" else u["state"]
             for u in updates]
-
-
-@pytest.fixture
-def started(spawn, workspace, tmp_path):
-    def _start(turns, env=None, **extra):
-        agent = spawn(script=write_script(tmp_path, turns, **extra), env=env)
-        agent.initialize()
-        return agent, agent.new_session(workspace)
-    return _start
 
 
 def test_prompt_lifecycle_order(started):

@@ -7,7 +7,6 @@ import shutil
 
 import pytest
 
-from tests.support.scripts import write_script
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None and not os.environ.get("CI"),
                                 reason="bubblewrap is not installed")
@@ -17,28 +16,19 @@ def shell(command, **extra):
     return {"tool_call": {"name": "shell", "arguments": dict(command=command, **extra)}}
 
 
-@pytest.fixture
-def run(spawn, workspace, tmp_path):
-    def _run(turns, env=None):
-        agent = spawn(script=write_script(tmp_path, turns), env=env)
-        agent.initialize()
-        return agent, agent.new_session(workspace)
-    return _run
-
-
 def terminal_output(updates):
     return b"".join(base64.b64decode(u["data"]) for u in updates
                     if u["sessionUpdate"] == "terminal_output_chunk").decode()
 
 
 @pytest.mark.parametrize("sandbox", [None, "unsandboxed"])
-def test_shell_writes_only_inside_the_root(run, workspace, tmp_path, sandbox):
+def test_shell_writes_only_inside_the_root(started, workspace, tmp_path, sandbox):
     sibling = tmp_path / "sibling"
     sibling.mkdir()
     extra = {"sandbox": sandbox} if sandbox else {}
     command = (f"echo inside > in.txt; echo out > {sibling}/x.txt; echo up > ../up.txt; "
                "echo home > ~/home-file.txt; echo etc > /etc/t2acp-e2e; echo done")
-    agent, sid = run([[shell(command, **extra)], [{"text": "ok"}]])
+    agent, sid = started([[shell(command, **extra)], [{"text": "ok"}]])
     asked = []
     _, updates, idle = agent.prompt(sid, "go", on_request=lambda m: asked.append(m))
     assert asked == []  # sandboxed commands need no approval, "unsandboxed" is downgraded
@@ -56,8 +46,8 @@ def test_shell_writes_only_inside_the_root(run, workspace, tmp_path, sandbox):
     agent.close()
 
 
-def test_shell_failure_is_a_failed_tool_call_with_the_exit_code(run):
-    agent, sid = run([[shell("echo oops >&2; exit 3")], [{"text": "ok"}]])
+def test_shell_failure_is_a_failed_tool_call_with_the_exit_code(started):
+    agent, sid = started([[shell("echo oops >&2; exit 3")], [{"text": "ok"}]])
     _, updates, _ = agent.prompt(sid, "go")
     failed = [u for u in updates if u["sessionUpdate"] == "tool_call_update" and u.get("status") == "failed"]
     assert failed and "oops" in terminal_output(updates)
@@ -66,11 +56,11 @@ def test_shell_failure_is_a_failed_tool_call_with_the_exit_code(run):
     agent.close()
 
 
-def test_cancel_kills_the_whole_process_tree(run, workspace, tmp_path):
+def test_cancel_kills_the_whole_process_tree(started, workspace, tmp_path):
     marker = os.path.join(workspace, "survivor")
     command = (f"(setsid nohup sh -c 'sleep 2; echo alive > {marker}' >/dev/null 2>&1 &); "
                "trap '' TERM; echo started; sleep 60")
-    agent, sid = run([[shell(command)], [{"text": "never"}]])
+    agent, sid = started([[shell(command)], [{"text": "never"}]])
     agent.prompt_async(sid, "go")
     agent.wait_update("terminal_output_chunk", timeout=20)
     agent.notify("session/cancel", {"sessionId": sid})
@@ -91,8 +81,8 @@ def test_cancel_kills_the_whole_process_tree(run, workspace, tmp_path):
     assert not os.path.exists(marker)
 
 
-def test_shell_timeout_kills_and_fails(run):
-    agent, sid = run([[shell("sleep 30", timeout=0.5)], [{"text": "ok"}]])
+def test_shell_timeout_kills_and_fails(started):
+    agent, sid = started([[shell("sleep 30", timeout=0.5)], [{"text": "ok"}]])
     _, updates, _ = agent.prompt(sid, "go", timeout=30)
     failed = [u for u in updates if u["sessionUpdate"] == "tool_call_update" and u.get("status") == "failed"]
     assert len(failed) == 1
@@ -101,8 +91,8 @@ def test_shell_timeout_kills_and_fails(run):
     agent.close()
 
 
-def test_no_sandbox_means_refusal_and_a_startup_warning(run, workspace):
-    agent, sid = run([[shell("echo ran > ran.txt")], [{"text": "ok"}]],
+def test_no_sandbox_means_refusal_and_a_startup_warning(started, workspace):
+    agent, sid = started([[shell("echo ran > ran.txt")], [{"text": "ok"}]],
                      env={"TERM2ACP_BWRAP": "/nonexistent/bwrap"})
     _, updates, _ = agent.prompt(sid, "go")
     failed = [u for u in updates if u["sessionUpdate"] == "tool_call_update" and u.get("status") == "failed"]
@@ -113,8 +103,8 @@ def test_no_sandbox_means_refusal_and_a_startup_warning(run, workspace):
     assert "shell tool calls will be refused" in agent.stderr
 
 
-def test_secrets_do_not_reach_the_sandbox(run):
-    agent, sid = run([[shell("env")], [{"text": "ok"}]],
+def test_secrets_do_not_reach_the_sandbox(started):
+    agent, sid = started([[shell("env")], [{"text": "ok"}]],
                      env={"OPENAI_API_KEY": "sk-should-not-leak-123", "MY_TOKEN": "tok-456"})
     _, updates, _ = agent.prompt(sid, "go")
     output = terminal_output(updates)
@@ -122,14 +112,14 @@ def test_secrets_do_not_reach_the_sandbox(run):
     agent.close()
 
 
-def test_eof_during_a_command_leaves_no_process_behind(run, workspace):
+def test_eof_during_a_command_leaves_no_process_behind(started, workspace):
     import random
 
     pidfile = os.path.join(workspace, "pids")
     nap = f"120.{random.randrange(10**6)}"  # unique, so parallel runs cannot confuse us
     command = (f"(setsid nohup sleep {nap} >/dev/null 2>&1 & echo $! >> {pidfile}); "
                f"echo $$ >> {pidfile}; echo started; sleep {nap}")
-    agent, sid = run([[shell(command)], [{"text": "never"}]])
+    agent, sid = started([[shell(command)], [{"text": "never"}]])
     agent.prompt_async(sid, "go")
     agent.wait_update("terminal_output_chunk", timeout=20)
     with open(pidfile) as fh:  # written before the command's first output
@@ -172,9 +162,9 @@ ATTACKS = {
 
 
 @pytest.mark.parametrize("attack", sorted(ATTACKS))
-def test_shell_attacks_write_nothing_outside_the_root(run, workspace, target, attack):
+def test_shell_attacks_write_nothing_outside_the_root(started, workspace, target, attack):
     command = ATTACKS[attack].format(target=target) + "; echo finished"
-    agent, sid = run([[shell(command)], [{"text": "ok"}]])
+    agent, sid = started([[shell(command)], [{"text": "ok"}]])
     _, updates, _ = agent.prompt(sid, "go", timeout=30)
     assert "finished" in terminal_output(updates)
     assert os.listdir(target) == []  # checked on the host filesystem
@@ -182,13 +172,13 @@ def test_shell_attacks_write_nothing_outside_the_root(run, workspace, target, at
     agent.close()
 
 
-def test_shell_reads_outside_but_credentials_and_agent_config_are_invisible(run, agent_env, tmp_path):
+def test_shell_reads_outside_but_credentials_and_agent_config_are_invisible(started, agent_env, tmp_path):
     home = tmp_path / "fakehome"
     (home / ".ssh").mkdir(parents=True)
     (home / ".ssh" / "id_ed25519").write_text("PRIVATE KEY MATERIAL")
     config = tmp_path / "config.toml"
     config.write_text('provider = "scripted"  # sk-config-secret-999\n')
-    agent, sid = run([[shell(f"cat /etc/hostname >/dev/null && echo readable; "
+    agent, sid = started([[shell(f"cat /etc/hostname >/dev/null && echo readable; "
                              f"cat {home}/.ssh/id_ed25519; cat {config}; echo end")], [{"text": "ok"}]],
                      env={"HOME": str(home), "TERM2ACP_CONFIG": str(config)})
     _, updates, _ = agent.prompt(sid, "go", timeout=30)
@@ -198,7 +188,7 @@ def test_shell_reads_outside_but_credentials_and_agent_config_are_invisible(run,
     agent.close()
 
 
-def test_shell_network_is_off(run):
+def test_shell_network_is_off(started):
     import socket
 
     server = socket.socket()
@@ -209,7 +199,7 @@ def test_shell_network_is_off(run):
         probe = ("python3 -c \"import socket,sys\n"
                  "try:\n socket.create_connection(('127.0.0.1', %d), timeout=2); print('connected')\n"
                  "except OSError as e: print('refused', e)\"" % port)
-        agent, sid = run([[shell(probe)], [{"text": "ok"}]])
+        agent, sid = started([[shell(probe)], [{"text": "ok"}]])
         _, updates, _ = agent.prompt(sid, "go", timeout=30)
         output = terminal_output(updates)
         assert "refused" in output and "connected" not in output
@@ -222,8 +212,8 @@ def test_shell_network_is_off(run):
     ("head -c 1073741824 /dev/zero | tr '\\0' x; echo", 120),  # 1 GiB of output
     ("f() { f | f & }; f; sleep 3", 4),  # fork bomb, ended by the timeout
 ])
-def test_floods_keep_the_agent_responsive(run, command, timeout):
-    agent, sid = run([[shell(command, timeout=timeout)], [{"text": "survived"}]])
+def test_floods_keep_the_agent_responsive(started, command, timeout):
+    agent, sid = started([[shell(command, timeout=timeout)], [{"text": "survived"}]])
     agent.prompt_async(sid, "flood")
     agent.wait_update("terminal_update", timeout=20)
     # while the command floods, the agent still answers other requests promptly
@@ -240,7 +230,7 @@ def test_floods_keep_the_agent_responsive(run, command, timeout):
     agent.close()
 
 
-def test_run_code_nested_calls_are_reported_and_approved_through_the_bridge(run, workspace, tmp_path):
+def test_run_code_nested_calls_are_reported_and_approved_through_the_bridge(started, workspace, tmp_path):
     with open(os.path.join(workspace, "inside.txt"), "w") as fh:
         fh.write("inside text\n")
     outside = tmp_path / "outside"
@@ -255,7 +245,7 @@ def test_run_code_nested_calls_are_reported_and_approved_through_the_bridge(run,
             "    tools.shell(command='true')\n"
             "except ToolCallError as e:\n"
             "    print('refused:', e)\n")
-    agent, sid = run([[{"tool_call": {"name": "run_code", "arguments": {"code": code}}}], [{"text": "ok"}]])
+    agent, sid = started([[{"tool_call": {"name": "run_code", "arguments": {"code": code}}}], [{"text": "ok"}]])
     asked = []
     _, updates, idle = agent.prompt(sid, "go", timeout=60, on_request=lambda m: asked.append(m) or
                                     {"outcome": {"outcome": "selected", "optionId": "reject"}})

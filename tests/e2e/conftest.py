@@ -1,0 +1,16 @@
+"""Fixtures for the end-to-end tests."""
+
+import pytest
+
+from tests.support.scripts import write_script
+
+
+@pytest.fixture
+def started(spawn, workspace, tmp_path):
+    """``started(turns, env=None, **script_extra)``: an initialized agent on a scripted model
+    and a new session in ``workspace``; returns ``(agent, session id)``."""
+    def _start(turns, env=None, **extra):
+        agent = spawn(script=write_script(tmp_path, turns, **extra), env=env)
+        agent.initialize()
+        return agent, agent.new_session(workspace)
+    return _start

@@ -1,0 +1,38 @@
+import pytest
+
+from term2acp.providers.catalog import Catalog, CatalogError
+from term2acp.providers.errors import ProviderNotConfigured
+from term2acp.settings import Settings
+
+
+def catalog(tmp_path, config="", **env):
+    path = tmp_path / "config.toml"
+    path.write_text(config)
+    return Catalog(Settings.load(env=dict(env, TERM2ACP_CONFIG=str(path),
+                                          TERM2ACP_HOME=str(tmp_path), TERM2ACP_LOCAL_MODEL="off")))
+
+
+def test_catalog_custom_loopback_provider_needs_no_key(tmp_path):
+    cat = catalog(tmp_path, '[providers.ollama]\ntype = "openai"\nbase_url = "http://127.0.0.1:11434/v1"\n'
+                            'models = ["qwen2.5-coder:7b"]\n')
+    assert cat.resolve(None, "ollama/qwen2.5-coder:7b") == ("ollama", "qwen2.5-coder:7b")
+    provider = cat.create("ollama")
+    assert provider._api_key == "not-needed"
+
+
+def test_catalog_custom_remote_provider_without_key_is_not_configured(tmp_path):
+    cat = catalog(tmp_path, '[providers.router]\ntype = "openai"\nbase_url = "https://router.example/v1"\n'
+                            'api_key_env = "ROUTER_KEY"\n', OPENAI_API_KEY="sk-must-not-be-used")
+    with pytest.raises(ProviderNotConfigured):
+        cat.create("router")
+
+
+def test_catalog_resolution_rules(tmp_path):
+    cat = catalog(tmp_path)
+    assert cat.resolve(None, "GPT-4O") == ("openai", "gpt-4o")
+    assert cat.resolve("anthropic", None) == ("anthropic", "claude-sonnet-4-5")
+    assert cat.resolve(None, None) == (None, None)
+    with pytest.raises(CatalogError, match="No models match"):
+        cat.resolve("openai", "made-up")
+    assert catalog(tmp_path, OPENAI_BASE_URL="http://127.0.0.1:9/v1").resolve("openai", "made-up") == \
+        ("openai", "made-up")
