@@ -62,9 +62,9 @@ class AcpAgent:
 
     # ------------------------------------------------------------ router protocol
     def admit(self, method, batch_size):
+        if method in m.UNBATCHABLE and batch_size > 1:
+            raise InvalidRequestError(f"{method} must not be sent inside a batch")
         if method == m.INITIALIZE:
-            if batch_size > 1:
-                raise InvalidRequestError("initialize must not be sent inside a batch")
             if self.initialized:
                 raise InvalidRequestError("connection is already initialized")
         elif not self.initialized:

@@ -81,10 +81,3 @@ class Decision:
     @classmethod
     def deny(cls, reason, abort_turn=False):
         return cls(False, None, reason, abort_turn)
-
-
-class DenyAll:
-    """The gate used when no client can answer: every request is refused."""
-
-    def decide(self, interaction):
-        return Decision.deny(NOT_SUPPORTED)

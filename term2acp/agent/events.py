@@ -2,7 +2,7 @@
 ``session/update`` payloads; nothing in the runtime knows the wire shapes.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -78,11 +78,3 @@ class UsageReported:
 class SessionInfoChanged:
     title: str | None = None
     updated_at: str | None = None
-
-
-@dataclass
-class Replayed:
-    """A whole message or final tool-call state replayed from the journal."""
-
-    kind: str  # user_message | agent_message | agent_thought | tool_call
-    payload: dict = field(default_factory=dict)
