@@ -7,9 +7,6 @@ class PromptError(ValueError):
     """Prompt content the agent cannot accept; the message is user-facing."""
 
 
-SUPPORTED = ("text", "resource_link", "resource")
-
-
 def prompt_to_text(blocks):
     """Join ACP content blocks into the user message the model sees."""
     if not blocks:

@@ -22,7 +22,7 @@ class ModelInfo(NamedTuple):
     id: str
     provider: str
     context_window: int | None
-    reasoning: bool = False
+    reasoning: bool | None = False  # None: unknown (ids the catalog only hosts)
 
 
 BUILTIN_PROVIDERS = {
@@ -77,7 +77,8 @@ class Catalog:
         for name, cfg in self.custom.items():
             for model in cfg.get("models") or ():
                 if isinstance(model, str):
-                    self.models.append(ModelInfo(model, name, cfg.get("context_window")))
+                    self.models.append(ModelInfo(model, name, cfg.get("context_window"),
+                                                 cfg.get("reasoning")))
 
     # ------------------------------------------------------------ providers
     def provider_ids(self):
@@ -168,7 +169,7 @@ class Catalog:
         for m in self.models:
             if m.provider == provider and m.id == model:
                 return m
-        return ModelInfo(model, provider, None)
+        return ModelInfo(model, provider, None, None)
 
     # ------------------------------------------------------------ instances
     def create(self, provider):

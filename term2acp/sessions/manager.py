@@ -151,7 +151,10 @@ class SessionManager:
                     raise ProviderNotConfigured(NO_PROVIDER_HELP)
                 session.provider = self.catalog.create(provider_id)
                 session.provider_id, session.model = provider_id, model
-                session.context_window = self.catalog.info(provider_id, model).context_window
+                info = self.catalog.info(provider_id, model)
+                session.context_window = info.context_window
+                if info.reasoning is False:  # e.g. gpt-4.1 rejects a reasoning effort
+                    session.effort = "default"
             return text
         except BaseException:
             session.preparing = False

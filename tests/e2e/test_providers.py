@@ -85,3 +85,16 @@ def test_cancel_mid_stream_drops_the_connection(spawn, workspace, server):
     assert idle["stopReason"] == "cancelled"
     assert stream.disconnected.wait(5)
     agent.close()
+
+
+@pytest.mark.parametrize("model, sent", [("gpt-4.1-mini", None), ("o4-mini", "low"),
+                                         ("served-model", "low")])
+def test_effort_is_sent_only_to_models_that_take_it(spawn, workspace, server, model, sent):
+    server.enqueue(f.openai_sse(f.oa_text("ok"), f.oa_finish("stop")))
+    agent = spawn("--provider", "openai", "--model", model, "--effort", "low",
+                  env={"OPENAI_BASE_URL": server.openai_url, "OPENAI_API_KEY": "x"})
+    agent.initialize()
+    sid = agent.new_session(workspace)
+    agent.prompt(sid, "hi", timeout=30)
+    assert server.wait_requests(1)[0].json.get("reasoning_effort") == sent
+    agent.close()

@@ -36,3 +36,12 @@ def test_catalog_resolution_rules(tmp_path):
         cat.resolve("openai", "made-up")
     assert catalog(tmp_path, OPENAI_BASE_URL="http://127.0.0.1:9/v1").resolve("openai", "made-up") == \
         ("openai", "made-up")
+
+
+def test_catalog_knows_which_models_take_a_reasoning_effort(tmp_path):
+    cat = catalog(tmp_path, '[providers.mine]\ntype = "openai"\nbase_url = "http://127.0.0.1:9/v1"\n'
+                            'models = ["m1"]\n')
+    assert cat.info("openai", "gpt-4.1-mini").reasoning is False
+    assert cat.info("openai", "o4-mini").reasoning is True
+    assert cat.info("mine", "m1").reasoning is None  # unknown: the effort passes through
+    assert cat.info("openai", "brand-new").reasoning is None
