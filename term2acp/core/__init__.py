@@ -1,0 +1,1 @@
+"""Shared vocabulary of the runtime: the packages here import nothing else of term2acp."""
