@@ -1,7 +1,8 @@
 """Anthropic Messages provider (streaming, tools, extended thinking).
 
-The ``anthropic`` SDK is imported on the first :meth:`AnthropicProvider.stream`, never at
-module import or construction. Retries with backoff on 429/5xx come from the SDK.
+It speaks the streaming API through :mod:`term2acp.providers.http` (no SDK: retries,
+proxies, TLS and timeouts live there) and decodes the SSE events here: text, thinking and
+signature deltas, ``tool_use`` blocks with ``input_json`` deltas, usage, error events.
 
 Extended thinking: when thinking is on, the API requires the assistant turn that made the
 tool calls being answered to be resent with its signed thinking blocks. The neutral
@@ -13,7 +14,6 @@ they are unknown (e.g. after a restart), thinking is switched off for that reque
 import collections
 import json
 import logging
-import sys
 
 from term2acp.providers.base import (
     Provider,
@@ -24,16 +24,9 @@ from term2acp.providers.base import (
     ToolCall,
     Usage,
 )
-from term2acp.providers.openai import (
-    close_quietly,
-    host_of,
-    malformed_message,
-    prepare_sdk_import,
-    resolve_credentials,
-    scrub,
-    server_message,
-    transport_message,
-)
+from term2acp.providers.errors import MalformedResponse
+from term2acp.providers.http import HTTPClient
+from term2acp.providers.openai import resolve_credentials, sse_json
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +37,8 @@ STOP_REASONS = {"end_turn": "end_turn", "stop_sequence": "end_turn", "pause_turn
                 "tool_use": "tool_use", "max_tokens": "max_tokens",
                 "model_context_window_exceeded": "max_tokens", "refusal": "refusal"}
 SIGNED_TURNS_KEPT = 256
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+API_VERSION = "2023-06-01"
 
 
 # ---------------------------------------------------------------- request building
@@ -146,7 +141,7 @@ def message_params(request, signed):
 
 # ---------------------------------------------------------------- stream decoding
 class MessageStreamState:
-    """Accumulates one streamed message and turns SDK events into provider events."""
+    """Accumulates one streamed message and turns its events (dicts) into provider events."""
 
     def __init__(self):
         self.blocks = {}  # index -> dict: type, id, name, json, thinking, signature, data
@@ -156,51 +151,53 @@ class MessageStreamState:
 
     def feed(self, event):
         self.received = True
-        kind = getattr(event, "type", None)
-        if kind == "message_start":
-            self._usage(event.message.usage)
+        kind = event.get("type")
+        if kind == "content_block_delta":
+            yield from self._delta(self.blocks.setdefault(event.get("index"), {"type": "?"}),
+                                   event.get("delta") or {})
         elif kind == "content_block_start":
-            yield from self._start(event.index, event.content_block)
-        elif kind == "content_block_delta":
-            yield from self._delta(self.blocks.setdefault(event.index, {"type": "?"}), event.delta)
+            yield from self._start(event.get("index"), event.get("content_block") or {})
+        elif kind == "message_start":
+            self._usage((event.get("message") or {}).get("usage"))
         elif kind == "message_delta":
-            self.stop = event.delta.stop_reason or self.stop
-            self._usage(event.usage)
+            self.stop = (event.get("delta") or {}).get("stop_reason") or self.stop
+            self._usage(event.get("usage"))
 
     def _start(self, index, block):
-        kind = block.type
+        kind = block.get("type")
         self.blocks[index] = slot = {"type": kind, "json": "", "thinking": "", "signature": ""}
         if kind == "tool_use":
-            slot.update(id=block.id, name=block.name)
+            slot.update(id=block.get("id") or "", name=block.get("name") or "")
         elif kind == "redacted_thinking":
-            slot["data"] = block.data
-        elif kind == "text" and block.text:
-            yield TextDelta(block.text)
-        elif kind == "thinking" and block.thinking:
-            slot["thinking"] = block.thinking
-            yield ThoughtDelta(block.thinking)
+            slot["data"] = block.get("data")
+        elif kind == "text" and block.get("text"):
+            yield TextDelta(block["text"])
+        elif kind == "thinking" and block.get("thinking"):
+            slot["thinking"] = block["thinking"]
+            yield ThoughtDelta(block["thinking"])
 
     def _delta(self, slot, delta):
-        kind = delta.type
+        kind = delta.get("type")
         if kind == "text_delta":
-            yield TextDelta(delta.text)
+            yield TextDelta(delta.get("text") or "")
         elif kind == "thinking_delta":
-            slot["thinking"] = slot.get("thinking", "") + delta.thinking
-            yield ThoughtDelta(delta.thinking)
+            slot["thinking"] = slot.get("thinking", "") + (delta.get("thinking") or "")
+            yield ThoughtDelta(delta.get("thinking") or "")
         elif kind == "signature_delta":
-            slot["signature"] = slot.get("signature", "") + delta.signature
+            slot["signature"] = slot.get("signature", "") + (delta.get("signature") or "")
         elif kind == "input_json_delta":
-            slot["json"] = slot.get("json", "") + delta.partial_json
+            slot["json"] = slot.get("json", "") + (delta.get("partial_json") or "")
 
     def _usage(self, usage):
+        if not isinstance(usage, dict):
+            return
         for key in ("input_tokens", "output_tokens", "cache_read_input_tokens",
                     "cache_creation_input_tokens"):
-            value = getattr(usage, key, None)
-            if value is not None:
-                self.usage[key] = value
-        details = getattr(usage, "output_tokens_details", None)
-        if getattr(details, "thinking_tokens", None) is not None:
-            self.usage["thinking_tokens"] = details.thinking_tokens
+            if usage.get(key) is not None:
+                self.usage[key] = usage[key]
+        details = usage.get("output_tokens_details") or {}
+        if details.get("thinking_tokens") is not None:
+            self.usage["thinking_tokens"] = details["thinking_tokens"]
 
     def tool_calls(self):
         return [ToolCall(b["id"], b["name"], b["json"] or "{}")
@@ -240,76 +237,38 @@ class AnthropicProvider(Provider):
     name = "anthropic"
 
     def __init__(self, name="anthropic", api_key=None, base_url=None, timeout=600.0,
-                 max_retries=2):
+                 max_retries=2, headers=None, connect_timeout=15.0):
         self.name = name
         self.base_url, self._api_key, self._key_hint = resolve_credentials(
             name, "anthropic", api_key, base_url, "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL")
-        self._timeout = timeout
-        self._max_retries = max_retries
-        self._client = None
-        self._host = host_of(self.base_url, "api.anthropic.com")
         self._signed = collections.OrderedDict()  # first tool call id -> thinking blocks
+        extra = {"x-api-key": self._api_key, "anthropic-version": API_VERSION,
+                 **(headers or {})}
+        self._client = HTTPClient(self.base_url or DEFAULT_BASE_URL, extra, name,
+                                  self._key_hint, self._api_key, connect_timeout=connect_timeout,
+                                  read_timeout=timeout, max_retries=max_retries)
 
     def stream(self, request):
-        client = self._sdk_client()
         params = message_params(request, self._signed)
-        errors = self._sdk_errors()
-        state, response = MessageStreamState(), None
+        client, state, response = self._client, MessageStreamState(), None
         try:
-            try:
-                response = client.messages.create(**params)
-                for event in response:
-                    yield from state.feed(event)
-            except errors as exc:
-                raise self._error(exc, state.received) from None
+            response = yield from client.stream("/v1/messages", params)
+            for event in sse_json(client, response, self.name):
+                if not isinstance(event, dict):
+                    raise MalformedResponse(f"{self.name}: malformed response from "
+                                            f"{client.target.netloc}: not a JSON object")
+                if event.get("type") == "error":
+                    raise client.status_error(200, event, "the server reported an error")
+                yield from state.feed(event)
             calls = state.tool_calls()
             self._remember(calls, state.signed_thinking())
             yield from state.finish_events(self.name, calls)
         finally:
-            close_quietly(response)
+            if response is not None:
+                response.close()
 
     def _remember(self, calls, thinking):
         if calls and thinking:
             self._signed[calls[0].call_id] = thinking
             while len(self._signed) > SIGNED_TURNS_KEPT:
                 self._signed.popitem(last=False)
-
-    def _sdk_client(self):
-        if self._client is None:
-            prepare_sdk_import()
-            import anthropic
-
-            self._client = anthropic.Anthropic(
-                api_key=self._api_key, base_url=self.base_url, max_retries=self._max_retries,
-                timeout=anthropic.Timeout(self._timeout, connect=min(self._timeout, 15.0)))
-        return self._client
-
-    @staticmethod
-    def _sdk_errors():
-        import anthropic
-
-        # The SDK does not wrap transport errors raised while a stream is read; catch
-        # those of whichever HTTP library it loaded (httpx2 now, httpx in older releases).
-        http = tuple(sys.modules[m].HTTPError for m in ("httpx2", "httpx")
-                     if getattr(sys.modules.get(m), "HTTPError", None))
-        return (anthropic.AnthropicError, ValueError, *http)
-
-    def _error(self, exc, midstream):
-        import anthropic
-
-        log.debug("%s request failed: %s", self.name, type(exc).__name__)
-        if isinstance(exc, ValueError):  # undecodable JSON in the stream
-            text = malformed_message(self.name, self._host, exc)
-        elif isinstance(exc, anthropic.AuthenticationError):
-            text = f"{self.name}: authentication failed (check {self._key_hint})"
-        elif isinstance(exc, anthropic.APIStatusError):
-            status = "stream error" if exc.status_code == 200 else f"HTTP {exc.status_code}"
-            text = f"{self.name}: {status}: {server_message(exc.body, exc.message)}"
-        elif not isinstance(exc, anthropic.AnthropicError) or isinstance(
-                exc, anthropic.APIConnectionError):  # transport failures
-            text = transport_message(self.name, self._host, exc, midstream)
-        elif isinstance(exc, anthropic.APIError):
-            text = f"{self.name}: {server_message(exc.body, exc.message)}"
-        else:
-            text = f"{self.name}: {exc}"
-        return ProviderError(scrub(text, self._api_key))

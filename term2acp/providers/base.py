@@ -8,10 +8,11 @@ Conversation messages are provider-neutral dicts:
 * ``{"role": "tool", "tool_call_id": str, "name": str, "content": str, "is_error": bool}``
 
 ``Provider.stream(request)`` is a generator of the event dataclasses below, ending with
-exactly one :class:`Stop`. It runs in the turn greenlet; cancellation is a
-``GreenletExit`` raised at any yield or blocking point, so implementations close their
-HTTP streams in ``finally``. Failures raise :class:`ProviderError` with a short message
-that is safe to show (never an API key).
+exactly one :class:`Stop` (HTTP providers may yield :class:`Retrying` before any content).
+It runs in the turn greenlet; cancellation is a ``GreenletExit`` raised at any yield or
+blocking point, so implementations close their HTTP streams in ``finally``. Failures raise
+:class:`ProviderError` (subclasses in ``errors.py``) with a short message that is safe to
+show (never an API key).
 """
 
 from dataclasses import dataclass, field
@@ -43,6 +44,19 @@ class Usage:
     thought_tokens: int = 0
     cached_tokens: int = 0
     cost_usd: float | None = None
+
+
+@dataclass
+class Retrying:
+    """The request failed with a retryable error; it is sent again after ``delay`` seconds.
+
+    Only ever yielded before the first content event. A consumer may show it ("retrying in
+    N s (reason)") or ignore it.
+    """
+
+    attempt: int  # 1 for the first retry
+    delay: float
+    reason: str  # e.g. "HTTP 429 Too Many Requests", "connection reset"
 
 
 @dataclass

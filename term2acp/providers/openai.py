@@ -1,22 +1,21 @@
 """OpenAI Chat Completions provider; also serves any OpenAI-compatible server.
 
-The ``openai`` SDK is imported on the first :meth:`OpenAIProvider.stream`, never at module
-import or construction, so start-up stays fast. The SDK supplies retries with backoff on
-429/5xx (``max_retries``, honouring ``Retry-After``/``retry-after-ms``). A few helpers
-here (loopback check, SDK import guard, safe error text) are shared with
-``anthropic.py``.
+It speaks the streaming API through :mod:`term2acp.providers.http` (no SDK: see that
+module for retries, proxies, TLS and timeouts) and decodes the SSE chunks here, including
+``tool_calls`` deltas and the usage chunk requested with ``stream_options``. A few helpers
+(credentials, the stream loop's error mapping) are shared with ``anthropic.py``.
 """
 
-import ipaddress
+import http.client
+import json
 import logging
 import os
-import sys
 import uuid
 from urllib.parse import urlsplit
 
+from term2acp.providers import sse
 from term2acp.providers.base import (
     Provider,
-    ProviderError,
     ProviderNotConfigured,
     Stop,
     TextDelta,
@@ -24,26 +23,26 @@ from term2acp.providers.base import (
     ToolCall,
     Usage,
 )
+from term2acp.providers.errors import (
+    PLACEHOLDER_KEY,
+    MalformedResponse,
+    ProviderError,
+    scrub,
+)
+from term2acp.providers.http import HTTPClient, is_loopback as _loopback_host
 
 log = logging.getLogger(__name__)
 
-PLACEHOLDER_KEY = "not-needed"  # local servers ignore the key, the SDK insists on one
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
 EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
 FINISH_REASONS = {"stop": "end_turn", "tool_calls": "tool_use", "function_call": "tool_use",
                   "length": "max_tokens", "content_filter": "refusal"}
 REASONING_KEYS = ("reasoning_content", "reasoning")
-MESSAGE_LIMIT = 300  # characters of a server's error message kept in ours
 
 
 # ---------------------------------------------------------------- shared helpers
 def is_loopback(url):
-    host = urlsplit(url or "").hostname or ""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    return _loopback_host(urlsplit(url or "").hostname or "")
 
 
 def host_of(url, default):
@@ -60,7 +59,7 @@ def resolve_credentials(name, builtin, api_key, base_url, key_var, url_var):
 
     Only the built-in provider reads its environment variables: a custom-named one
     (Ollama, OpenRouter...) must never receive the user's OpenAI or Anthropic key by
-    accident. A loopback server without a key gets a placeholder (the SDKs insist).
+    accident. A loopback server without a key gets a placeholder key.
     """
     env = os.environ if name == builtin else {}
     base_url = base_url or env.get(url_var) or None
@@ -74,55 +73,26 @@ def resolve_credentials(name, builtin, api_key, base_url, key_var, url_var):
     return base_url, key, key_var if env else "its API key"
 
 
-def transport_message(name, host, exc, midstream):
-    reason = str(exc.__cause__ or exc) or type(exc).__name__
-    where = "lost the connection to" if midstream else "cannot reach"
-    return f"{name}: {where} {host}: {reason}"
-
-
-def malformed_message(name, host, exc):
-    return f"{name}: malformed response from {host}: {exc}"[:MESSAGE_LIMIT]
-
-
-def prepare_sdk_import():
-    """Let the SDKs' HTTP stack (httpcore2) load under gevent.
-
-    httpcore2 imports ``trio`` when it is installed; under gevent's patched ``select``
-    trio fails with AttributeError (no ``epoll``), which httpcore2 does not catch. Mark
-    trio unavailable instead: it cannot run in this process anyway.
-    """
-    if "trio" in sys.modules:
-        return
+def sse_json(client, response, name):
+    """Decoded JSON payloads of a streamed response; transport and framing failures become
+    provider errors. ``[DONE]`` is skipped (the body is still read to its end, so the
+    connection can be reused)."""
     try:
-        import trio  # noqa: F401
-    except ImportError:
-        pass
-    except Exception as exc:  # AttributeError under gevent, possibly others
-        log.debug("trio cannot load here (%s); hiding it from httpcore2", type(exc).__name__)
-        sys.modules["trio"] = None
-
-
-def server_message(body, fallback):
-    """The human part of an API error body, shortened."""
-    inner = body.get("error", body) if isinstance(body, dict) else body
-    message = inner.get("message") if isinstance(inner, dict) else inner
-    text = message if isinstance(message, str) and message else fallback
-    return text[:MESSAGE_LIMIT]
-
-
-def scrub(text, secret):
-    if not secret or secret == PLACEHOLDER_KEY or len(secret) < 8:
-        return text
-    return text.replace(secret, "***")
-
-
-def close_quietly(stream):
-    if stream is None:
-        return
-    try:
-        stream.close()
-    except Exception as exc:
-        log.debug("closing the SDK stream failed: %s", type(exc).__name__)
+        for _event, data in sse.events(response):
+            if data == "[DONE]":
+                continue
+            try:
+                payload = json.loads(data)
+            except ValueError as exc:
+                raise MalformedResponse(scrub(
+                    f"{name}: malformed response from {client.target.netloc}: {exc}"[:300],
+                    client.secret)) from None
+            yield payload
+    except (OSError, http.client.HTTPException) as exc:
+        raise client.lost(response.url, exc) from None
+    except ValueError as exc:  # SSE framing limits
+        raise MalformedResponse(f"{name}: malformed response from {client.target.netloc}: "
+                                f"{exc}") from None
 
 
 # ---------------------------------------------------------------- request building
@@ -180,7 +150,7 @@ def chat_params(request, official):
 
 # ---------------------------------------------------------------- stream decoding
 class ChatStreamState:
-    """Accumulates one streamed completion and turns chunks into provider events."""
+    """Accumulates one streamed completion and turns chunks (dicts) into provider events."""
 
     def __init__(self):
         self.calls = {}  # index -> [id, name, arguments]
@@ -191,37 +161,39 @@ class ChatStreamState:
 
     def feed(self, chunk):
         self.received = True
-        if getattr(chunk, "usage", None):
-            self.usage = chunk.usage
-        for choice in chunk.choices or ():
-            yield from self._delta(choice.delta)
-            if choice.finish_reason:
-                self.finish = choice.finish_reason
+        if chunk.get("usage"):
+            self.usage = chunk["usage"]
+        for choice in chunk.get("choices") or ():
+            yield from self._delta(choice.get("delta"))
+            if choice.get("finish_reason"):
+                self.finish = choice["finish_reason"]
 
     def _delta(self, delta):
-        if delta is None:
+        if not delta:
             return
         for key in REASONING_KEYS:
-            thought = getattr(delta, key, None)
+            thought = delta.get(key)
             if isinstance(thought, str) and thought:
                 yield ThoughtDelta(thought)
-        if delta.content:
-            yield TextDelta(delta.content)
-        if getattr(delta, "refusal", None):
+        content = delta.get("content")
+        if isinstance(content, str) and content:
+            yield TextDelta(content)
+        refusal = delta.get("refusal")
+        if isinstance(refusal, str) and refusal:
             self.refused = True
-            yield TextDelta(delta.refusal)
-        for call in delta.tool_calls or ():
+            yield TextDelta(refusal)
+        for call in delta.get("tool_calls") or ():
             self._tool_delta(call)
 
     def _tool_delta(self, call):
-        slot = self.calls.setdefault(call.index, ["", "", ""])
-        if call.id and not slot[0]:
-            slot[0] = call.id
-        function = call.function
-        if function is not None:
-            if function.name and not slot[1]:
-                slot[1] = function.name
-            slot[2] += function.arguments or ""
+        slot = self.calls.setdefault(call.get("index", 0), ["", "", ""])
+        if call.get("id") and not slot[0]:
+            slot[0] = call["id"]
+        function = call.get("function")
+        if function:
+            if function.get("name") and not slot[1]:
+                slot[1] = function["name"]
+            slot[2] += function.get("arguments") or ""
 
     def finish_events(self, name):
         for index in sorted(self.calls):
@@ -245,69 +217,48 @@ class ChatStreamState:
 
 
 def _usage(usage):
-    completion = getattr(usage, "completion_tokens_details", None)
-    prompt = getattr(usage, "prompt_tokens_details", None)
-    return Usage(input_tokens=usage.prompt_tokens or 0,
-                 output_tokens=usage.completion_tokens or 0,
-                 thought_tokens=getattr(completion, "reasoning_tokens", None) or 0,
-                 cached_tokens=getattr(prompt, "cached_tokens", None) or 0)
+    completion = usage.get("completion_tokens_details") or {}
+    prompt = usage.get("prompt_tokens_details") or {}
+    return Usage(input_tokens=usage.get("prompt_tokens") or 0,
+                 output_tokens=usage.get("completion_tokens") or 0,
+                 thought_tokens=completion.get("reasoning_tokens") or 0,
+                 cached_tokens=prompt.get("cached_tokens") or 0)
 
 
 # ---------------------------------------------------------------- the provider
 class OpenAIProvider(Provider):
     name = "openai"
 
-    def __init__(self, name="openai", api_key=None, base_url=None, timeout=600.0, max_retries=2):
+    def __init__(self, name="openai", api_key=None, base_url=None, timeout=600.0, max_retries=2,
+                 headers=None, connect_timeout=15.0):
         self.name = name
         self.base_url, self._api_key, self._key_hint = resolve_credentials(
             name, "openai", api_key, base_url, "OPENAI_API_KEY", "OPENAI_BASE_URL")
-        self._timeout = timeout
-        self._max_retries = max_retries
-        self._client = None
         self._host = host_of(self.base_url, "api.openai.com")
+        extra = {"Authorization": f"Bearer {self._api_key}"}
+        if name == "openai":  # the SDK's organization/project variables, still honoured
+            for var, header in (("OPENAI_ORG_ID", "OpenAI-Organization"),
+                                ("OPENAI_PROJECT_ID", "OpenAI-Project")):
+                if os.environ.get(var):
+                    extra[header] = os.environ[var]
+        extra.update(headers or {})
+        self._client = HTTPClient(self.base_url or DEFAULT_BASE_URL, extra, name,
+                                  self._key_hint, self._api_key, connect_timeout=connect_timeout,
+                                  read_timeout=timeout, max_retries=max_retries)
 
     def stream(self, request):
-        client = self._sdk_client()
         params = chat_params(request, official=is_official(self._host))
-        import openai
-
-        state, response = ChatStreamState(), None
+        client, state, response = self._client, ChatStreamState(), None
         try:
-            try:
-                response = client.chat.completions.create(**params)
-                for chunk in response:
-                    yield from state.feed(chunk)
-            except (openai.OpenAIError, ValueError) as exc:
-                raise self._error(exc, state.received) from None
+            response = yield from client.stream("/chat/completions", params)
+            for chunk in sse_json(client, response, self.name):
+                if not isinstance(chunk, dict):
+                    raise MalformedResponse(f"{self.name}: malformed response from "
+                                            f"{client.target.netloc}: not a JSON object")
+                if chunk.get("error"):
+                    raise client.status_error(200, chunk, "the server reported an error")
+                yield from state.feed(chunk)
             yield from state.finish_events(self.name)
         finally:
-            close_quietly(response)
-
-    def _sdk_client(self):
-        if self._client is None:
-            prepare_sdk_import()
-            import openai
-
-            self._client = openai.OpenAI(
-                api_key=self._api_key, base_url=self.base_url, max_retries=self._max_retries,
-                timeout=openai.Timeout(self._timeout, connect=min(self._timeout, 15.0)))
-        return self._client
-
-    def _error(self, exc, midstream):
-        import openai
-
-        log.debug("%s request failed: %s", self.name, type(exc).__name__)
-        if isinstance(exc, ValueError):  # undecodable JSON in the stream
-            text = malformed_message(self.name, self._host, exc)
-        elif isinstance(exc, openai.AuthenticationError):
-            text = f"{self.name}: authentication failed (check {self._key_hint})"
-        elif isinstance(exc, openai.APIConnectionError):
-            text = transport_message(self.name, self._host, exc, midstream)
-        elif isinstance(exc, openai.APIStatusError):
-            text = (f"{self.name}: HTTP {exc.status_code}: "
-                    f"{server_message(exc.body, exc.message)}")
-        elif isinstance(exc, openai.APIError):
-            text = f"{self.name}: {server_message(exc.body, exc.message)}"
-        else:
-            text = f"{self.name}: {exc}"
-        return ProviderError(scrub(text, self._api_key))
+            if response is not None:
+                response.close()

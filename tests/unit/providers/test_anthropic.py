@@ -13,6 +13,7 @@ from term2acp.providers.base import (
     ModelRequest,
     ProviderError,
     ProviderNotConfigured,
+    Retrying,
     Stop,
     TextDelta,
     ThoughtDelta,
@@ -20,6 +21,7 @@ from term2acp.providers.base import (
     Usage,
 )
 from tests.support.fake_llm import (
+    REASONS,
     Consumer,
     FakeLLMServer,
     Status,
@@ -192,7 +194,8 @@ def test_anthropic_retries_rate_limit_and_overload_then_succeeds(server, status)
     server.enqueue(Status(status, OVERLOADED, {"Retry-After": "0", "retry-after-ms": "10"}),
                    anthropic_sse(an_start(), an_text(0, "finally"), an_end()))
     events = run(server, max_retries=2)
-    assert events[0] == TextDelta("finally") and events[-1] == Stop("end_turn")
+    assert events[0] == Retrying(1, 0.01, f"HTTP {status} {REASONS.get(status, 'Status')}")
+    assert events[1] == TextDelta("finally") and events[-1] == Stop("end_turn")
     assert len(server.requests) == 2
 
 
@@ -236,7 +239,7 @@ def test_anthropic_malformed_stream_data_is_a_provider_error(server):
 def test_anthropic_unreachable_server_names_the_host():
     port = closed_port()
     made = AnthropicProvider(api_key=KEY, base_url=f"http://127.0.0.1:{port}", max_retries=0)
-    with pytest.raises(ProviderError, match=f"anthropic: cannot reach 127.0.0.1:{port}: "):
+    with pytest.raises(ProviderError, match=f"anthropic: cannot reach http://127.0.0.1:{port}/v1/messages: "):
         with gevent.Timeout(10):
             list(made.stream(ask()))
 
@@ -245,7 +248,7 @@ def test_anthropic_connection_dropped_mid_stream_is_a_provider_error(server):
     server.enqueue(anthropic_sse(an_start(), an_text(0, "partial", " answer"), an_end(),
                                  drop_after=4))
     seen = []
-    with pytest.raises(ProviderError, match="anthropic: lost the connection to 127.0.0.1"):
+    with pytest.raises(ProviderError, match="anthropic: lost the connection to http://127.0.0.1"):
         with gevent.Timeout(10):
             for event in provider(server).stream(ask()):
                 seen.append(event)

@@ -12,6 +12,7 @@ from term2acp.providers.base import (
     ModelRequest,
     ProviderError,
     ProviderNotConfigured,
+    Retrying,
     Stop,
     TextDelta,
     ThoughtDelta,
@@ -164,7 +165,8 @@ def test_openai_retries_rate_limit_and_server_errors_then_succeeds(server, statu
                           {"Retry-After": "0", "retry-after-ms": "10"}),
                    openai_sse(oa_text("finally"), oa_finish("stop")))
     events = run(server, max_retries=2)
-    assert events == [TextDelta("finally"), Stop("end_turn")]
+    reason = {429: "HTTP 429 Too Many Requests", 503: "HTTP 503 Service Unavailable"}[status]
+    assert events == [Retrying(1, 0.01, reason), TextDelta("finally"), Stop("end_turn")]
     assert len(server.requests) == 2
 
 
@@ -202,7 +204,7 @@ def test_openai_unreachable_server_names_the_host():
     port = closed_port()
     stream = OpenAIProvider(api_key=KEY, base_url=f"http://127.0.0.1:{port}/v1",
                             max_retries=0).stream(ask())
-    with pytest.raises(ProviderError, match=f"openai: cannot reach 127.0.0.1:{port}: "):
+    with pytest.raises(ProviderError, match=f"openai: cannot reach http://127.0.0.1:{port}/v1/chat/completions: "):
         with gevent.Timeout(10):
             list(stream)
 
@@ -211,7 +213,7 @@ def test_openai_connection_dropped_mid_stream_is_a_provider_error(server):
     server.enqueue(openai_sse(oa_text("partial"), oa_text(" answer"), oa_finish("stop"),
                               drop_after=2))
     seen = []
-    with pytest.raises(ProviderError, match="openai: lost the connection to 127.0.0.1"):
+    with pytest.raises(ProviderError, match="openai: lost the connection to http://127.0.0.1"):
         with gevent.Timeout(10):
             for event in provider(server).stream(ask()):
                 seen.append(event)

@@ -1,0 +1,382 @@
+"""A lean streaming HTTP/1.1 client for the model APIs (standard library only).
+
+Why not the SDKs: ``import openai`` costs ~760 ms and ~50 MB, ``import anthropic`` ~2 s and
+~79 MB, and the import runs on the gevent hub, so the first turn could not be cancelled.
+This client is ``http.client`` and ``ssl`` under gevent's monkey patch (every socket wait
+is cooperative) and keeps what users relied on in the SDKs:
+
+* base URL (OpenAI-compatible servers), API-key and custom headers;
+* timeouts: ``connect`` for connecting (proxy tunnel and TLS handshake included), ``read``
+  for each wait on the socket (an idle stream, not a long answer);
+* retries, one layer only: 408/409/429/5xx and transport failures before any response
+  byte, at most ``max_retries`` times, exponential backoff with jitter (0.5 s doubling, 8 s
+  cap) or the server's ``retry-after-ms``/``Retry-After`` when it is at most 60 s;
+  ``x-should-retry`` decides when present. The wait is a ``gevent.sleep``, so cancel ends
+  it; each retry is announced as a :class:`~term2acp.providers.base.Retrying` event;
+* typed errors (``errors.py``): 401/403 name the key variable, 429, context overflow, other
+  statuses with the server's message, transport failures with the URL;
+* proxies: ``HTTPS_PROXY``/``HTTP_PROXY``/``ALL_PROXY`` (either case, ``http://[user:pass@]
+  host:port``) through a ``CONNECT`` tunnel for both schemes; ``NO_PROXY`` (host suffixes,
+  IPs, CIDRs, ``*``); loopback hosts never go through a proxy;
+* TLS verified against the system CAs, or ``SSL_CERT_FILE``/``REQUESTS_CA_BUNDLE``/
+  ``SSL_CERT_DIR``;
+* one idle keep-alive connection reused per client (a stale one is replaced silently).
+
+Cancel: the turn greenlet is killed at a socket wait or a yield; :meth:`Response.close`
+in the provider's ``finally`` closes the connection, which the server sees at once.
+"""
+
+import base64
+import http.client
+import ipaddress
+import json
+import logging
+import os
+import random
+import socket
+import time
+from urllib.parse import unquote, urlsplit
+
+import gevent
+
+from term2acp import __version__
+from term2acp.providers.base import Retrying
+from term2acp.providers.errors import (
+    AuthenticationFailed,
+    ConnectionFailed,
+    ContextOverflow,
+    ProviderHTTPError,
+    ProviderNotConfigured,
+    RateLimited,
+    error_code,
+    is_overflow,
+    scrub,
+    server_message,
+)
+
+log = logging.getLogger(__name__)
+
+RETRY_STATUSES = frozenset({408, 409, 429}) | frozenset(range(500, 600))
+RATE_STATUSES = frozenset({429, 529})
+BACKOFF_FIRST, BACKOFF_CAP, RETRY_AFTER_CAP = 0.5, 8.0, 60.0
+IDLE_REUSE = 30.0  # seconds an idle keep-alive connection is trusted
+ERROR_BODY_LIMIT = 1 << 20
+USER_AGENT = f"term2acp/{__version__}"
+STALE = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError,
+         ConnectionAbortedError)
+_ssl_context = None
+
+
+def is_loopback(host):
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+class Target:
+    """Where requests go: scheme, host, port and path prefix of a base URL."""
+
+    def __init__(self, base_url):
+        parts = urlsplit(base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ProviderNotConfigured(f"base URL {base_url!r} is not an http(s) URL")
+        self.scheme, self.host = parts.scheme, parts.hostname
+        self.port = parts.port or (443 if parts.scheme == "https" else 80)
+        self.prefix = parts.path.rstrip("/")
+        self.query = f"?{parts.query}" if parts.query else ""
+        netloc = f"[{self.host}]" if ":" in self.host else self.host
+        self.netloc = netloc if parts.port is None else f"{netloc}:{self.port}"
+
+    def path(self, suffix):
+        return self.prefix + suffix + self.query
+
+    def url(self, suffix):
+        return f"{self.scheme}://{self.netloc}{self.prefix}{suffix}"
+
+
+# ---------------------------------------------------------------- proxies and TLS
+def proxy_for(target, env=None):
+    """``(host, port, headers)`` of the proxy to tunnel through, or None."""
+    env = os.environ if env is None else env
+    if is_loopback(target.host) or _no_proxy(target, _env(env, "no_proxy")):
+        return None
+    url = _env(env, f"{target.scheme}_proxy") or _env(env, "all_proxy")
+    if not url:
+        return None
+    parts = urlsplit(url if "://" in url else f"http://{url}")
+    if parts.scheme != "http" or not parts.hostname:
+        raise ConnectionFailed(f"unsupported proxy URL {parts.scheme}://{parts.hostname}: only "
+                               "http:// proxies (CONNECT) are supported")
+    headers = {}
+    if parts.username:
+        pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+        headers["Proxy-Authorization"] = "Basic " + base64.b64encode(pair.encode()).decode()
+    return parts.hostname, parts.port or 80, headers
+
+
+def _env(env, name):
+    return env.get(name) or env.get(name.upper()) or ""
+
+
+def _no_proxy(target, value):
+    for entry in (e.strip().lower() for e in value.split(",")):
+        if not entry:
+            continue
+        if entry == "*":
+            return True
+        host, _, port = entry.rpartition(":") if entry.count(":") == 1 else (entry, "", "")
+        if port and port != str(target.port):
+            continue
+        host = host.lstrip(".").strip("[]")
+        name = target.host.lower()
+        if name == host or name.endswith("." + host):
+            return True
+        try:
+            if ipaddress.ip_address(name) in ipaddress.ip_network(host, strict=False):
+                return True
+        except ValueError:
+            pass
+    return False
+
+
+def ssl_context():
+    """The verifying client context, built once per process (loading CAs takes a moment)."""
+    global _ssl_context
+    if _ssl_context is None:
+        import ssl
+
+        cafile = os.environ.get("SSL_CERT_FILE") or os.environ.get("REQUESTS_CA_BUNDLE")
+        capath = os.environ.get("SSL_CERT_DIR")
+        if cafile or capath:
+            _ssl_context = ssl.create_default_context(cafile=cafile or None,
+                                                      capath=capath or None)
+        else:
+            _ssl_context = ssl.create_default_context()
+    return _ssl_context
+
+
+# ---------------------------------------------------------------- responses
+class Response:
+    """A streaming 200 response; :meth:`close` returns or closes its connection."""
+
+    def __init__(self, client, conn, raw, url):
+        self._client, self._conn, self.raw, self.url = client, conn, raw, url
+
+    def read1(self, size):
+        return self.raw.read1(size)
+
+    def close(self):
+        if self._conn is None:
+            return
+        conn, self._conn = self._conn, None
+        if self.raw.isclosed() and not self.raw.will_close:
+            self._client.release(conn)
+        else:
+            conn.close()
+
+
+# ---------------------------------------------------------------- the client
+class HTTPClient:
+    """POSTs JSON and opens the streamed answer, with retries and typed errors.
+
+    ``label`` prefixes every error message (the provider's name); ``key_hint`` names
+    the variable holding the key in authentication errors; ``secret`` is scrubbed from
+    every message.
+    """
+
+    def __init__(self, base_url, headers, label, key_hint, secret, connect_timeout=15.0,
+                 read_timeout=600.0, max_retries=2):
+        self.target = Target(base_url)
+        self.headers = {"Content-Type": "application/json", "Accept": "text/event-stream",
+                        "User-Agent": USER_AGENT, **headers}
+        self.label, self.key_hint, self.secret = label, key_hint, secret
+        self.connect_timeout = min(connect_timeout, read_timeout)
+        self.read_timeout, self.max_retries = read_timeout, max_retries
+        self._idle = None  # (connection, released at)
+
+    def stream(self, path, payload):
+        """Generator: yields Retrying events, returns the open :class:`Response`."""
+        body = json.dumps(payload).encode()
+        url = self.target.url(path)
+        attempt = 0
+        while True:
+            try:
+                return self._attempt(path, body, url)
+            except _Retryable as failure:
+                if attempt >= self.max_retries or failure.allowed is False:
+                    raise failure.error from None
+                attempt += 1
+                delay = failure.delay if failure.delay is not None else _backoff(attempt)
+                log.info("%s: %s; retry %d/%d in %.2f s", self.label, failure.reason, attempt,
+                         self.max_retries, delay)
+                yield Retrying(attempt, delay, failure.reason)
+                gevent.sleep(delay)
+
+    def release(self, conn):
+        old, self._idle = self._idle, (conn, time.monotonic())
+        if old is not None:
+            old[0].close()
+
+    def close(self):
+        if self._idle is not None:
+            self._idle[0].close()
+            self._idle = None
+
+    # ------------------------------------------------------------ one attempt
+    def _attempt(self, path, body, url):
+        conn, reused = self._reusable(), True
+        if conn is None:
+            conn, reused = self._connect(url), False
+        try:
+            try:
+                conn.request("POST", self.target.path(path), body, self.headers)
+                raw = conn.getresponse()
+            except STALE:
+                if not reused:
+                    raise
+                conn.close()  # the server closed our idle connection: a fresh one, no retry
+                conn = self._connect(url)
+                conn.request("POST", self.target.path(path), body, self.headers)
+                raw = conn.getresponse()
+        except (OSError, http.client.HTTPException) as exc:
+            conn.close()
+            raise _Retryable(self._transport_error(url, exc), _reason(exc)) from None
+        if raw.status == 200:
+            return Response(self, conn, raw, url)
+        try:
+            failure = self._status_failure(raw)
+        finally:
+            conn.close()
+        raise failure
+
+    def _reusable(self):
+        idle, self._idle = self._idle, None
+        if idle is None:
+            return None
+        conn, since = idle
+        if time.monotonic() - since > IDLE_REUSE:
+            conn.close()
+            return None
+        return conn
+
+    def _connect(self, url):
+        target = self.target
+        proxy = proxy_for(target)
+        host, port = (proxy[0], proxy[1]) if proxy else (target.host, target.port)
+        if target.scheme == "https":
+            conn = http.client.HTTPSConnection(host, port, timeout=self.connect_timeout,
+                                               context=ssl_context())
+        else:
+            conn = http.client.HTTPConnection(host, port, timeout=self.connect_timeout)
+        if proxy:
+            conn.set_tunnel(target.host, target.port, headers=proxy[2])
+        try:
+            conn.connect()
+        except (OSError, http.client.HTTPException) as exc:
+            conn.close()
+            via = f" (via proxy {host}:{port})" if proxy else ""
+            error = self._transport_error(url, exc, via)
+            raise _Retryable(error, _reason(exc), allowed=_transient(exc)) from None
+        conn.sock.settimeout(self.read_timeout)
+        return conn
+
+    # ------------------------------------------------------------ errors
+    def _status_failure(self, raw):
+        data = raw.read(ERROR_BODY_LIMIT)
+        try:
+            body = json.loads(data) if data else None
+        except ValueError:
+            body = data.decode("utf-8", "replace").strip() or None
+        status = raw.status
+        reason = f"HTTP {status} {raw.reason}".strip()
+        error = self.status_error(status, body, reason)
+        should = (raw.getheader("x-should-retry") or "").lower()
+        allowed = {"true": True, "false": False}.get(should, status in RETRY_STATUSES)
+        return _Retryable(error, reason, _retry_after(raw), allowed)
+
+    def status_error(self, status, body, fallback):
+        """The typed error for an error status (200: an error event inside the stream)."""
+        message = server_message(body, fallback)
+        code = error_code(body)
+        where = "stream error" if status == 200 else f"HTTP {status}"
+        if status in (401, 403):
+            kind = AuthenticationFailed
+            text = f"{self.label}: authentication failed (check {self.key_hint})"
+            if status == 403:
+                text = f"{self.label}: access denied (HTTP 403: {message}; check {self.key_hint})"
+        elif is_overflow(status, body):
+            kind, text = ContextOverflow, f"{self.label}: context window exceeded: {message}"
+        elif status in RATE_STATUSES or code in ("rate_limit_error", "overloaded_error"):
+            kind, text = RateLimited, f"{self.label}: {where}: {message}"
+        else:
+            kind, text = ProviderHTTPError, f"{self.label}: {where}: {message}"
+        return kind(scrub(text, self.secret), status, code)
+
+    def _transport_error(self, url, exc, via=""):
+        return ConnectionFailed(scrub(f"{self.label}: cannot reach {url}{via}: {_reason(exc)}",
+                                      self.secret))
+
+    def lost(self, url, exc):
+        """The error for a connection that broke after the response started."""
+        return ConnectionFailed(scrub(f"{self.label}: lost the connection to {url}: "
+                                      f"{_reason(exc)}", self.secret))
+
+
+class _Retryable(Exception):
+    def __init__(self, error, reason, delay=None, allowed=None):
+        super().__init__(reason)
+        self.error, self.reason, self.delay, self.allowed = error, reason, delay, allowed
+
+
+def _reason(exc):
+    if isinstance(exc, socket.timeout):
+        return "timed out"
+    if isinstance(exc, http.client.IncompleteRead):
+        return "the response ended early"
+    verify = getattr(exc, "verify_message", None)
+    if verify:
+        return (f"TLS certificate verification failed ({verify}); set SSL_CERT_FILE to the "
+                "CA bundle that signs this server")
+    text = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+    return text[:200]
+
+
+def _transient(exc):
+    """False for failures a retry cannot fix (TLS verification, proxy refusals, DNS)."""
+    if getattr(exc, "verify_message", None) or type(exc).__module__ == "ssl":
+        return False
+    if isinstance(exc, socket.gaierror):
+        return False
+    return not str(exc).startswith("Tunnel connection failed: 4")
+
+
+def _backoff(attempt):
+    return min(BACKOFF_CAP, BACKOFF_FIRST * 2 ** (attempt - 1)) * (1 - 0.25 * random.random())
+
+
+def _retry_after(raw):
+    """The server's requested delay in seconds, when it is sane (0..60 s)."""
+    value = None
+    millis = raw.getheader("retry-after-ms")
+    seconds = raw.getheader("retry-after")
+    try:
+        if millis is not None:
+            value = float(millis) / 1000
+        elif seconds is not None:
+            value = float(seconds)
+    except ValueError:
+        value = _http_date_delay(seconds)
+    return value if value is not None and 0 <= value <= RETRY_AFTER_CAP else None
+
+
+def _http_date_delay(text):
+    from email.utils import parsedate_to_datetime
+
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError):
+        return None
+    return when.timestamp() - time.time()

@@ -1,0 +1,86 @@
+"""Server-sent events: the framing both model APIs stream in, and a pacing rule.
+
+:class:`SSEDecoder` turns bytes into ``(event, data)`` pairs following the WHATWG rules
+that matter here: ``event:`` and ``data:`` fields (several ``data:`` lines join with a
+newline), comments (``:``), ``id``/``retry`` ignored, a blank line dispatches, and lines
+end with LF, CRLF or CR.
+
+:func:`paced` is the loop-side rule of issue 10 item 3: a server that writes its whole
+answer at once (a fast local model on loopback) keeps the socket always readable, so a
+plain read loop never blocks and therefore never lets the hub run: nothing reaches stdout
+and ``session/cancel`` is never read. ``paced`` gives the hub a turn whenever
+``YIELD_EVERY`` seconds passed since the last one, measured across the consumer's work too
+(the generator resumes only when the consumer asks for the next event).
+"""
+
+import time
+
+import gevent
+
+YIELD_EVERY = 0.005  # seconds a stream loop may run without letting other greenlets in
+MAX_EVENT_BYTES = 16 << 20  # one event larger than this is a broken stream, not a big answer
+
+
+class SSEDecoder:
+    def __init__(self):
+        self._pending = b""
+        self._event = None
+        self._data = []
+        self._size = 0
+
+    def feed(self, chunk):
+        """Decode ``chunk``; returns a list of complete ``(event, data)`` pairs."""
+        buffer = self._pending + chunk
+        if b"\r" in buffer:
+            keep_cr = buffer.endswith(b"\r")  # its LF may come with the next chunk
+            if keep_cr:
+                buffer = buffer[:-1]
+            buffer = buffer.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+            if keep_cr:
+                buffer += b"\r"
+        *lines, self._pending = buffer.split(b"\n")
+        if len(self._pending) > MAX_EVENT_BYTES:
+            raise ValueError("an event line exceeds 16 MiB")
+        out = []
+        for line in lines:
+            if line:
+                self._field(line)
+            elif self._data:
+                out.append((self._event, "\n".join(self._data)))
+                self._event, self._data, self._size = None, [], 0
+            else:
+                self._event = None
+        return out
+
+    def _field(self, line):
+        name, _, value = line.partition(b":")
+        if value.startswith(b" "):
+            value = value[1:]
+        if name == b"data":
+            self._size += len(value)
+            if self._size > MAX_EVENT_BYTES:
+                raise ValueError("an event exceeds 16 MiB")
+            self._data.append(value.decode("utf-8", "replace"))
+        elif name == b"event":
+            self._event = value.decode("utf-8", "replace")
+        # comments (empty name), id and retry carry nothing a model stream needs
+
+
+def events(response, read_size=65536):
+    """``(event, data)`` pairs from a streamed HTTP response body, paced for the hub."""
+    decoder = SSEDecoder()
+    last = time.monotonic()
+    while True:
+        chunk = response.read1(read_size)
+        if not chunk:
+            return
+        for item in decoder.feed(chunk):
+            yield item
+            now = time.monotonic()
+            if now - last >= YIELD_EVERY:
+                gevent.sleep(0)
+                last = time.monotonic()
+        now = time.monotonic()
+        if now - last >= YIELD_EVERY:
+            gevent.sleep(0)
+            last = time.monotonic()
