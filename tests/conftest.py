@@ -2,6 +2,7 @@
 
 import os
 import sys
+import weakref
 
 import gevent
 import pytest
@@ -17,20 +18,50 @@ def pytest_configure(config):
         config.pluginmanager.import_plugin("term2acp.testing.plugin")
     if not monkey.is_module_patched("socket"):
         raise pytest.UsageError("run the tests under gevent: python -m gevent.monkey --module pytest")
+    _track_spawned_greenlets()
+
+
+# ---------------------------------------------------------------- greenlet leak check
+_SPAWNED = weakref.WeakSet()  # greenlets created since the current test started
+
+
+_Greenlet = gevent.Greenlet
+
+
+class _TrackedGreenlet(_Greenlet):
+    """gevent's Greenlet, remembered where it is created (no heap scan per test)."""
+
+    def __init__(self, *args, **kwargs):
+        _Greenlet.__init__(self, *args, **kwargs)
+        _SPAWNED.add(self)
+
+
+def _track_spawned_greenlets():
+    """Route every spawn path the code and gevent's helpers use through the tracked class:
+    ``gevent.spawn``/``spawn_later``, ``Greenlet(...)`` looked up through ``gevent``,
+    ``Group``/``Pool.spawn`` and ``StreamServer``'s default spawn."""
+    import gevent.baseserver
+    import gevent.greenlet
+    import gevent.pool
+
+    if gevent.Greenlet is _TrackedGreenlet:
+        return
+    gevent.Greenlet = gevent.greenlet.Greenlet = _TrackedGreenlet
+    gevent.spawn = _TrackedGreenlet.spawn
+    gevent.spawn_later = _TrackedGreenlet.spawn_later
+    gevent.pool.Group.greenlet_class = _TrackedGreenlet
+    gevent.baseserver.BaseServer._spawn = _TrackedGreenlet.spawn
 
 
 @pytest.fixture(autouse=True)
 def _no_leaked_greenlets():
     """No greenlet a test spawned may outlive it (gevent's leakcheck idea)."""
-    import gc
-
-    from gevent import Greenlet
-
-    before = {id(g) for g in gc.get_objects() if isinstance(g, Greenlet) and not g.dead}
+    _SPAWNED.clear()
     yield
     gevent.sleep(0)
-    leaked = [g for g in gc.get_objects() if isinstance(g, Greenlet) and not g.dead
-              and id(g) not in before and not getattr(g, "_t2_allowed", False)]
+    leaked = [g for g in list(_SPAWNED)
+              if not g.dead and not getattr(g, "_t2_allowed", False)]
+    _SPAWNED.clear()
     for g in leaked:
         g.kill(block=False)
     assert not leaked, f"greenlets outlived the test: {leaked}"

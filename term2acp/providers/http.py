@@ -64,7 +64,7 @@ ERROR_BODY_LIMIT = 1 << 20
 USER_AGENT = f"term2acp/{__version__}"
 STALE = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError,
          ConnectionAbortedError)
-_ssl_context = None
+_ssl_contexts = {}  # (cafile, capath) -> ssl.SSLContext
 
 
 def is_loopback(host):
@@ -143,19 +143,18 @@ def _no_proxy(target, value):
 
 
 def ssl_context():
-    """The verifying client context, built once per process (loading CAs takes a moment)."""
-    global _ssl_context
-    if _ssl_context is None:
+    """The verifying client context, built once per CA setting (loading CAs takes a while)."""
+    cafile = os.environ.get("SSL_CERT_FILE") or os.environ.get("REQUESTS_CA_BUNDLE") or None
+    capath = os.environ.get("SSL_CERT_DIR") or None
+    key = (cafile, capath)
+    context = _ssl_contexts.get(key)
+    if context is None:
         import ssl
 
-        cafile = os.environ.get("SSL_CERT_FILE") or os.environ.get("REQUESTS_CA_BUNDLE")
-        capath = os.environ.get("SSL_CERT_DIR")
-        if cafile or capath:
-            _ssl_context = ssl.create_default_context(cafile=cafile or None,
-                                                      capath=capath or None)
-        else:
-            _ssl_context = ssl.create_default_context()
-    return _ssl_context
+        # With neither set, this loads the system store; with one set, only that bundle
+        # (as requests does with REQUESTS_CA_BUNDLE).
+        context = _ssl_contexts[key] = ssl.create_default_context(cafile=cafile, capath=capath)
+    return context
 
 
 # ---------------------------------------------------------------- responses

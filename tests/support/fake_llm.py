@@ -53,13 +53,16 @@ class SSE:
     """A server-sent-event stream: ``events`` is a list of ``(event_name | None, data)``.
 
     ``drop_after=n`` closes the socket after n events without ending the body;
-    ``hold_after=n`` pauses after n events until :meth:`release` or a client disconnect.
+    ``hold_after=n`` pauses after n events until :meth:`release` or a client disconnect;
+    ``close_after=True`` closes the kept-alive connection after the body (a stale
+    keep-alive connection for the client's next request).
     """
 
-    def __init__(self, events, drop_after=None, hold_after=None):
+    def __init__(self, events, drop_after=None, hold_after=None, close_after=False):
         self.events = list(events)
         self.drop_after = drop_after
         self.hold_after = hold_after
+        self.close_after = close_after  # end the connection silently after a complete body
         self.reached = Event()  # set when a held stream reaches its hold point
         self.released = Event()
         self.disconnected = Event()  # set when the client dropped a held stream
@@ -69,12 +72,20 @@ class SSE:
 
 
 class FakeLLMServer:
-    def __init__(self):
+    """``tls``: an ``ssl.SSLContext`` to serve HTTPS with; ``host`` goes into the URLs
+    (e.g. a name only a proxy resolves)."""
+
+    def __init__(self, tls=None, host="127.0.0.1"):
         self.requests = []
+        self.connections = 0  # accepted connections (keep-alive reuse shows as fewer)
+        self.host = host
+        self._scheme = "https" if tls else "http"
         self._script = collections.deque()
         self._arrived = Event()
         self._connections = Pool(64)  # so stop() can end kept-alive connections
-        self._server = StreamServer(("127.0.0.1", 0), self._handle, spawn=self._connections)
+        extra = {"ssl_context": tls} if tls else {}
+        self._server = StreamServer(("127.0.0.1", 0), self._handle, spawn=self._connections,
+                                    **extra)
 
     def start(self):
         self._server.start()
@@ -89,7 +100,7 @@ class FakeLLMServer:
 
     @property
     def root_url(self):
-        return f"http://127.0.0.1:{self.port}"
+        return f"{self._scheme}://{self.host}:{self.port}"
 
     @property
     def openai_url(self):
@@ -107,6 +118,7 @@ class FakeLLMServer:
 
     # ------------------------------------------------------------ connection handling
     def _handle(self, sock, _address):
+        self.connections += 1
         reader = sock.makefile("rb")
         try:
             while True:
@@ -143,7 +155,7 @@ class FakeLLMServer:
                 return False
             sock.sendall(_chunk(_event_bytes(name, data)))
         sock.sendall(b"0\r\n\r\n")
-        return True
+        return not response.close_after
 
 
 def _hold(sock, response):
