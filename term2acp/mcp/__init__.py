@@ -1,0 +1,14 @@
+"""MCP servers the editor configures for a session: a small client that speaks MCP's
+JSON-RPC itself under gevent, and the tools it gives the model.
+
+Why not the official ``mcp`` client: it is asyncio-based and brings pydantic, anyio and
+httpx; importing it costs about a second and 40 MB RSS (measured under gevent's monkey
+patch, see bench/mcp), and hosting an asyncio loop beside gevent needs a dedicated thread.
+The client side of MCP that we need (initialize, tools/list, tools/call, a few
+notifications) is small JSON-RPC, so we speak it here, cooperatively.
+
+Modules: ``config`` (what a server entry is, secrets kept out of reprs), ``rpc`` (requests,
+responses, notifications over any transport), ``stdio`` and ``http`` (transports),
+``client`` (handshake, tools), ``naming`` (model-facing names and schemas), ``adapter`` (an
+MCP tool as one of our tools), ``hub`` (a session's servers).
+"""

@@ -1,0 +1,136 @@
+"""An MCP server tool as one of our tools: named, described, approved, run, mapped.
+
+Approval: the first call of each server tool asks (``approvals.MCP_TOOL``: allow once,
+allow this tool for the session, reject); "allow this tool for the session" becomes a
+session grant keyed by (server, tool) that ends when the session closes.
+
+Results: MCP ``content`` becomes the text the model sees (images, audio and resources are
+described, with their URI where they have one) and one display item per block; an
+``isError`` result, an error answer, a timeout or a dead server is a failed call with the
+server's message, never an exception out of the turn.
+"""
+
+import base64
+import binascii
+import json
+
+from term2acp.agent import approvals
+from term2acp.agent.approvals import ApprovalRequest
+from term2acp.mcp.naming import clean_schema
+from term2acp.mcp.rpc import McpError, RequestTimeout, ServerGone
+from term2acp.tools.base import Tool, ToolError, ToolResult
+
+DESCRIPTION_CAP = 4000
+STRUCTURED_CAP = 100_000
+
+
+def grant_key(server, tool):
+    """What an allow-tool-session grant covers: one tool of one configured server."""
+    return ("mcp", server, tool)
+
+
+class McpTool(Tool):
+    kind = "other"
+
+    def __init__(self, hub, client, name, definition):
+        self.hub = hub
+        self.client = client
+        self.name = name
+        self.server = client.name
+        self.tool = definition["name"]
+        self.definition = definition
+        annotations = definition.get("annotations") if isinstance(definition.get("annotations"), dict) else {}
+        self.read_only = annotations.get("readOnlyHint") is True
+        self.display = str(definition.get("title") or annotations.get("title") or self.tool)
+        description = str(definition.get("description") or f"{self.display} (MCP tool)")
+        self.description = f"{description[:DESCRIPTION_CAP]}\n(MCP server: {self.server})"
+        self._spec = {"name": name, "description": self.description,
+                      "parameters": clean_schema(definition.get("inputSchema"))}
+
+    @property
+    def grant(self):
+        return grant_key(self.server, self.tool)
+
+    def spec(self):
+        return self._spec
+
+    def load(self, arguments):
+        """The server validates its own arguments; we only insist on an object."""
+        if arguments is None:
+            return {}
+        if not isinstance(arguments, dict):
+            raise ToolError(f"{self.name} arguments must be a JSON object")
+        return arguments
+
+    def title(self, args):
+        return f"{self.display} ({self.server})"
+
+    def approval(self, args, ctx):
+        if ctx.access.can_use_tool(self.grant):
+            return None
+        return ApprovalRequest(variant=approvals.MCP_TOOL, grant=self.grant,
+                               title=f"Run {self.display} from the MCP server {self.server}")
+
+    def run(self, args, ctx):
+        client = self.client
+        if not client.alive:
+            raise ToolError(f"The MCP server {self.server} is not available: {client.why_not()}")
+        try:
+            result = client.call_tool(self.tool, args, timeout=self.hub.call_timeout)
+        except ServerGone as exc:
+            raise ToolError(f"The MCP server {self.server} stopped during the call: {exc}") from None
+        except RequestTimeout as exc:
+            raise ToolError(f"The MCP server {self.server} did not answer: {exc}") from None
+        except McpError as exc:
+            raise ToolError(f"The MCP server {self.server} refused the call: {exc}") from None
+        return to_result(result)
+
+
+def to_result(result):
+    """A ``CallToolResult`` dict -> ToolResult (text for the model, items for the editor)."""
+    parts, items = [], []
+    for block in result.get("content") or []:
+        text = _block_text(block)
+        if text:
+            parts.append(text)
+            items.append({"type": "text", "text": text})
+    structured = result.get("structuredContent")
+    if not parts and structured is not None:
+        text = json.dumps(structured, ensure_ascii=False)[:STRUCTURED_CAP]
+        parts.append(text)
+        items.append({"type": "text", "text": text})
+    text = "\n".join(parts)
+    is_error = result.get("isError") is True
+    if not text:
+        text = "The tool failed without a message." if is_error else "(no output)"
+    return ToolResult(text, is_error=is_error, content=items,
+                      raw_output=structured if isinstance(structured, dict) else None)
+
+
+def _block_text(block):
+    if not isinstance(block, dict):
+        return ""
+    kind = block.get("type")
+    if kind == "text":
+        return str(block.get("text") or "")
+    if kind in ("image", "audio"):
+        return f"[{kind} {block.get('mimeType') or 'of unknown type'}, {_size(block.get('data'))}]"
+    if kind == "resource_link":
+        name = block.get("title") or block.get("name") or ""
+        return f"[resource link] {name} {block.get('uri') or ''}".replace("  ", " ").strip()
+    if kind == "resource":
+        resource = block.get("resource") if isinstance(block.get("resource"), dict) else {}
+        if isinstance(resource.get("text"), str):
+            return f"[resource {resource.get('uri') or ''}]\n{resource['text']}"
+        return f"[resource {resource.get('uri') or ''} {resource.get('mimeType') or ''}, " \
+               f"{_size(resource.get('blob'))}]"
+    return f"[{kind or 'unknown'} content]"
+
+
+def _size(data):
+    if not isinstance(data, str):
+        return "no data"
+    try:
+        return f"{len(base64.b64decode(data, validate=False))} bytes"
+    except (binascii.Error, ValueError):
+        return f"{len(data)} base64 characters"

@@ -1,0 +1,159 @@
+"""One MCP server as the agent sees it: connect, handshake, list tools, call tools.
+
+States: ``connecting`` -> ``ready`` -> ``dead`` (crashed or closed), or ``connecting`` ->
+``failed``. ``error`` says why in words for the user. A ``tools/list_changed`` notification
+marks the list stale; the hub refreshes it before the next model request.
+"""
+
+import logging
+
+import gevent
+
+from term2acp import __version__
+from term2acp.mcp.config import SSE, STDIO
+from term2acp.mcp.http import SseTransport, StreamableHttpTransport
+from term2acp.mcp.rpc import Connection, McpError
+from term2acp.mcp.stdio import StdioTransport
+
+log = logging.getLogger(__name__)
+
+PROTOCOL_VERSION = "2025-06-18"
+HANDSHAKE_TIMEOUT = 10.0
+LIST_TIMEOUT = 10.0
+CALL_TIMEOUT = 120.0
+MAX_PAGES = 100
+
+CONNECTING, READY, FAILED, DEAD = "connecting", "ready", "failed", "dead"
+
+
+def make_transport(config, cwd, spawn):
+    if config.transport == STDIO:
+        return StdioTransport(config, cwd, spawn)
+    return (SseTransport if config.transport == SSE else StreamableHttpTransport)(config, spawn)
+
+
+class McpClient:
+    def __init__(self, config, cwd, spawn, handshake_timeout=HANDSHAKE_TIMEOUT,
+                 on_change=None):
+        self.config = config
+        self.name = config.name
+        self.transport = make_transport(config, cwd, spawn)
+        self.connection = Connection(self.transport, config.name, self._notification)
+        self.handshake_timeout = handshake_timeout
+        self.on_change = on_change or (lambda client: None)
+        self.state = CONNECTING
+        self.error = None
+        self.server_info = {}
+        self.tools = []  # MCP tool definitions (dicts), in server order
+        self.stale = False
+        self._closed = False
+
+    # ------------------------------------------------------------ lifecycle
+    def connect(self):
+        """Handshake and first tools/list; never raises (sets ``state`` and ``error``)."""
+        try:
+            with gevent.Timeout(self.handshake_timeout, McpError(
+                    f"no answer to the MCP handshake within {self.handshake_timeout:g} s")):
+                self.transport.open(self.connection)
+                result = self.connection.request("initialize", {
+                    "protocolVersion": PROTOCOL_VERSION,
+                    "capabilities": {},
+                    "clientInfo": {"name": "term2acp", "version": __version__},
+                }, timeout=self.handshake_timeout)
+                if not isinstance(result, dict):
+                    raise McpError("the initialize answer is not an object")
+                version = result.get("protocolVersion") or PROTOCOL_VERSION
+                self.server_info = result.get("serverInfo") or {}
+                self.connection.notify("notifications/initialized")
+                initialized = getattr(self.transport, "initialized", None)
+                if initialized is not None:
+                    initialized(str(version))
+                self.tools = self.list_tools()
+                self.stale = False
+        except Exception as exc:  # noqa: BLE001 - any failure here is the server's, reported
+            self.state = FAILED if self.state == CONNECTING else self.state
+            self.error = self._explain(exc)
+            log.warning("mcp %s: could not connect: %s", self.name, self.error)
+            return False
+        if self.connection.gone is not None:
+            self.state, self.error = DEAD, self.connection.gone
+            return False
+        self.state = READY
+        log.info("mcp %s: ready with %d tools", self.name, len(self.tools))
+        return True
+
+    def _explain(self, exc):
+        text = str(exc) or type(exc).__name__
+        if self.connection.gone and self.connection.gone not in text:
+            text = f"{text} ({self.connection.gone})"
+        return text
+
+    def close(self):
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.transport.close()
+        except Exception:  # noqa: BLE001 - closing is best effort and bounded
+            log.exception("mcp %s: close failed", self.name)
+        if self.state in (CONNECTING, READY):
+            self.state = DEAD
+            self.error = self.error or "the server was stopped"
+
+    @property
+    def alive(self):
+        return self.state == READY and self.connection.gone is None
+
+    def why_not(self):
+        """Why this server cannot serve calls right now, in words for the user and model."""
+        if self.connection.gone is not None and self.state == READY:
+            self.state, self.error = DEAD, self.connection.gone
+        if self.state == CONNECTING:
+            return "it is still starting"
+        return self.error or "it is not running"
+
+    # ------------------------------------------------------------ tools
+    def list_tools(self):
+        tools, cursor = [], None
+        for _ in range(MAX_PAGES):
+            params = {"cursor": cursor} if cursor else None
+            result = self.connection.request("tools/list", params, timeout=LIST_TIMEOUT)
+            if not isinstance(result, dict):
+                raise McpError("the tools/list answer is not an object")
+            page = result.get("tools") or []
+            tools.extend(t for t in page if isinstance(t, dict) and isinstance(t.get("name"), str))
+            cursor = result.get("nextCursor")
+            if not cursor:
+                break
+        else:
+            log.warning("mcp %s: tools/list stopped after %d pages", self.name, MAX_PAGES)
+        return tools
+
+    def refresh(self):
+        """Re-list after tools/list_changed; on failure keep the old list."""
+        if not self.stale or not self.alive:
+            return
+        self.stale = False
+        try:
+            self.tools = self.list_tools()
+        except McpError as exc:
+            log.warning("mcp %s: could not refresh the tool list: %s", self.name, exc)
+
+    def call_tool(self, name, arguments, timeout=CALL_TIMEOUT):
+        """The raw ``CallToolResult`` dict; raises McpError (ServerGone, RequestTimeout)."""
+        result = self.connection.request("tools/call", {"name": name, "arguments": arguments},
+                                         timeout=timeout)
+        if not isinstance(result, dict):
+            raise McpError("the tools/call answer is not an object")
+        return result
+
+    # ------------------------------------------------------------ notifications
+    def _notification(self, method, params):
+        if method == "notifications/tools/list_changed":
+            self.stale = True
+            self.on_change(self)
+        elif method == "notifications/message" and isinstance(params, dict):
+            log.info("mcp %s log (%s): %s", self.name, params.get("level"),
+                     str(params.get("data"))[:2000])
+        else:
+            log.debug("mcp %s: notification %s", self.name, method)

@@ -1,0 +1,89 @@
+"""A configured MCP server: what the editor sent, with the secrets kept out of sight.
+
+``env`` values and ``headers`` values are secrets: they go to the server process or the
+HTTP peer and nowhere else. ``repr``, ``describe()`` (what the store may keep) and
+``safe_url`` never show them.
+"""
+
+import urllib.parse
+from dataclasses import dataclass, field
+
+STDIO, HTTP, SSE = "stdio", "http", "sse"
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    name: str
+    transport: str = STDIO
+    command: str = ""
+    args: tuple = ()
+    env: dict = field(default_factory=dict, repr=False, compare=False)
+    url: str = ""
+    headers: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def __repr__(self):
+        target = self.command if self.transport == STDIO else self.safe_url
+        return f"ServerConfig({self.name!r}, {self.transport}, {target!r})"
+
+    @property
+    def safe_url(self):
+        """The URL without credentials, query or fragment (for logs and messages)."""
+        if not self.url:
+            return ""
+        parts = urllib.parse.urlsplit(self.url)
+        host = parts.hostname or ""
+        if parts.port:
+            host = f"{host}:{parts.port}"
+        return urllib.parse.urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+    def describe(self):
+        """Names and transports only: what the store and ``_meta`` may show."""
+        out = {"name": self.name, "transport": self.transport}
+        if self.transport == STDIO:
+            out["command"] = self.command
+        else:
+            out["url"] = self.safe_url
+        return out
+
+
+def _pairs(value, what):
+    """ACP sends env and headers as ``[{name, value}]``; a dict is accepted too."""
+    if value is None:
+        return {}
+    if isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, list):
+        items = []
+        for pair in value:
+            if not isinstance(pair, dict) or not isinstance(pair.get("name"), str) \
+                    or not isinstance(pair.get("value"), str):
+                raise ValueError(f"{what} entries must be {{name, value}} strings")
+            items.append((pair["name"], pair["value"]))
+    else:
+        raise ValueError(f"{what} must be a list of {{name, value}}")
+    return {str(k): str(v) for k, v in items}
+
+
+def from_acp(entry):
+    """One ACP ``McpServer`` object (already validated at the edge) -> ServerConfig.
+
+    stdio: ``{name, command, args, env}`` (``type`` absent or ``"stdio"``);
+    http/sse: ``{type, name, url, headers}``. Raises ValueError for anything else.
+    """
+    if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or not entry["name"]:
+        raise ValueError("an MCP server needs a non-empty name")
+    kind = entry.get("type") or STDIO
+    if kind == STDIO:
+        command, args = entry.get("command"), entry.get("args") or []
+        if not isinstance(command, str) or not command:
+            raise ValueError(f"MCP server {entry['name']!r}: command is required")
+        if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+            raise ValueError(f"MCP server {entry['name']!r}: args must be strings")
+        return ServerConfig(entry["name"], STDIO, command=command, args=tuple(args),
+                            env=_pairs(entry.get("env"), "env"))
+    if kind in (HTTP, SSE):
+        url = entry.get("url")
+        if not isinstance(url, str) or urllib.parse.urlsplit(url).scheme not in ("http", "https"):
+            raise ValueError(f"MCP server {entry['name']!r}: url must be http(s)")
+        return ServerConfig(entry["name"], kind, url=url, headers=_pairs(entry.get("headers"), "headers"))
+    raise ValueError(f"MCP server {entry['name']!r}: unknown type {kind!r}")

@@ -1,0 +1,263 @@
+"""HTTP transports: streamable HTTP (MCP 2025-03-26 and later) and the legacy HTTP+SSE one.
+
+Streamable HTTP: every message is a POST of one JSON-RPC message. A request is answered
+with ``application/json`` (the response) or ``text/event-stream`` (events carrying
+notifications, server requests and finally the response); notifications and responses
+get ``202 Accepted``. The server may assign ``Mcp-Session-Id`` on the initialize answer;
+we send it back on every later request, with ``MCP-Protocol-Version``, and DELETE the
+session on close. A GET stream, when the server offers one, carries server notifications
+such as ``tools/list_changed``.
+
+Legacy SSE (2024-11-05, for ACP v1 clients): a GET opens an event stream whose first
+``endpoint`` event names the URL to POST messages to; every answer arrives as a
+``message`` event on that stream.
+
+Configured headers go to the server only; messages and logs show ``safe_url``. The plain
+``http.client`` is used: under gevent's monkey patch its sockets are cooperative.
+"""
+
+import http.client
+import json
+import logging
+import ssl
+import urllib.parse
+
+import gevent
+import gevent.event
+
+from term2acp.mcp.rpc import McpError, ServerGone
+
+log = logging.getLogger(__name__)
+
+CONNECT_TIMEOUT = 10.0
+STREAM_IDLE_TIMEOUT = 3600.0  # a quiet event stream is fine; a dead socket is not forever
+ERROR_BODY_CAP = 300
+PROTOCOL_VERSION = "2025-06-18"
+
+
+def _connect(url, timeout):
+    parts = urllib.parse.urlsplit(url)
+    target = parts.path or "/"
+    if parts.query:
+        target += "?" + parts.query
+    if parts.scheme == "https":
+        conn = http.client.HTTPSConnection(parts.hostname, parts.port, timeout=timeout,
+                                           context=ssl.create_default_context())
+    else:
+        conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
+    return conn, target
+
+
+def sse_events(response):
+    """Yield ``(event, data)`` from a text/event-stream response, until it ends."""
+    event, data = "message", []
+    while True:
+        raw = response.readline()
+        if not raw:
+            return
+        line = raw.decode("utf-8", "replace").rstrip("\r\n")
+        if not line:
+            if data:
+                yield event, "\n".join(data)
+            event, data = "message", []
+        elif line.startswith(":"):
+            continue
+        else:
+            name, _, value = line.partition(":")
+            value = value[1:] if value.startswith(" ") else value
+            if name == "event":
+                event = value or "message"
+            elif name == "data":
+                data.append(value)
+
+
+class _HttpBase:
+    def __init__(self, config, spawn):
+        self.config = config
+        self.spawn = spawn
+        self.connection = None
+        self._stream = None  # the GET event-stream greenlet
+        self._closed = False
+
+    def _headers(self, extra):
+        headers = dict(self.config.headers)
+        headers.update(extra)
+        return headers
+
+    def _fail(self, what):
+        return ServerGone(f"{self.config.safe_url}: {what}")
+
+    def _deliver(self, text):
+        try:
+            message = json.loads(text)
+        except ValueError:
+            log.warning("mcp %s: ignored a body that is not JSON: %r", self.config.name, text[:200])
+            return
+        self.connection.receive(message)
+
+    def _stop_stream(self):
+        if self._stream is not None:
+            self._stream.kill(block=True, timeout=1)
+            self._stream = None
+
+
+class StreamableHttpTransport(_HttpBase):
+    def __init__(self, config, spawn):
+        super().__init__(config, spawn)
+        self.session_id = None
+        self.protocol_version = None
+
+    def open(self, connection):
+        self.connection = connection
+
+    def send(self, message):
+        if self._closed:
+            raise self._fail("the connection was closed")
+        body = json.dumps(message, ensure_ascii=False).encode()
+        extra = {"Content-Type": "application/json",
+                 "Accept": "application/json, text/event-stream"}
+        if self.session_id:
+            extra["Mcp-Session-Id"] = self.session_id
+        if self.protocol_version:
+            extra["MCP-Protocol-Version"] = self.protocol_version
+        conn, target = _connect(self.config.url, CONNECT_TIMEOUT)
+        try:
+            conn.request("POST", target, body=body, headers=self._headers(extra))
+            response = conn.getresponse()
+            self._answer(message, response)
+        except (OSError, http.client.HTTPException) as exc:
+            raise self._fail(f"request failed ({type(exc).__name__}: {exc})") from None
+        finally:
+            conn.close()
+
+    def _answer(self, message, response):
+        if message.get("method") == "initialize":
+            self.session_id = response.getheader("Mcp-Session-Id") or self.session_id
+        if response.status == 404 and self.session_id:
+            self.connection.lost(f"{self.config.safe_url}: the server ended the MCP session")
+            raise self._fail("the server ended the MCP session")
+        if response.status >= 400:
+            text = response.read(ERROR_BODY_CAP).decode("utf-8", "replace")
+            raise McpError(f"{self.config.safe_url}: HTTP {response.status} {response.reason}"
+                           + (f": {text}" if text else ""))
+        kind = (response.getheader("Content-Type") or "").split(";")[0].strip().lower()
+        if "id" not in message or "method" not in message:
+            response.read()  # 202 for notifications and our responses
+            return
+        if kind == "text/event-stream":
+            for _event, data in sse_events(response):
+                self._deliver(data)
+        elif kind == "application/json":
+            self._deliver(response.read().decode("utf-8", "replace"))
+        else:
+            response.read()
+
+    def initialized(self, protocol_version):
+        """After the handshake: remember the version and open the GET notification stream."""
+        self.protocol_version = protocol_version
+        self._stream = self.spawn(self._listen)
+
+    def _listen(self):
+        headers = {"Accept": "text/event-stream"}
+        if self.session_id:
+            headers["Mcp-Session-Id"] = self.session_id
+        if self.protocol_version:
+            headers["MCP-Protocol-Version"] = self.protocol_version
+        conn, target = _connect(self.config.url, STREAM_IDLE_TIMEOUT)
+        try:
+            conn.request("GET", target, headers=self._headers(headers))
+            response = conn.getresponse()
+            if response.status != 200:
+                log.debug("mcp %s: no notification stream (HTTP %s)", self.config.name, response.status)
+                return
+            for _event, data in sse_events(response):
+                self._deliver(data)
+        except (OSError, http.client.HTTPException) as exc:
+            log.info("mcp %s: notification stream ended: %s", self.config.name, exc)
+        finally:
+            conn.close()
+
+    def close(self):
+        self._closed = True
+        self._stop_stream()
+        if self.session_id:
+            conn, target = _connect(self.config.url, 2.0)
+            try:
+                with gevent.Timeout(2.0, False):
+                    conn.request("DELETE", target, headers=self._headers(
+                        {"Mcp-Session-Id": self.session_id}))
+                    conn.getresponse().read()
+            except (OSError, http.client.HTTPException) as exc:
+                log.debug("mcp %s: session DELETE failed: %s", self.config.name, exc)
+            finally:
+                conn.close()
+        if self.connection is not None:
+            self.connection.lost("the server was stopped")
+
+
+class SseTransport(_HttpBase):
+    """The HTTP+SSE transport of protocol 2024-11-05."""
+
+    def __init__(self, config, spawn, endpoint_timeout=10.0):
+        super().__init__(config, spawn)
+        self.endpoint = None
+        self.endpoint_timeout = endpoint_timeout
+        self._ready = gevent.event.Event()
+        self._error = None
+
+    def open(self, connection):
+        self.connection = connection
+        self._stream = self.spawn(self._listen)
+        if not self._ready.wait(self.endpoint_timeout):
+            raise self._fail("no endpoint event on the SSE stream")
+        if self.endpoint is None:
+            raise self._fail(self._error or "the SSE stream ended before the endpoint event")
+
+    def _listen(self):
+        conn, target = _connect(self.config.url, STREAM_IDLE_TIMEOUT)
+        reason = "the SSE stream ended"
+        try:
+            conn.request("GET", target, headers=self._headers({"Accept": "text/event-stream"}))
+            response = conn.getresponse()
+            if response.status != 200:
+                reason = self._error = f"HTTP {response.status} {response.reason}"
+                return
+            for event, data in sse_events(response):
+                if event == "endpoint" and self.endpoint is None:
+                    self.endpoint = urllib.parse.urljoin(self.config.url, data.strip())
+                    self._ready.set()
+                elif event == "message":
+                    self._deliver(data)
+        except (OSError, http.client.HTTPException) as exc:
+            reason = self._error = f"{type(exc).__name__}: {exc}"
+        finally:
+            conn.close()
+            self._ready.set()
+            if not self._closed:
+                self.connection.lost(f"{self.config.safe_url}: {reason}")
+
+    def send(self, message):
+        if self._closed or self.endpoint is None:
+            raise self._fail("the connection was closed")
+        conn, target = _connect(self.endpoint, CONNECT_TIMEOUT)
+        try:
+            conn.request("POST", target, body=json.dumps(message, ensure_ascii=False).encode(),
+                         headers=self._headers({"Content-Type": "application/json"}))
+            response = conn.getresponse()
+            text = response.read(ERROR_BODY_CAP).decode("utf-8", "replace")
+            if response.status >= 400:
+                raise McpError(f"{self.config.safe_url}: HTTP {response.status} {response.reason}"
+                               + (f": {text}" if text else ""))
+        except (OSError, http.client.HTTPException) as exc:
+            raise self._fail(f"request failed ({type(exc).__name__}: {exc})") from None
+        finally:
+            conn.close()
+
+    def initialized(self, protocol_version):
+        pass
+
+    def close(self):
+        self._closed = True
+        self._stop_stream()
+        if self.connection is not None:
+            self.connection.lost("the server was stopped")

@@ -1,0 +1,179 @@
+"""A session's MCP servers: connect them in the background, offer their tools, stop them.
+
+``start()`` spawns one connecting greenlet per server and returns at once; ``wait_ready``
+bounds how long the first prompt waits for pending handshakes. ``tools()`` is the current
+``{name: McpTool}`` of every server that finished its handshake (a tool list marked stale
+by ``tools/list_changed`` is fetched again first); ``merged(builtin)`` is a live mapping
+of our tools plus those, for a turn to keep across model requests. ``notices()`` returns,
+once each, what the user should hear about servers that failed to start or stopped.
+``close()`` stops every server process group and HTTP session, bounded.
+
+Every greenlet the hub starts (connects, transport readers) belongs to its ``Group``.
+"""
+
+import logging
+from collections.abc import Mapping
+
+import gevent
+from gevent.pool import Group
+
+from term2acp.mcp.adapter import McpTool
+from term2acp.mcp.client import CALL_TIMEOUT, DEAD, FAILED, HANDSHAKE_TIMEOUT, READY, McpClient
+from term2acp.mcp.naming import server_names, tool_name
+
+log = logging.getLogger(__name__)
+
+READY_TIMEOUT = 10.0
+CLOSE_TIMEOUT = 5.0
+
+
+class McpHub:
+    def __init__(self, configs, root, call_timeout=CALL_TIMEOUT,
+                 handshake_timeout=HANDSHAKE_TIMEOUT):
+        self.root = root
+        self.call_timeout = call_timeout
+        self.group = Group()
+        self.clients = [McpClient(c, root, self.group.spawn, handshake_timeout, self._changed)
+                        for c in configs]
+        self._short = dict(zip((id(c) for c in self.clients),
+                               server_names([c.name for c in configs])))
+        self._connecting = []
+        self._names = {}  # (client id, MCP tool name) -> model-facing name, never reassigned
+        self._taken = set()
+        self._adapters = {}  # model-facing name -> McpTool (kept while the definition holds)
+        self._tools = None  # cached tools() result; None when something changed
+        self._notices = []
+        self._told = set()  # client ids the user has heard about
+        self.closed = False
+
+    def __bool__(self):
+        return bool(self.clients)
+
+    def describe(self):
+        """Names and transports, no secrets: for the store and ``_meta``."""
+        return [c.config.describe() for c in self.clients]
+
+    # ------------------------------------------------------------ start
+    def start(self):
+        for client in self.clients:
+            greenlet = self.group.spawn(self._connect, client)
+            greenlet.name = f"mcp-connect-{client.name}"
+            self._connecting.append(greenlet)
+        return self
+
+    def _connect(self, client):
+        client.connect()
+        self._tools = None
+
+    def wait_ready(self, timeout=READY_TIMEOUT):
+        """Wait for pending handshakes at most ``timeout`` s; True when none is pending."""
+        pending = [g for g in self._connecting if not g.dead]
+        if pending:
+            gevent.joinall(pending, timeout=timeout)
+        return all(g.dead for g in self._connecting)
+
+    @property
+    def pending(self):
+        return [c.name for c in self.clients if c.state == "connecting"]
+
+    # ------------------------------------------------------------ tools
+    def _changed(self, _client):
+        self._tools = None
+
+    def tools(self):
+        if self.closed:
+            return {}
+        for client in self.clients:
+            if client.stale and client.alive:
+                client.refresh()
+                self._tools = None
+        if self._tools is None:
+            self._tools = self._build()
+        return self._tools
+
+    def _build(self):
+        out = {}
+        for client in self.clients:
+            if client.state not in (READY, DEAD) or (client.state == DEAD and not client.tools):
+                continue
+            for definition in client.tools:
+                key = (id(client), definition["name"])
+                name = self._names.get(key)
+                if name is None:
+                    name = self._names[key] = tool_name(self._short[id(client)],
+                                                        definition["name"], self._taken)
+                adapter = self._adapters.get(name)
+                if adapter is None or adapter.definition is not definition:
+                    adapter = self._adapters[name] = McpTool(self, client, name, definition)
+                out[name] = adapter
+        return out
+
+    def merged(self, builtin):
+        """A live mapping of ``builtin`` plus the MCP tools (refreshed on every look)."""
+        return _Merged(builtin, self)
+
+    # ------------------------------------------------------------ notices
+    def notices(self):
+        """One-time messages for the user: servers that failed to start or stopped."""
+        for client in self.clients:
+            if id(client) in self._told or self.closed:
+                continue
+            why = None
+            if client.state == FAILED:
+                why = f"The MCP server {client.name!r} could not be started: {client.error}"
+            elif client.state in (READY, DEAD) and client.connection.gone is not None:
+                client.why_not()  # moves it to DEAD with the reason
+                why = f"The MCP server {client.name!r} stopped: {client.error}. Its tools fail until " \
+                      "the session is resumed."
+            if why:
+                self._told.add(id(client))
+                self._notices.append(why)
+        out, self._notices = self._notices, []
+        return out
+
+    # ------------------------------------------------------------ stop
+    def close(self, timeout=CLOSE_TIMEOUT):
+        """Stop every server (in parallel) and every greenlet of the hub; bounded."""
+        if self.closed:
+            return
+        self.closed = True
+        for greenlet in self._connecting:
+            greenlet.kill(block=False)
+        closers = [self.group.spawn(client.close) for client in self.clients]
+        gevent.joinall(closers, timeout=timeout)
+        self.group.kill(block=True, timeout=1)
+        self._tools = {}
+
+
+class _Merged(Mapping):
+    """Built-in tools first; MCP tools looked up in the hub each time (its list may change)."""
+
+    def __init__(self, builtin, hub):
+        self.builtin = builtin
+        self.hub = hub
+
+    def _all(self):
+        extra = self.hub.tools()
+        if not extra:
+            return self.builtin
+        merged = dict(self.builtin)
+        for name, tool in extra.items():
+            merged.setdefault(name, tool)
+        return merged
+
+    def __getitem__(self, name):
+        if name in self.builtin:
+            return self.builtin[name]
+        return self.hub.tools()[name]
+
+    def __iter__(self):
+        return iter(self._all())
+
+    def __len__(self):
+        return len(self._all())
+
+    def values(self):
+        return self._all().values()
+
+    def items(self):
+        return self._all().items()

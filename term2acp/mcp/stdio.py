@@ -1,0 +1,229 @@
+"""The stdio transport: an MCP server as a child process speaking newline-delimited JSON.
+
+The child gets exactly the configured env plus PATH and HOME (ours unless given), runs in
+the session root, in its own session (so its pid is its process group), with pipes we own
+for stdin, stdout and stderr: it never inherits our stdout. Its stdout is read
+cooperatively line by line (a line that is not JSON is logged and skipped); its stderr
+lines go to our log and the last few are kept, because when the server dies they are the
+best explanation for the user. ``close`` closes stdin (the spec's polite stop), then sends
+SIGTERM and finally SIGKILL to the whole group, each wait bounded.
+
+MCP servers are programs the user configured in the editor, not commands the model chose:
+they run outside the bubblewrap sandbox, as the editor would run them.
+"""
+
+import collections
+import json
+import logging
+import os
+import shutil
+import signal
+
+import gevent
+import gevent.lock
+import gevent.os
+import gevent.subprocess
+from gevent.socket import wait_read
+
+from term2acp.mcp.rpc import ServerGone
+
+log = logging.getLogger(__name__)
+
+READ_CHUNK = 64 * 1024
+MAX_LINE = 64 * 1024 * 1024  # a longer stdout line is dropped, not buffered
+STDERR_LINE_CAP = 2000
+STDERR_KEEP = 5
+STOP_GRACE = 0.5  # after closing stdin
+TERM_GRACE = 2.0  # after SIGTERM
+KILL_GRACE = 1.0  # after SIGKILL
+
+
+class LaunchFailed(Exception):
+    """The server could not be started (missing command, bad cwd, ...)."""
+
+
+def resolve_command(command, path):
+    """An absolute command as given; a bare name looked up on ``path`` (v1 editors send npx)."""
+    if os.path.isabs(command):
+        return command
+    if os.sep in command:
+        raise LaunchFailed(f"command must be an absolute path or a bare name, not {command!r}")
+    found = shutil.which(command, path=path)
+    if found is None:
+        raise LaunchFailed(f"command not found on PATH: {command}")
+    return found
+
+
+def child_env(given):
+    env = {k: v for k, v in given.items() if "\0" not in k and "=" not in k and "\0" not in v}
+    for key in ("PATH", "HOME"):
+        if key not in env and key in os.environ:
+            env[key] = os.environ[key]
+    env.setdefault("PATH", os.defpath)
+    return env
+
+
+class StdioTransport:
+    def __init__(self, config, cwd, spawn):
+        self.config = config
+        self.cwd = cwd
+        self.spawn = spawn  # the hub's group spawn: readers belong to the session
+        self.proc = None
+        self.connection = None
+        self.stderr_tail = collections.deque(maxlen=STDERR_KEEP)
+        self._stdin = None
+        self._readers = []
+        self._write_lock = gevent.lock.Semaphore()
+        self._closing = False
+
+    @property
+    def pid(self):
+        return self.proc.pid if self.proc is not None else None
+
+    # ------------------------------------------------------------ start
+    def open(self, connection):
+        self.connection = connection
+        env = child_env(self.config.env)
+        argv = [resolve_command(self.config.command, env["PATH"]), *self.config.args]
+        fds = [os.pipe() for _ in range(3)]  # (r, w) for stdin, stdout, stderr
+        try:
+            self.proc = gevent.subprocess.Popen(
+                argv, stdin=fds[0][0], stdout=fds[1][1], stderr=fds[2][1], cwd=self.cwd,
+                env=env, start_new_session=True, close_fds=True)
+        except OSError as exc:
+            for r, w in fds:
+                os.close(r)
+                os.close(w)
+            raise LaunchFailed(f"cannot start {self.config.command}: {exc.strerror or exc}") from None
+        for fd in (fds[0][0], fds[1][1], fds[2][1]):
+            os.close(fd)
+        self._stdin = fds[0][1]
+        for fd in (self._stdin, fds[1][0], fds[2][0]):
+            gevent.os.make_nonblocking(fd)
+        log.info("mcp %s: started pid %s (%s)", self.config.name, self.proc.pid, self.config.command)
+        self._readers = [self.spawn(self._read_stdout, fds[1][0]),
+                         self.spawn(self._read_stderr, fds[2][0])]
+
+    # ------------------------------------------------------------ io
+    def send(self, message):
+        data = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+        if self._stdin is None:
+            raise ServerGone(self._reason())
+        with self._write_lock:
+            view = memoryview(data)
+            try:
+                while view:
+                    view = view[gevent.os.nb_write(self._stdin, view):]
+            except OSError as exc:  # EPIPE: the server is gone
+                raise ServerGone(self._reason(f"cannot write to the server ({exc.strerror})")) from None
+
+    def _lines(self, fd):
+        """Yield complete lines (bytes, without the newline); over-long lines are dropped."""
+        buf, dropping = bytearray(), False
+        try:
+            while True:
+                wait_read(fd)
+                try:
+                    chunk = os.read(fd, READ_CHUNK)
+                except BlockingIOError:
+                    continue
+                if not chunk:
+                    break
+                buf += chunk
+                while True:
+                    end = buf.find(b"\n")
+                    if end < 0:
+                        break
+                    line = bytes(buf[:end])
+                    del buf[:end + 1]
+                    if dropping:
+                        dropping = False
+                    else:
+                        yield line
+                if len(buf) > MAX_LINE:
+                    log.warning("mcp %s: dropped a line longer than %d bytes", self.config.name, MAX_LINE)
+                    buf.clear()
+                    dropping = True
+            if buf and not dropping:
+                yield bytes(buf)
+        finally:
+            os.close(fd)
+
+    def _read_stdout(self, fd):
+        try:
+            for line in self._lines(fd):
+                if not line.strip():
+                    continue
+                try:
+                    message = json.loads(line)
+                except ValueError:
+                    log.warning("mcp %s: ignored a stdout line that is not JSON: %r",
+                                self.config.name, line[:200])
+                    continue
+                self.connection.receive(message)
+        finally:
+            self._exited()
+
+    def _read_stderr(self, fd):
+        for line in self._lines(fd):
+            text = line.decode("utf-8", "replace").rstrip()[:STDERR_LINE_CAP]
+            if text:
+                self.stderr_tail.append(text)
+                log.info("mcp %s stderr: %s", self.config.name, text)
+
+    def _exited(self):
+        """stdout closed: the server is gone (or going); tell the connection why."""
+        if self._closing:
+            reason = "the server was stopped"
+        else:
+            code = None
+            if self.proc is not None:
+                with gevent.Timeout(STOP_GRACE, False):
+                    code = self.proc.wait()
+            how = f"exited with status {code}" if code is not None and code >= 0 else \
+                f"was killed by signal {-code}" if code is not None else "closed its output"
+            reason = self._reason(f"the server {how}")
+            log.warning("mcp %s: %s", self.config.name, reason)
+        self.connection.lost(reason)
+
+    def _reason(self, what="the server is not running"):
+        # Let the stderr reader catch up with the last words, bounded.
+        if self._readers and not self._readers[1].dead:
+            self._readers[1].join(0.2)
+        if self.stderr_tail:
+            return f"{what}; its last output: {' | '.join(self.stderr_tail)}"
+        return what
+
+    # ------------------------------------------------------------ stop
+    def close(self):
+        """Stop the server and every process of its group; bounded (about 3.5 s at worst)."""
+        self._closing = True
+        if self._stdin is not None:
+            os.close(self._stdin)
+            self._stdin = None
+        proc = self.proc
+        if proc is not None:
+            if not self._wait(proc, STOP_GRACE):
+                self._signal(proc.pid, signal.SIGTERM)
+                if not self._wait(proc, TERM_GRACE):
+                    self._signal(proc.pid, signal.SIGKILL)
+                    self._wait(proc, KILL_GRACE)
+            self._signal(proc.pid, signal.SIGKILL)  # stragglers left in the group
+        gevent.joinall(self._readers, timeout=KILL_GRACE)
+        for reader in self._readers:
+            reader.kill(block=False)
+        if self.connection is not None:
+            self.connection.lost("the server was stopped")
+
+    @staticmethod
+    def _wait(proc, timeout):
+        with gevent.Timeout(timeout, False):
+            proc.wait()
+        return proc.returncode is not None
+
+    @staticmethod
+    def _signal(pgid, sig):
+        try:
+            os.killpg(pgid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
