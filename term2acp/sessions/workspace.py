@@ -26,7 +26,26 @@ def validate_cwd(cwd):
         raise WorkspaceError("cwd must exist and be a directory") from None
     if not os.path.isdir(real):
         raise WorkspaceError("cwd must exist and be a directory")
+    if real == os.sep:
+        raise WorkspaceError(
+            "the workspace root cannot be / (the whole file system): the file tools could "
+            "edit any file without asking and the shell sandbox cannot mount it. Open a "
+            "project directory instead.")
+    _require_utf8(real)
     return real
+
+
+def _require_utf8(real):
+    """A root whose name has a non-UTF-8 byte (surrogate-escaped here) cannot be stored,
+    listed or sent back over ACP's UTF-8 JSON, so it is refused with a precise message."""
+    try:
+        real.encode("utf-8")
+    except UnicodeEncodeError:
+        raw = os.fsencode(real)
+        raise WorkspaceError(
+            f"the workspace path {raw!r} contains bytes that are not valid UTF-8; such a "
+            "path cannot be stored or sent over ACP's UTF-8 JSON. Rename the directory to a "
+            "UTF-8 name, or open a parent directory whose path is UTF-8.") from None
 
 
 def is_within(root, path):

@@ -3,10 +3,10 @@
 The new bytes go to a temp file created (O_EXCL) in the target's directory, fsynced, then
 renamed over the target (``os.replace``), or hard-linked to its name when the target must
 not exist yet, so a file that appeared meanwhile is never clobbered. The directory is
-reached by opening every directory on the way with O_NOFOLLOW, creating missing ones
-relative to the fd of their parent, and checking with the kernel that the directory it
-holds is the one that was allowed, so a symlink swapped in after the approval check writes
-nothing. A failed write leaves the target as it was and removes the temp file.
+reached by opening the deepest existing directory and then each missing one (created
+relative to the fd of its parent) with O_NOFOLLOW, checking each fd with the kernel as it
+is opened (:func:`term2acp.tools.paths.open_checked`), before anything is created in it,
+so a symlink swapped in after the approval check creates and writes nothing. A failed write leaves the target as it was and removes the temp file.
 """
 
 import errno
@@ -16,11 +16,9 @@ import secrets
 import stat
 
 from term2acp.tools.base import ToolError
-from term2acp.tools.paths import display_path, same_place
+from term2acp.tools.paths import DIR_FLAGS, PathMoved, display_path, open_checked
 
 log = logging.getLogger(__name__)
-
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def write_atomically(ctx, real, data, exclusive):
@@ -34,13 +32,17 @@ def write_atomically(ctx, real, data, exclusive):
 
 
 def _open_dirs(ctx, parent):
-    """An fd on ``parent``, creating missing directories fd-relative, verified by the kernel."""
+    """An fd on ``parent``, creating missing directories fd-relative. Every directory is
+    checked with the kernel as it is opened, before anything is created inside it, so a
+    swapped path component never gets a directory created outside."""
     base, missing = parent, []
     while not os.path.lexists(base):
         base, tail = os.path.split(base)
         missing.append(tail)
     try:
-        fd = os.open(base, _DIR_FLAGS)
+        fd = open_checked(base, DIR_FLAGS)
+    except PathMoved:
+        raise _moved(ctx, parent) from None
     except OSError as exc:
         shown = display_path(ctx, base)
         raise ToolError(f"cannot write into {shown}: {_why(exc, base)}") from None
@@ -50,19 +52,22 @@ def _open_dirs(ctx, parent):
                 os.mkdir(name, 0o777, dir_fd=fd)
             except FileExistsError:
                 pass
-            child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            base = os.path.join(base, name)
+            child = open_checked(base, DIR_FLAGS, fd)
             os.close(fd)
             fd = child
-        if not same_place(fd, parent):
-            raise ToolError(f"{display_path(ctx, parent)} changed while being opened (a symlink "
-                            "was swapped in?). Nothing was written; call the tool again.")
+    except PathMoved:
+        os.close(fd)
+        raise _moved(ctx, parent) from None
     except OSError as exc:
         os.close(fd)
         raise ToolError(f"cannot create {display_path(ctx, parent)}: {_why(exc)}") from None
-    except ToolError:
-        os.close(fd)
-        raise
     return fd
+
+
+def _moved(ctx, parent):
+    return ToolError(f"{display_path(ctx, parent)} changed while being opened (a symlink was "
+                     "swapped in?). Nothing was written; call the tool again.")
 
 
 def _why(exc, path=None):

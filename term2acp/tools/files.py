@@ -15,12 +15,13 @@ import gevent
 from marshmallow import Schema, ValidationError, fields, validate, validates_schema
 
 from term2acp.tools.base import Tool, ToolError, ToolResult
-from term2acp.tools.paths import display_path, located, read_approval, readable_path, same_place
+from term2acp.tools.paths import (DIR_FLAGS, FILE_FLAGS, PathMoved, display_path, located,
+                                  open_checked, read_approval, readable_path)
 
 READ_CAP = 256 * 1024  # bytes of file text one read_file call returns
 SNIFF = 8192  # bytes inspected for NUL to call a file binary
 MAX_ENTRIES = 500  # list_directory entries shown
-_READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
+MAX_LISTED = 100_000  # list_directory reads at most this many entries
 
 
 def _kind_of(mode):
@@ -51,15 +52,21 @@ def open_regular(ctx, real):
         raise ToolError(f"{display_path(ctx, real)} is {_kind_of(st.st_mode)}; only regular "
                         "files can be read.")
     try:
-        fd = os.open(real, _READ_FLAGS)
+        fd = open_checked(real, FILE_FLAGS)
+    except PathMoved:
+        raise _changed(ctx, real) from None
     except OSError as exc:
         reason = "it was replaced by a symlink" if exc.errno == errno.ELOOP else exc.strerror
         raise ToolError(f"cannot read {display_path(ctx, real)}: {reason}") from None
-    if not stat.S_ISREG(os.fstat(fd).st_mode) or not same_place(fd, real):
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
-        raise ToolError(f"{display_path(ctx, real)} changed while being opened (something was "
-                        "swapped in); nothing was read. Try again.")
+        raise _changed(ctx, real)
     return fd
+
+
+def _changed(ctx, real):
+    return ToolError(f"{display_path(ctx, real)} changed while being opened (something was "
+                     "swapped in); nothing was read. Try again.")
 
 
 def decode(data):
@@ -208,12 +215,21 @@ class ListDirectoryTool(Tool):
         if os.path.isfile(real):
             raise ToolError(f"{shown} is a file; use read_file to read it.")
         try:
-            with os.scandir(real) as it:
-                entries = [(_entry_line(e), e.is_dir(follow_symlinks=False)) for e in it]
+            fd = open_checked(real, DIR_FLAGS)  # the listed directory is the checked one
         except FileNotFoundError:
             raise ToolError(f"{shown} does not exist.") from None
+        except (PathMoved, NotADirectoryError):
+            raise ToolError(f"{shown} changed while being opened (something was swapped in); "
+                            "nothing was listed. Try again.") from None
+        except OSError as exc:
+            reason = "it was replaced by a symlink" if exc.errno == errno.ELOOP else exc.strerror
+            raise ToolError(f"cannot list {shown}: {reason}") from None
+        try:
+            entries = _list(fd)
         except OSError as exc:
             raise ToolError(f"cannot list {shown}: {exc.strerror}") from None
+        finally:
+            os.close(fd)
         entries.sort(key=lambda item: (not item[1], item[0]))
         lines = [line for line, _ in entries[:MAX_ENTRIES]]
         if len(entries) > MAX_ENTRIES:
@@ -222,7 +238,20 @@ class ListDirectoryTool(Tool):
         return ToolResult("\n".join(lines) or f"{shown} is empty.", locations=[{"path": real}])
 
 
-def _entry_line(entry):
+def _list(fd):
+    """``[(line, is_dir)]`` for the entries of the open directory ``fd`` (names relative)."""
+    entries = []
+    with os.scandir(fd) as it:
+        for number, entry in enumerate(it, 1):
+            entries.append((_entry_line(entry, fd), entry.is_dir(follow_symlinks=False)))
+            if number % 1024 == 0:
+                gevent.sleep(0)  # a huge directory must not starve the hub
+            if number >= MAX_LISTED:
+                break
+    return entries
+
+
+def _entry_line(entry, dir_fd):
     try:
         st = entry.stat(follow_symlinks=False)
     except OSError:
@@ -230,15 +259,15 @@ def _entry_line(entry):
     for test, marker in _MARKERS:
         if test(st.st_mode):
             if marker == "@":
-                return f"{entry.name}@ -> {_link_target(entry.path)}"
+                return f"{entry.name}@ -> {_link_target(entry.name, dir_fd)}"
             return entry.name + marker
     if stat.S_ISREG(st.st_mode):
         return f"{entry.name}  ({st.st_size} bytes)"
     return entry.name
 
 
-def _link_target(path):
+def _link_target(name, dir_fd):
     try:
-        return os.readlink(path)
+        return os.readlink(name, dir_fd=dir_fd)
     except OSError:
         return "?"

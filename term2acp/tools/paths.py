@@ -12,12 +12,21 @@ check itself saw, and so was shown to the user, stays allowed for that one call 
 "allow once" answer): :func:`mark_checked` records it per :class:`ToolContext`, which is
 why the turn must pass the same context to ``approval()`` and ``run()``. Before ``run()``,
 ``locations()`` and ``approval()`` share one resolution per call (:func:`planned_path`).
+
+Credential and shell start-up files (:mod:`term2acp.core.sensitive`) always ask, even
+inside the root and even when a session grant covers them: grants never cover them.
+
+Time of use: every open goes through :func:`open_checked`, which never follows a final
+symlink and asks the kernel once whether the fd it got really is the path the policy
+allowed (a directory swapped for a symlink mid-walk fails that check).
 """
 
+import errno
 import os
 import weakref
 
 from term2acp.agent.approvals import FOLDER_READ, OUTSIDE_EDIT, ApprovalRequest
+from term2acp.core.sensitive import is_sensitive
 from term2acp.sessions.workspace import WorkspaceError, is_within, resolve
 from term2acp.tools.base import ToolError
 
@@ -87,13 +96,30 @@ def moved_error(ctx, path, real, verb):
         f"{verb}. Call the tool again so the new target can be checked.")
 
 
+def sensitive_error(ctx, path, real, verb):
+    where = real if path == real else f"{path} (resolving to {real})"
+    return ToolError(
+        f"{where} is a credential or shell start-up file and this call was not approved "
+        f"for it. Nothing was {verb}. Call the tool again so the user can be asked.")
+
+
+SENSITIVE_NOTE = " (a credential or shell start-up file: asked every time)"
+
+
+def can_read(ctx, real):
+    """Readable without asking: inside a readable folder and not a credential file."""
+    return ctx.access.can_read(real) and not is_sensitive(real)
+
+
 def read_approval(ctx, path, title):
-    """``folder_read`` request for a target outside every readable folder, else None."""
+    """``folder_read`` request for a target outside every readable folder or sensitive."""
     real = planned_path(ctx, path)
-    if ctx.access.can_read(real):
+    if can_read(ctx, real):
         return None
     mark_checked(ctx, real)
     folder = real if os.path.isdir(real) else os.path.dirname(real)
+    if is_sensitive(real):
+        title += SENSITIVE_NOTE
     return ApprovalRequest(variant=FOLDER_READ, path=folder, title=title)
 
 
@@ -101,9 +127,11 @@ def readable_path(ctx, path):
     """Resolve again at run time and require the target to still be readable."""
     drop_planned(ctx)
     real = resolve_path(ctx, path)
-    if not (ctx.access.can_read(real) or is_checked(ctx, real)):
-        raise moved_error(ctx, path, real, "read")
-    return real
+    if is_checked(ctx, real) or can_read(ctx, real):
+        return real
+    if is_sensitive(real):
+        raise sensitive_error(ctx, path, real, "read")
+    raise moved_error(ctx, path, real, "read")
 
 
 def edit_approval(ctx, real, verb, preview):
@@ -113,21 +141,24 @@ def edit_approval(ctx, real, verb, preview):
     raises ToolError when the call cannot succeed, so nobody is asked to approve an edit
     that would fail anyway.
     """
-    if ctx.access.can_edit(real):
+    sensitive = is_sensitive(real)
+    if ctx.access.can_edit(real) and not sensitive:
         return None
     shown = preview()
     mark_checked(ctx, real)
-    return ApprovalRequest(variant=OUTSIDE_EDIT, path=real, title=f"{verb} {real}",
-                           content=[shown])
+    return ApprovalRequest(variant=OUTSIDE_EDIT, path=real, content=[shown],
+                           title=f"{verb} {real}" + SENSITIVE_NOTE * sensitive)
 
 
 def editable_path(ctx, path):
     """Resolve ``path`` at run time and require the target to still be editable."""
     drop_planned(ctx)
     real = resolve_path(ctx, path)
-    if not (ctx.access.can_edit(real) or is_checked(ctx, real)):
-        raise moved_error(ctx, path, real, "written")
-    return real
+    if is_checked(ctx, real) or ctx.access.can_edit(real) and not is_sensitive(real):
+        return real
+    if is_sensitive(real):
+        raise sensitive_error(ctx, path, real, "written")
+    raise moved_error(ctx, path, real, "written")
 
 
 def recheck_editable(ctx, path, real):
@@ -146,3 +177,28 @@ def same_place(fd, path):
         except OSError:
             return False
         return (opened.st_dev, opened.st_ino) == (named.st_dev, named.st_ino)
+
+
+class PathMoved(OSError):
+    """The fd an open returned is not the path that was checked (something was swapped)."""
+
+    def __init__(self, path):
+        super().__init__(errno.ESTALE, "it changed while being opened (a symlink or another "
+                         "directory was swapped in)", path)
+
+
+_OPEN_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY
+FILE_FLAGS = os.O_RDONLY
+
+
+def open_checked(expected, flags, dir_fd=None):
+    """Open canonical ``expected`` (by base name relative to ``dir_fd`` when given) without
+    following a final symlink, never blocking; then the one time-of-use check: the kernel's
+    path of the fd must be ``expected``. Returns the fd; OSError (PathMoved) otherwise."""
+    name = os.path.basename(expected) if dir_fd is not None else expected
+    fd = os.open(name, flags | _OPEN_FLAGS, dir_fd=dir_fd)
+    if not same_place(fd, expected):
+        os.close(fd)
+        raise PathMoved(expected)
+    return fd

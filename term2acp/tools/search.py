@@ -1,22 +1,30 @@
 """Search tools: glob (find paths) and grep (find lines), both honouring .gitignore.
 
-Both walk the tree with :class:`term2acp.tools.tree.TreeWalk`: symlinks are never
-followed, ``.git`` is skipped and ``.gitignore`` rules prune unless ``no_ignore`` is set.
+Both walk the tree with :class:`term2acp.tools.tree.TreeWalk`: by directory fds, each
+open checked once at the moment it happens, symlinks never followed, ``.git`` skipped,
+credential files skipped (counted in a note), ``.gitignore`` rules pruning unless
+``no_ignore`` is set. Every pattern is matched by RE2 (:mod:`term2acp.tools.patterns`),
+which never backtracks; grep searches a file in slices of lines and the walk's
+:class:`~term2acp.tools.tree.Pacer` yields to the hub between them and bounds the whole
+search in time.
 """
 
 import os
-import re
+import stat
 
 from marshmallow import Schema, fields, validate
 
 from term2acp.tools.base import Tool, ToolError, ToolResult
 from term2acp.tools.files import SNIFF
-from term2acp.tools.paths import display_path, located, read_approval, readable_path
-from term2acp.tools.tree import MAX_WALK, TreeWalk, ignorer_for, path_matcher, read_regular
+from term2acp.tools.paths import (FILE_FLAGS, display_path, located, open_checked,
+                                  read_approval, readable_path)
+from term2acp.tools.patterns import PatternError, compile_grep, path_matcher
+from term2acp.tools.tree import MAX_WALK, SEARCH_SECONDS, Pacer, TreeWalk, ignorer_for
 
 MAX_MATCHES = 200  # grep lines reported
 MAX_GREP_BYTES = 2 * 1024 * 1024  # larger files are skipped by grep
 MAX_LINE_CHARS = 300  # a reported grep line is cut here
+SLICE_BYTES = 64 * 1024  # grep searches this much (then to the end of a line) per RE2 call
 
 
 class _SearchTool(Tool):
@@ -68,27 +76,54 @@ class GlobTool(_SearchTool):
         if not os.path.isdir(top):
             raise ToolError(f"{display_path(ctx, top)} is not a directory; glob searches "
                             "directories (use path for the directory, pattern for names).")
-        matches = path_matcher(pattern)
+        matches = _matcher(pattern)
         walk = TreeWalk(top, ignorer_for(ctx, top), args["no_ignore"])
         found, limit, more = [], args["max_results"], 0
-        for entry, is_dir in walk:
-            if matches(os.path.relpath(entry.path, top)):
+        for visit in walk:
+            if matches(os.path.relpath(visit.path, top)):
                 if len(found) < limit:
-                    found.append(display_path(ctx, entry.path) + "/" * is_dir)
+                    found.append(display_path(ctx, visit.path) + "/" * visit.is_dir)
                 else:
                     more += 1
         lines = found or [f"No paths match {pattern} in {display_path(ctx, top)}."]
         if more:
             lines.append(f"[{more} more matches not shown; narrow the pattern or raise "
                          "max_results.]")
-        if walk.truncated:
-            lines.append(f"[search stopped after {MAX_WALK} entries; use a narrower path.]")
-        return ToolResult("\n".join(lines), locations=[{"path": top}])
+        return ToolResult("\n".join(lines + walk_notes(walk)), locations=[{"path": top}])
+
+
+def _matcher(pattern):
+    try:
+        return path_matcher(pattern)
+    except PatternError as exc:
+        raise ToolError(str(exc)) from None
+
+
+def walk_notes(walk, changed=0):
+    """What a walk left out, as notes for the model."""
+    notes = []
+    if walk.sensitive:
+        notes.append(f"[skipped {walk.sensitive} credential or shell start-up files (e.g. "
+                     "~/.ssh, .env, ~/.bashrc); read_file asks the user for them.]")
+    if walk.changed + changed:
+        notes.append(f"[skipped {walk.changed + changed} entries that changed while being "
+                     "opened (e.g. a directory swapped for a symlink).]")
+    if walk.deep:
+        notes.append(f"[skipped {walk.deep} directories nested too deep; search below them "
+                     "with path.]")
+    if walk.truncated:
+        notes.append(f"[search stopped after {MAX_WALK} entries; use a narrower path.]")
+    if walk.expired:
+        notes.append(f"[search stopped after {SEARCH_SECONDS:.0f} s; use a narrower path or "
+                     "pattern.]")
+    return notes
 
 
 class GrepParams(Schema):
     pattern = fields.String(required=True, validate=validate.Length(min=1), metadata={
-        "description": "Python regular expression (or plain text with fixed_strings)."})
+        "description": "Regular expression in RE2 syntax (Python re without backreferences "
+                       "or lookaround; a match never spans lines), or plain text with "
+                       "fixed_strings."})
     path = fields.String(load_default=".", metadata={
         "description": "File or directory to search. Default: the workspace root."})
     fixed_strings = fields.Boolean(load_default=False, metadata={
@@ -116,91 +151,116 @@ class GrepTool(_SearchTool):
         return f"Grep {args.get('pattern')}{where}"
 
     def run(self, args, ctx):
-        regex = _compile(args)
+        try:
+            regex = compile_grep(args["pattern"], args["fixed_strings"], args["ignore_case"])
+        except PatternError as exc:
+            raise ToolError(str(exc)) from None
         top = self._top(args, ctx)
-        walk, paths = None, [top]
+        pacer, state = Pacer(), {"binary": 0, "big": 0, "changed": 0}
+        walk, opens = None, [(top, lambda: open_checked(top, FILE_FLAGS))]
         if os.path.isdir(top):
-            walk = self._walk(args, ctx, top)
-            paths = self._files(args, walk, top)
-        elif read_regular(top, 0) is None:
+            walk = self._walk(args, ctx, top, pacer)
+            opens = self._files(args, walk, top)
+        elif read_regular_fd(opens[0][1], state, 0) is None:
             raise ToolError(f"{display_path(ctx, top)} is not a regular file; grep searches "
                             "regular files and directories.")
-        hits, skipped = [], {"binary": 0, "big": 0}
-        for path in paths:
-            text = _searchable(path, skipped)
-            for lineno, line in _matching_lines(regex, text, MAX_MATCHES + 1 - len(hits)):
+        hits = []
+        for path, opener in opens:
+            data = _searchable(opener, state)
+            for lineno, line in matching_lines(regex, data, MAX_MATCHES + 1 - len(hits), pacer):
                 hits.append(f"{display_path(ctx, path)}:{lineno}: {_cut(line)}")
-            if len(hits) > MAX_MATCHES:
+            if len(hits) > MAX_MATCHES or not pacer.tick():
                 break
-        return ToolResult(self._report(args, ctx, top, hits, skipped, walk),
+        return ToolResult(self._report(args, ctx, top, hits, state, walk, pacer),
                           locations=[{"path": top}])
 
-    def _walk(self, args, ctx, top):
+    def _walk(self, args, ctx, top, pacer):
         prune = None
         if args["exclude"]:
-            exclude = path_matcher(args["exclude"])
-            prune = lambda entry, is_dir: exclude(os.path.relpath(entry.path, top))  # noqa: E731
-        return TreeWalk(top, ignorer_for(ctx, top), args["no_ignore"], prune)
+            exclude = _matcher(args["exclude"])
+            prune = lambda path, is_dir: exclude(os.path.relpath(path, top))  # noqa: E731
+        return TreeWalk(top, ignorer_for(ctx, top), args["no_ignore"], prune, pacer)
 
     def _files(self, args, walk, top):
-        include = path_matcher(args["include"]) if args["include"] else None
-        for entry, is_dir in walk:
-            if is_dir or not entry.is_file(follow_symlinks=False):
+        include = _matcher(args["include"]) if args["include"] else None
+        for visit in walk:
+            if not visit.is_file:
                 continue
-            if include is None or include(os.path.relpath(entry.path, top)):
-                yield entry.path
+            if include is None or include(os.path.relpath(visit.path, top)):
+                yield visit.path, visit.open
 
-    def _report(self, args, ctx, top, hits, skipped, walk):
+    def _report(self, args, ctx, top, hits, state, walk, pacer):
         shown = display_path(ctx, top)
         lines = hits[:MAX_MATCHES] or [f"No matches for {args['pattern']} in {shown}."]
         if len(hits) > MAX_MATCHES:
             lines.append(f"[showing the first {MAX_MATCHES} matches; narrow the search with "
                          "path, include or a more specific pattern.]")
-        if skipped["binary"] or skipped["big"]:
-            lines.append(f"[skipped {skipped['binary']} binary files and {skipped['big']} files "
+        if state["binary"] or state["big"]:
+            lines.append(f"[skipped {state['binary']} binary files and {state['big']} files "
                          f"over {MAX_GREP_BYTES // 2**20} MiB.]")
-        if walk is not None and walk.truncated:
-            lines.append(f"[search stopped after {MAX_WALK} entries; use a narrower path.]")
+        if walk is not None:
+            walk.expired = walk.expired or pacer.expired
+            lines += walk_notes(walk, state["changed"])
+        elif pacer.expired:
+            lines.append(f"[search stopped after {SEARCH_SECONDS:.0f} s.]")
         return "\n".join(lines)
 
 
-def _compile(args):
-    source = re.escape(args["pattern"]) if args["fixed_strings"] else args["pattern"]
-    flags = re.MULTILINE | (re.IGNORECASE if args["ignore_case"] else 0)
+def read_regular_fd(opener, state, limit=MAX_GREP_BYTES):
+    """``(data, size)`` of the regular file ``opener()`` opens (data None above ``limit``);
+    None for anything else, or when it changed while being opened (counted)."""
     try:
-        return re.compile(source, flags)
-    except re.error as exc:
-        raise ToolError(f"invalid regular expression {args['pattern']!r}: {exc}. Fix it, or "
-                        "set fixed_strings to true to search for the text literally.") from None
+        fd = opener()
+    except OSError:
+        state["changed"] += 1
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        return (fh.read(limit) if st.st_size <= limit else None), st.st_size
 
 
-def _searchable(path, skipped):
-    """The text of a file worth searching, else "" (binary and big files are counted)."""
-    read = read_regular(path, MAX_GREP_BYTES)
+def _searchable(opener, state):
+    """UTF-8 bytes of a file worth searching (bad bytes as U+FFFD), else b""."""
+    read = read_regular_fd(opener, state)
     if read is None:
-        return ""
+        return b""
     if read[0] is None:
-        skipped["big"] += 1
-        return ""
+        state["big"] += 1
+        return b""
     if b"\0" in read[0][:SNIFF]:
-        skipped["binary"] += 1
-        return ""
-    return read[0].decode("utf-8", errors="replace")
+        state["binary"] += 1
+        return b""
+    try:
+        read[0].decode("utf-8")
+        return read[0]
+    except UnicodeDecodeError:
+        return read[0].decode("utf-8", errors="replace").encode("utf-8")
 
 
-def _matching_lines(regex, text, limit):
-    """``(line number, line)`` for each line with a match, at most ``limit``."""
-    lineno, pos, last = 1, 0, 0
-    for match in regex.finditer(text):
-        lineno += text.count("\n", pos, match.start())
-        pos = match.start()
-        if lineno == last:
+def matching_lines(regex, data, limit, pacer):
+    """``(line number, line text)`` for each line of ``data`` with a match, at most ``limit``.
+
+    RE2 searches slices of about SLICE_BYTES that end at a line end (matches never span
+    lines), so each call is bounded and the pacer yields between them.
+    """
+    lineno, counted, pos, size = 1, 0, 0, len(data)
+    while pos < size and limit > 0 and pacer.tick():
+        end = data.find(b"\n", min(pos + SLICE_BYTES, size))
+        end = size if end == -1 else end
+        match = regex.search(data, pos, end)
+        if match is None:
+            pos = end + 1
             continue
-        last, limit = lineno, limit - 1
-        start, end = text.rfind("\n", 0, pos) + 1, text.find("\n", pos)
-        yield lineno, text[start:len(text) if end == -1 else end].rstrip("\r")
-        if limit <= 0:
-            return
+        start = match.start()
+        lineno += data.count(b"\n", counted, start)
+        counted = start
+        first, last = data.rfind(b"\n", 0, start) + 1, data.find(b"\n", start)
+        last = size if last == -1 else last
+        yield lineno, data[first:last].decode("utf-8").rstrip("\r")
+        limit -= 1
+        pos = last + 1
 
 
 def _cut(line):

@@ -1,92 +1,67 @@
-"""The workspace tree as the search tools see it: a walk that honours .gitignore.
+"""The workspace tree as the search tools see it: a walk by directory fds that honours
+.gitignore, skips credential files, yields to the hub and stops at an overall bound.
 
-The walk never follows symlinks (a link inside the root that points outside is listed by
-name, never read), always skips ``.git``, and prunes what ``.gitignore`` files from the
-search directory and its ancestors up to the root exclude. The matcher covers the common
-rules: ``*``, ``?``, ``[...]``, ``**``, ``!negation``, ``dir/`` only, and patterns anchored
-by a slash. Global excludes and ``.git/info/exclude`` are not read. The same glob
-translation serves the ``glob`` pattern and grep's include/exclude.
+Time of use: the walk opens its top directory, then every directory below it relative to
+its parent's fd, with O_NOFOLLOW, and checks each opened fd once with the kernel
+(:func:`term2acp.tools.paths.open_checked`). A directory swapped for a symlink mid-walk
+is therefore never entered, and a file is opened the same way by whoever consumes the
+walk (:meth:`Visit.open`). Symlinks are listed by name, never followed; ``.git`` is
+always skipped; ``.gitignore`` files from the search directory and its ancestors up to
+the root prune (read the same way). The matcher covers the common rules: ``*``, ``?``,
+``[...]``, ``**``, ``!negation``, ``dir/`` only, and patterns anchored by a slash, on RE2
+(:mod:`term2acp.tools.patterns`), so a hostile line cannot pin the CPU. Global excludes
+and ``.git/info/exclude`` are not read.
+
+Credential and shell start-up files (:mod:`term2acp.core.sensitive`) are skipped and
+counted unless the walk starts inside one (then the user approved that directory).
+
+Pacing: :class:`Pacer` yields to the hub every few milliseconds of work, so cancel,
+``session/list`` and shutdown are served while a search runs, and ends the search when
+its time budget is spent.
 """
 
 import os
-import re
 import stat
+import time
+from typing import NamedTuple
 
 import gevent
 
+from term2acp.core.sensitive import home_dir, is_sensitive
 from term2acp.sessions.workspace import is_within
+from term2acp.tools.paths import DIR_FLAGS, FILE_FLAGS, open_checked
+from term2acp.tools.patterns import IgnoreRules, path_matcher  # noqa: F401 (re-exported)
 
 MAX_WALK = 200_000  # entries visited before a search gives up
+MAX_DEPTH = 100  # directory levels below the top (one fd each while the walk is inside)
 MAX_IGNORE_BYTES = 1024 * 1024
+SEARCH_SECONDS = 60.0  # wall-clock budget of one search
+SLICE = 0.005  # seconds of work between two yields to the hub
 
 
-def glob_regex(pattern, braces=True):
-    """Translate a glob to a regex body: ``*`` and ``?`` stay in one path segment, a whole
-    ``**`` segment spans directories, ``[...]`` is a class, ``{a,b}`` alternates."""
-    out, i, n = [], 0, len(pattern)
-    while i < n:
-        c = pattern[i]
-        if c == "*" and pattern.startswith("**", i) and (i == 0 or pattern[i - 1] == "/") \
-                and (i + 2 == n or pattern[i + 2] == "/"):
-            out.append("(?:.*/)?" if i + 2 < n else ".*")
-            i += 3
-            continue
-        if c == "*":
-            out.append("[^/]*")
-        elif c == "?":
-            out.append("[^/]")
-        elif c == "[" and "]" in pattern[i + 2:]:
-            end = pattern.index("]", i + 2)
-            body = pattern[i + 1:end].replace("\\", "\\\\")
-            out.append("[" + ("^" + body[1:] if body[0] in "!^" else body) + "]")
-            i = end
-        elif c == "{" and braces and _brace_end(pattern, i) > 0:
-            end = _brace_end(pattern, i)
-            parts = _split_top(pattern[i + 1:end])
-            out.append("(?:" + "|".join(glob_regex(p, braces) for p in parts) + ")")
-            i = end
-        elif c == "\\" and i + 1 < n:
-            i += 1
-            out.append(re.escape(pattern[i]))
-        else:
-            out.append(re.escape(c))
-        i += 1
-    return "".join(out)
+class Pacer:
+    """Yield to the hub every SLICE seconds; ``tick()`` turns False once the budget is out."""
+
+    def __init__(self, budget=SEARCH_SECONDS):
+        self.last = time.monotonic()
+        self.deadline = self.last + budget
+        self.expired = False
+
+    def tick(self):
+        now = time.monotonic()
+        if now - self.last >= SLICE:
+            gevent.sleep(0)  # cancel arrives here as a GreenletExit
+            self.last = now = time.monotonic()
+        if now > self.deadline:
+            self.expired = True
+        return not self.expired
 
 
-def _brace_end(pattern, start):
-    depth = 0
-    for i in range(start, len(pattern)):
-        depth += {"{": 1, "}": -1}.get(pattern[i], 0)
-        if depth == 0:
-            return i if "," in pattern[start:i] else -1
-    return -1
-
-
-def _split_top(body):
-    parts, depth, last = [], 0, 0
-    for i, c in enumerate(body):
-        depth += {"{": 1, "}": -1}.get(c, 0)
-        if c == "," and depth == 0:
-            parts.append(body[last:i])
-            last = i + 1
-    return parts + [body[last:]]
-
-
-def path_matcher(pattern):
-    """A predicate on a relative path: patterns without a slash match the base name."""
-    pattern = pattern.strip("/")
-    regex = re.compile(glob_regex(pattern) + r"\Z")
-    if "/" in pattern:
-        return lambda rel: regex.match(rel) is not None
-    return lambda rel: regex.match(rel.rpartition("/")[2]) is not None
-
-
-def read_regular(path, limit):
+def read_regular(path, limit, dir_fd=None):
     """``(data, size)`` of a regular file, data None when above ``limit``; None when ``path``
-    is anything else. Never blocks (FIFOs, devices) and never follows a final symlink."""
+    is anything else or changed while being opened. Never blocks, never follows a symlink."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = open_checked(path, FILE_FLAGS, dir_fd)
     except OSError:
         return None
     with os.fdopen(fd, "rb") as fh:
@@ -97,93 +72,160 @@ def read_regular(path, limit):
 
 
 class Ignorer:
-    """The .gitignore rules in force in one directory; the last matching rule decides."""
+    """The .gitignore rules in force in one directory; the deepest matching file decides,
+    and within a file the last matching rule."""
 
-    def __init__(self, rules=()):
-        self.rules = rules  # tuples (base dir, regex, negate, dir_only)
+    def __init__(self, layers=()):
+        self.layers = layers  # tuples (base dir, IgnoreRules), shallow to deep
 
-    def child(self, directory):
-        read = read_regular(os.path.join(directory, ".gitignore"), MAX_IGNORE_BYTES)
+    def child(self, directory, dir_fd=None):
+        """Add ``directory``'s .gitignore, read relative to ``dir_fd`` (the open directory)."""
+        path = os.path.join(directory, ".gitignore")
+        read = read_regular(path, MAX_IGNORE_BYTES, dir_fd)
         if not read or not read[0]:
             return self
-        lines = read[0].decode("utf-8", errors="replace").splitlines()
-        rules = [rule for line in lines if (rule := _rule(directory, line))]
-        return Ignorer(self.rules + tuple(rules)) if rules else self
+        rules = IgnoreRules(read[0].decode("utf-8", errors="replace").splitlines())
+        return Ignorer(self.layers + ((directory, rules),)) if rules else self
 
     def ignored(self, path, is_dir):
-        for base, regex, negate, dir_only in reversed(self.rules):
-            if dir_only and not is_dir or not is_within(base, path) or path == base:
+        for base, rules in reversed(self.layers):
+            if path == base or not is_within(base, path):
                 continue
-            if regex.match(path[len(base.rstrip("/")) + 1:]):
-                return not negate
+            decided = rules.decide(path[len(base.rstrip("/")) + 1:], is_dir)
+            if decided is not None:
+                return decided
         return False
 
 
-def _rule(base, line):
-    line = line.rstrip("\n\r")
-    if not line.strip() or line.startswith("#"):
-        return None
-    line = line.rstrip(" ") if not line.endswith("\\ ") else line
-    negate = line.startswith("!")
-    line = line[1:] if negate else line.removeprefix("\\")
-    dir_only = line.endswith("/")
-    line = line.rstrip("/")
-    if not line:
-        return None
-    body = glob_regex(line.lstrip("/"), braces=False)
-    prefix = "" if "/" in line else "(?:.*/)?"
-    return base, re.compile(prefix + body + r"\Z"), negate, dir_only
-
-
 def ignorer_for(ctx, top):
-    """Rules from the root's .gitignore down to ``top``'s parent (``top`` loads its own)."""
+    """Rules from the root's .gitignore down to ``top``'s parent (``top`` loads its own),
+    reached through directory fds like the walk."""
     ignorer = Ignorer()
     if not is_within(ctx.root, top) or top == ctx.root:
         return ignorer
     chain = os.path.relpath(os.path.dirname(top), ctx.root).split(os.sep)
     directory = ctx.root
-    ignorer = ignorer.child(directory)
-    for part in chain if chain != ["."] else []:
-        directory = os.path.join(directory, part)
-        ignorer = ignorer.child(directory)
+    try:
+        fd = open_checked(directory, DIR_FLAGS)
+    except OSError:
+        return ignorer
+    try:
+        ignorer = ignorer.child(directory, fd)
+        for part in chain if chain != ["."] else []:
+            directory = os.path.join(directory, part)
+            child = open_checked(directory, DIR_FLAGS, fd)
+            os.close(fd)
+            fd = child
+            ignorer = ignorer.child(directory, fd)
+    except OSError:
+        pass  # changed meanwhile: the walk's own open of top will tell
+    finally:
+        os.close(fd)
     return ignorer
+
+
+class Visit(NamedTuple):
+    """One walked entry. ``dir_fd`` (its directory) is open until the walk moves on."""
+
+    path: str  # canonical: the checked top joined with names, no symlink followed
+    is_dir: bool
+    is_file: bool  # a regular file (never a symlink)
+    dir_fd: int
+
+    def open(self):
+        """An fd on this file, opened relative to its directory and checked (or OSError)."""
+        return open_checked(self.path, FILE_FLAGS, self.dir_fd)
 
 
 class TreeWalk:
     """Pre-order, sorted by name (so paths come out sorted), symlinks never followed;
-    yields ``(DirEntry, is_dir)``. ``truncated`` tells whether MAX_WALK stopped it."""
+    yields :class:`Visit`. After the walk: ``truncated`` (MAX_WALK stopped it),
+    ``expired`` (the pacer's budget did), ``changed`` (directories that changed while
+    being opened, skipped), ``sensitive`` (credential files skipped), ``deep``."""
 
-    def __init__(self, top, ignorer, no_ignore=False, prune=None):
+    def __init__(self, top, ignorer, no_ignore=False, prune=None, pacer=None):
         self.top, self.ignorer, self.no_ignore = top, ignorer, no_ignore
-        self.prune = prune or (lambda entry, is_dir: False)
-        self.truncated = False
+        self.prune = prune or (lambda path, is_dir: False)
+        self.pacer = pacer or Pacer()
+        self.home = home_dir()
+        self.skip_sensitive = not is_sensitive(top, self.home)
+        self.truncated = self.expired = False
+        self.changed = self.sensitive = self.deep = 0
 
     def __iter__(self):
-        stack, seen = [self._entries(self.top, self.ignorer)], 0
-        while stack:
-            item = next(stack[-1], None)
-            if item is None:
-                stack.pop()
-                continue
-            seen += 1
-            if seen % 256 == 0:
-                gevent.sleep(0)  # a big tree must not starve the hub (and cancel)
-            if seen > MAX_WALK:
-                self.truncated = True
-                return
-            entry, is_dir, ignorer = item
-            if entry.name == ".git" or self.prune(entry, is_dir) or (
-                    not self.no_ignore and ignorer.ignored(entry.path, is_dir)):
-                continue
-            yield entry, is_dir
-            if is_dir:
-                stack.append(self._entries(entry.path, ignorer))
-
-    def _entries(self, directory, ignorer):
-        ignorer = ignorer if self.no_ignore else ignorer.child(directory)
+        stack, seen = [], 0
         try:
-            with os.scandir(directory) as it:
-                entries = sorted(it, key=lambda e: e.name)
+            fd = open_checked(self.top, DIR_FLAGS)
         except OSError:
-            return iter(())
-        return ((e, e.is_dir(follow_symlinks=False), ignorer) for e in entries)
+            self.changed += 1
+            return
+        try:
+            stack.append(self._frame(fd, self.top, self.ignorer))
+            while stack:
+                fd, directory, entries, ignorer = stack[-1]
+                item = next(entries, None)
+                if item is None:
+                    os.close(stack.pop()[0])
+                    continue
+                seen += 1
+                if not self.pacer.tick() or seen > MAX_WALK:
+                    self.expired, self.truncated = self.pacer.expired, seen > MAX_WALK
+                    return
+                name, is_dir, is_file = item
+                path = os.path.join(directory, name)
+                if self._skipped(path, name, is_dir, ignorer):
+                    continue
+                yield Visit(path, is_dir, is_file, fd)
+                if is_dir:
+                    self._descend(stack, fd, path, ignorer)
+        finally:
+            for frame in stack:
+                os.close(frame[0])
+
+    def _skipped(self, path, name, is_dir, ignorer):
+        if name == ".git" or self.prune(path, is_dir):
+            return True
+        if not self.no_ignore and ignorer.ignored(path, is_dir):
+            return True
+        if self.skip_sensitive and is_sensitive(path, self.home):
+            self.sensitive += 1
+            return True
+        return False
+
+    def _descend(self, stack, parent_fd, path, ignorer):
+        if len(stack) > MAX_DEPTH:
+            self.deep += 1
+            return
+        try:
+            fd = open_checked(path, DIR_FLAGS, parent_fd)
+        except OSError:  # swapped for a symlink, moved, removed: never entered
+            self.changed += 1
+            return
+        stack.append(self._frame(fd, path, ignorer))
+
+    def _frame(self, fd, directory, ignorer):
+        """``(fd, path, iterator of (name, is_dir, is_file), ignorer)``; fd is owned."""
+        try:
+            ignorer = ignorer if self.no_ignore else ignorer.child(directory, fd)
+            return fd, directory, iter(self._list(fd)), ignorer
+        except BaseException:
+            os.close(fd)
+            raise
+
+    def _list(self, fd):
+        entries = []
+        try:
+            with os.scandir(fd) as it:
+                for entry in it:
+                    if not self.pacer.tick() or len(entries) > MAX_WALK:
+                        break
+                    try:
+                        kind = (entry.is_dir(follow_symlinks=False),
+                                entry.is_file(follow_symlinks=False))
+                    except OSError:
+                        continue
+                    entries.append((entry.name, *kind))
+        except OSError:
+            return []
+        entries.sort()
+        return entries

@@ -11,7 +11,8 @@ from term2acp.sessions.access import AccessState
 from term2acp.tools import search
 from term2acp.tools.base import ToolContext, ToolError
 from term2acp.tools.search import GlobTool, GrepTool
-from term2acp.tools.tree import Ignorer, glob_regex, path_matcher
+from term2acp.tools.patterns import glob_regex, path_matcher
+from term2acp.tools.tree import Ignorer
 
 
 @pytest.fixture

@@ -1,0 +1,255 @@
+"""Patterns without backtracking: grep expressions, globs and .gitignore rules, all on RE2.
+
+Patterns come from the model (grep, glob, include/exclude) and from the repository
+(``.gitignore``), so none of them may be able to pin the CPU: Python's ``re`` backtracks
+(``(a+)+b`` on a long line never returns, and nothing can interrupt it). RE2 matches in
+time linear in the subject, so every match here is bounded by the subject's size and the
+compiled program's size (itself bounded by ``max_mem``). RE2 has no backreferences and
+no lookaround; a grep pattern that uses them fails with a message that says so.
+
+Subjects are UTF-8 bytes. Text that cannot be encoded (a file name with a non-UTF-8
+byte arrives surrogate-escaped) is matched with U+FFFD in place of each bad byte.
+"""
+
+import re2
+
+MAX_MEM = 8 << 20  # bytes of compiled program per pattern (RE2's default)
+MAX_GLOB = 1024  # characters in a glob pattern
+SET_CHUNK = 256  # .gitignore rules per RE2 set
+MAX_RULES = 4096  # .gitignore rules read from one file
+
+_ANCHORED = re2._Anchor.ANCHOR_BOTH  # noqa: SLF001 (the wrapper's public fullmatch is slower)
+
+
+class PatternError(ValueError):
+    """A pattern RE2 cannot compile; the message says why, for the model."""
+
+
+def options(**values):
+    opts = re2.Options()
+    opts.log_errors = False  # RE2 would print every bad pattern on stderr
+    opts.max_mem = MAX_MEM
+    for name, value in values.items():
+        setattr(opts, name, value)
+    return opts
+
+
+def subject(text):
+    """UTF-8 bytes of ``text``; surrogate-escaped bytes become U+FFFD."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        raw = text.encode("utf-8", "surrogateescape")
+        return raw.decode("utf-8", "replace").encode("utf-8")
+
+
+# ---------------------------------------------------------------- grep
+_UNSUPPORTED = (
+    *((f"invalid escape sequence: \\{d}", f"a backreference (\\{d})") for d in "123456789"),
+    ("invalid escape sequence: \\Z", "\\Z (use \\z for the end of the text)"),
+    ("invalid escape sequence: \\", "an escape sequence RE2 does not know"),
+    ("invalid perl operator: (?=", "lookahead (?=...)"),
+    ("invalid perl operator: (?!", "negative lookahead (?!...)"),
+    ("invalid perl operator: (?<", "lookbehind (?<=...) or (?<!...)"),
+    ("invalid perl operator: (?>", "an atomic group (?>...)"),
+    ("bad repetition operator: *+", "a possessive quantifier"),
+    ("bad repetition operator: ++", "a possessive quantifier"),
+    ("bad repetition operator: ?+", "a possessive quantifier"),
+    ("pattern too large", "a pattern this large (more than 8 MiB compiled)"),
+    ("invalid repetition size", "a repetition count above 1000"),
+)
+
+
+def compile_grep(pattern, fixed=False, ignore_case=False):
+    """An RE2 program for grep: multi-line anchors, never matching across a newline."""
+    opts = options(never_nl=True, never_capture=True, literal=fixed,
+                   case_sensitive=not ignore_case)
+    source = subject(pattern) if fixed else b"(?m)" + subject(pattern)
+    try:
+        return re2.compile(source, opts)
+    except re2.error as exc:
+        reason = _reason(exc)
+        for needle, what in _UNSUPPORTED:
+            if needle in reason:
+                raise PatternError(
+                    f"grep patterns use RE2 syntax, which never backtracks: {what} is not "
+                    f"supported ({reason}). Rewrite the pattern without it, or set "
+                    "fixed_strings to true to search for the text literally.") from None
+        raise PatternError(f"invalid regular expression {pattern!r}: {reason}. Fix it, or set "
+                           "fixed_strings to true to search for the text literally.") from None
+
+
+def _reason(exc):
+    text = exc.args[0] if exc.args else ""
+    text = text.decode("utf-8", "replace") if isinstance(text, bytes) else str(text)
+    return text.replace(": (?m)", ": ", 1)
+
+
+# ---------------------------------------------------------------- globs
+def _literal(c):
+    if c.isascii() and (c.isalnum() or c == "_"):
+        return c
+    if not c.isascii():
+        return c
+    if c.isprintable():
+        return "\\" + c
+    return f"\\x{{{ord(c):x}}}"
+
+
+def _char_class(body):
+    """An RE2 class from a glob class body; ``!`` or ``^`` negates; never matches ``/``."""
+    negate = body[:1] in ("!", "^")
+    body = body[1:] if negate else body
+    out, i = [], 0
+    while i < len(body):
+        if i + 2 < len(body) and body[i + 1] == "-":
+            out.append(f"{_literal(body[i])}-{_literal(body[i + 2])}")
+            i += 3
+            continue
+        out.append(_literal(body[i]))
+        i += 1
+    return ("[^/" if negate else "[") + "".join(out) + "]"
+
+
+def glob_regex(pattern, braces=True):
+    """Translate a glob to an RE2 body: ``*`` and ``?`` stay in one path segment, a whole
+    ``**`` segment spans directories, ``[...]`` is a class, ``{a,b}`` alternates."""
+    out, i, n = [], 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == "*" and pattern.startswith("**", i) and (i == 0 or pattern[i - 1] == "/") \
+                and (i + 2 == n or pattern[i + 2] == "/"):
+            out.append("(?:.*/)?" if i + 2 < n else ".*")
+            i += 3
+            continue
+        if c == "*":
+            while pattern.startswith("*", i + 1):  # a run of stars is one star
+                i += 1
+            out.append("[^/]*")
+        elif c == "?":
+            out.append("[^/]")
+        elif c == "[" and "]" in pattern[i + 2:]:
+            end = pattern.index("]", i + 2)
+            out.append(_char_class(pattern[i + 1:end]))
+            i = end
+        elif c == "{" and braces and (end := _brace_end(pattern, i)) > 0:
+            parts = _split_top(pattern[i + 1:end])
+            out.append("(?:" + "|".join(glob_regex(p, braces) for p in parts) + ")")
+            i = end
+        elif c == "\\" and i + 1 < n:
+            i += 1
+            out.append(_literal(pattern[i]))
+        else:
+            out.append(_literal(c))
+        i += 1
+    return "".join(out)
+
+
+def _brace_end(pattern, start):
+    depth = 0
+    for i in range(start, len(pattern)):
+        depth += {"{": 1, "}": -1}.get(pattern[i], 0)
+        if depth == 0:
+            return i if "," in pattern[start:i] else -1
+    return -1
+
+
+def _split_top(body):
+    parts, depth, last = [], 0, 0
+    for i, c in enumerate(body):
+        depth += {"{": 1, "}": -1}.get(c, 0)
+        if c == "," and depth == 0:
+            parts.append(body[last:i])
+            last = i + 1
+    return parts + [body[last:]]
+
+
+def compile_glob(pattern):
+    """A whole-path RE2 program for a glob, or PatternError."""
+    if len(pattern) > MAX_GLOB:
+        raise PatternError(f"the glob is {len(pattern)} characters long; at most {MAX_GLOB} "
+                           "are accepted.")
+    if pattern.count("{") > 64:
+        raise PatternError("the glob has more than 64 '{' alternations; simplify it.")
+    try:
+        return re2.compile(subject(glob_regex(pattern)), options(dot_nl=True))
+    except re2.error as exc:
+        raise PatternError(f"invalid glob {pattern!r}: {_reason(exc)}.") from None
+
+
+def path_matcher(pattern):
+    """A predicate on a relative path: patterns without a slash match the base name."""
+    pattern = pattern.strip("/")
+    program = compile_glob(pattern)._regexp  # noqa: SLF001
+
+    def matches(rel):
+        data = subject(rel if "/" in pattern else rel.rpartition("/")[2])
+        return program.Match(_ANCHORED, data, 0, len(data))[0] != (-1, -1)
+    return matches
+
+
+# ---------------------------------------------------------------- .gitignore
+class IgnoreRules:
+    """The rules of one ``.gitignore`` file, matched in one RE2 pass per set of rules.
+
+    Lines RE2 cannot compile are dropped; at most MAX_RULES lines count.
+    """
+
+    def __init__(self, lines):
+        self.meta = []  # (negate, dir_only) per rule, in file order
+        self.sets = []  # (first rule index, compiled RE2 set)
+        pending = []
+        for line in lines:
+            rule = _rule(line)
+            if rule is not None:
+                pending.append(rule)
+            if len(pending) >= MAX_RULES:
+                break
+        for start in range(0, len(pending), SET_CHUNK):
+            self._add_set(pending[start:start + SET_CHUNK])
+
+    def _add_set(self, rules):
+        compiled = re2.Set.FullMatchSet(options(dot_nl=True))
+        kept = []
+        for body, negate, dir_only in rules:
+            try:
+                compiled.Add(subject(body))
+            except re2.error:
+                continue
+            kept.append((negate, dir_only))
+        if not kept:
+            return
+        try:
+            compiled.Compile()
+        except re2.error:
+            return
+        self.sets.append((len(self.meta), compiled))
+        self.meta.extend(kept)
+
+    def __bool__(self):
+        return bool(self.sets)
+
+    def decide(self, rel, is_dir):
+        """True (ignored), False (re-included by ``!``) or None (no rule matches)."""
+        data, best = subject(rel), -1
+        for first, compiled in self.sets:
+            for index in compiled.Match(data) or ():
+                if not self.meta[first + index][1] or is_dir:
+                    best = max(best, first + index)
+        return None if best < 0 else not self.meta[best][0]
+
+
+def _rule(line):
+    """``(regex body, negate, dir_only)`` for one .gitignore line, or None."""
+    line = line.rstrip("\n\r")
+    if not line.strip() or line.startswith("#"):
+        return None
+    line = line.rstrip(" ") if not line.endswith("\\ ") else line
+    negate = line.startswith("!")
+    line = line[1:] if negate else line.removeprefix("\\")
+    dir_only = line.endswith("/")
+    line = line.rstrip("/")
+    if not line or len(line) > MAX_GLOB:
+        return None
+    prefix = "" if "/" in line else "(?:.*/)?"
+    return prefix + glob_regex(line.lstrip("/"), braces=False), negate, dir_only
