@@ -49,6 +49,10 @@ class Status:
     headers: dict = field(default_factory=dict)
 
 
+class Hangup:
+    """Close the connection without answering (a reset before any response byte)."""
+
+
 class SSE:
     """A server-sent-event stream: ``events`` is a list of ``(event_name | None, data)``.
 
@@ -82,10 +86,9 @@ class FakeLLMServer:
         self._scheme = "https" if tls else "http"
         self._script = collections.deque()
         self._arrived = Event()
+        self._tls = tls
         self._connections = Pool(64)  # so stop() can end kept-alive connections
-        extra = {"ssl_context": tls} if tls else {}
-        self._server = StreamServer(("127.0.0.1", 0), self._handle, spawn=self._connections,
-                                    **extra)
+        self._server = StreamServer(("127.0.0.1", 0), self._handle, spawn=self._connections)
 
     def start(self):
         self._server.start()
@@ -119,6 +122,12 @@ class FakeLLMServer:
     # ------------------------------------------------------------ connection handling
     def _handle(self, sock, _address):
         self.connections += 1
+        if self._tls is not None:
+            try:
+                sock = self._tls.wrap_socket(sock, server_side=True)
+            except OSError:  # the client refused our certificate
+                sock.close()
+                return
         reader = sock.makefile("rb")
         try:
             while True:
@@ -139,6 +148,9 @@ class FakeLLMServer:
 
     def _respond(self, sock, response):
         """Send one response; False when the connection must end."""
+        if isinstance(response, Hangup):
+            sock.shutdown(socket.SHUT_RDWR)
+            return False
         if isinstance(response, Status):
             body = json.dumps(response.body).encode() if response.body is not None else b""
             headers = {"Content-Type": "application/json", "Content-Length": str(len(body)),
