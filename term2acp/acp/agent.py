@@ -1,8 +1,13 @@
-"""The ACP connection: lifecycle (initialize first, once, unbatched) and the route table.
+"""The ACP connection: negotiation, lifecycle (initialize first, once, unbatched), routes.
 
-Session methods are served by :class:`term2acp.acp.sessions.SessionHandlers`, built on the
-first session call so that answering ``initialize`` stays cheap (start-up is what editors
-wait for).
+One runtime, two protocol faces. ``initialize`` names the version: 1 gets the v1 face
+(``acp/v1/``), 2 and above the v2 face (``acp/sessions.py``, ``acp/translate.py``; the
+answer says 2, our latest). 0, a negative number or a non-integer is -32602. The request
+is validated against the shape of the version it names, so a v1 client is never refused
+for lacking v2 fields, and the version is fixed for the connection once answered.
+
+Session methods are served by the face's handlers, built on the first session call so
+that answering ``initialize`` stays cheap (start-up is what editors wait for).
 """
 
 import functools
@@ -12,11 +17,25 @@ from term2acp import __version__
 from term2acp.acp import methods as m
 from term2acp.acp.schemas import session as ss
 from term2acp.acp.schemas.base import load
-from term2acp.acp.schemas.initialize import InitializeRequestSchema
+from term2acp.acp.schemas.initialize import InitializeRequestSchema, InitializeV1RequestSchema
 from term2acp.rpc.endpoint import Route
-from term2acp.rpc.errors import InvalidRequestError
+from term2acp.rpc.errors import InvalidParamsError, InvalidRequestError
 
 log = logging.getLogger(__name__)
+
+AGENT_INFO = {"name": "term2", "title": "term2", "version": __version__}
+
+
+class ClientFiles:
+    """What a v1 client advertised under ``clientCapabilities.fs``."""
+
+    __slots__ = ("read", "write")
+
+    def __init__(self, capabilities):
+        fs = (capabilities or {}).get("fs")
+        fs = fs if isinstance(fs, dict) else {}
+        self.read = fs.get("readTextFile") is True
+        self.write = fs.get("writeTextFile") is True
 
 
 class AcpAgent:
@@ -26,16 +45,24 @@ class AcpAgent:
         self.client = client
         self.settings = settings
         self.initialized = False
+        self.version = None  # fixed by initialize: 1 or 2
         self.client_info = None
+        self.client_files = ClientFiles(None)
         self.on_initialized = None  # start-up work deferred until initialize is answered
+        # Images reach the model only when the runtime can pass them on; it cannot yet
+        # (agent/prompt.py refuses image blocks), so no default model "takes images".
+        self.accepts_images = lambda: False
+        self._schemas = {1: InitializeV1RequestSchema(), 2: InitializeRequestSchema()}
+        self.routes = {m.INITIALIZE: Route(self.initialize, self._load_initialize, inline=True)}
 
-        def route(name, schema, inline=False):
-            return Route(functools.partial(self._session_call, name),
-                         functools.partial(load, schema), inline)
+    # ------------------------------------------------------------ faces
+    def _route(self, name, schema, inline=False):
+        return Route(functools.partial(self._session_call, name),
+                     functools.partial(load, schema), inline)
 
-        self.routes = {
-            m.INITIALIZE: Route(self.initialize, functools.partial(load, InitializeRequestSchema()),
-                                inline=True),
+    def _v2_routes(self):
+        route = self._route
+        return {
             m.SESSION_NEW: route("new_session", ss.NewSessionRequestSchema()),
             m.SESSION_LIST: route("list_sessions", ss.ListSessionsRequestSchema()),
             m.SESSION_RESUME: route("resume_session", ss.ResumeSessionRequestSchema()),
@@ -44,12 +71,24 @@ class AcpAgent:
             m.SESSION_CLOSE: route("close_session", ss.CloseSessionRequestSchema()),
         }
 
+    def _v1_routes(self):
+        from term2acp.acp.v1.routes import routes
+
+        return routes(self._route)
+
     @property
     def sessions(self):
         if self._sessions is None:
-            from term2acp.acp.sessions import SessionHandlers
+            if self.version == m.PROTOCOL_V1:
+                from term2acp.acp.v1.sessions import V1SessionHandlers
 
-            self._sessions = SessionHandlers(self._manager_factory(), self.client, self.settings)
+                self._sessions = V1SessionHandlers(self._manager_factory(), self.client,
+                                                   self.settings, self.client_files)
+            else:
+                from term2acp.acp.sessions import SessionHandlers
+
+                self._sessions = SessionHandlers(self._manager_factory(), self.client,
+                                                 self.settings)
         return self._sessions
 
     @property
@@ -73,12 +112,54 @@ class AcpAgent:
     def lookup(self, method):
         return self.routes.get(method)
 
-    # ------------------------------------------------------------ handlers
+    def _mark_closing(self, params):
+        """Runs in the reader as session/close is read (Route.mark): the session's turn is
+        cancelled before any later line, so an approval answer read after the close (even
+        in the same chunk) cannot allow. The close itself runs in its own greenlet."""
+        if self._sessions is not None:
+            self._sessions.manager.mark_closing(params["session_id"])
+
+    # ------------------------------------------------------------ initialize
+    def _load_initialize(self, params):
+        """Validate against the version the request names (v2's shape unless it names 1)."""
+        version = params.get("protocolVersion")
+        named = isinstance(version, int) and not isinstance(version, bool)
+        if named and version < 1:
+            raise InvalidParamsError(
+                f"protocolVersion {version} is not a protocol version: send 1 (ACP v1) or "
+                "2 (ACP v2)", data={"supported": [m.PROTOCOL_V1, m.PROTOCOL_VERSION]})
+        return load(self._schemas[1 if named and version == 1 else 2], params)
+
     def initialize(self, params):
+        version = m.PROTOCOL_V1 if params["protocol_version"] == 1 else m.PROTOCOL_VERSION
+        self.routes.update(self._v1_routes() if version == m.PROTOCOL_V1 else self._v2_routes())
+        self.routes[m.SESSION_CLOSE].mark = self._mark_closing
+        self.version = version
         self.initialized = True
-        self.client_info = params["info"]
+        if version == m.PROTOCOL_V1:
+            self.client_info = params["client_info"]
+            self.client_files = ClientFiles(params["client_capabilities"])
+            answer = self._v1_answer()
+        else:
+            self.client_info = params["info"]
+            answer = {"protocolVersion": m.PROTOCOL_VERSION, "info": dict(AGENT_INFO),
+                      "capabilities": {"session": {}}}
         if self.on_initialized is not None:
             self.on_initialized()
-        return {"protocolVersion": m.PROTOCOL_VERSION,
-                "info": {"name": "term2", "title": "term2", "version": __version__},
-                "capabilities": {"session": {}}}
+        return answer
+
+    def _v1_answer(self):
+        prompt = {"embeddedContext": True}
+        if self.accepts_images():
+            prompt["image"] = True
+        return {
+            "protocolVersion": m.PROTOCOL_V1,
+            "agentInfo": dict(AGENT_INFO),
+            "agentCapabilities": {
+                "loadSession": True,
+                "promptCapabilities": prompt,
+                "mcpCapabilities": {},  # stdio is v1's baseline; none is connected yet
+                "sessionCapabilities": {"list": {}, "resume": {}, "close": {}},
+            },
+            "authMethods": [],
+        }

@@ -11,7 +11,14 @@ SESSION_CLOSE = "session/close"
 SESSION_UPDATE = "session/update"
 SESSION_REQUEST_PERMISSION = "session/request_permission"
 
-PROTOCOL_VERSION = 2
+# ACP v1 only (gone in v2)
+SESSION_LOAD = "session/load"
+AUTHENTICATE = "authenticate"
+FS_READ_TEXT_FILE = "fs/read_text_file"
+FS_WRITE_TEXT_FILE = "fs/write_text_file"
+
+PROTOCOL_VERSION = 2  # the latest version we speak; 2 and above get the v2 face
+PROTOCOL_V1 = 1
 
 # Calls that change the connection's lifecycle must not travel inside a batch.
 UNBATCHABLE = frozenset({INITIALIZE})

@@ -95,16 +95,17 @@ def decision_for(answer, interaction):
 
 
 class PermissionBridge:
-    """The approval gate of one prompt."""
+    """The approval gate of one prompt (the same fail-closed rules for v1 and v2)."""
 
-    def __init__(self, client, session_id, timeout=None):
+    def __init__(self, client, session_id, timeout=None, params_for=request_params):
         self._client = client
         self._session_id = session_id
         self._timeout = timeout
+        self._params_for = params_for  # the connection's version of the request shape
 
     def decide(self, interaction):
         request_id, result = self._client.request_permission(
-            request_params(self._session_id, interaction))
+            self._params_for(self._session_id, interaction))
         settled = False
         try:
             answer = result.get(timeout=self._timeout)

@@ -1,74 +1,19 @@
-"""Session handlers: new, list, resume (+replay), prompt, cancel, close.
+"""v2 session handlers: new, list, resume (+replay), prompt, cancel, close.
 
-This module is one of the two translation points: runtime exceptions and outcomes
-become JSON-RPC errors here (``ERRORS``), nowhere else.
+Runtime exceptions become JSON-RPC errors through ``acp/errors.py`` (shared with the v1
+face in ``acp/v1/``).
 """
 
-import functools
 import logging
 
 from term2acp.acp import translate
+from term2acp.acp.errors import domain_errors
 from term2acp.acp.permissions import PermissionBridge
 from term2acp.agent import events as ev
-from term2acp.agent.prompt import PromptError
-from term2acp.providers.catalog import CatalogError
-from term2acp.providers.errors import ProviderNotConfigured
-from term2acp.rpc.errors import (
-    AuthRequiredError,
-    BusyError,
-    InternalError,
-    InvalidParamsError,
-    ResourceNotFoundError,
-    RpcError,
-)
-from term2acp.sessions.errors import (
-    CwdMismatch,
-    InvalidCursor,
-    SessionBusy,
-    SessionLocked,
-    SessionNotFound,
-    StoreError,
-)
-from term2acp.sessions.workspace import WorkspaceError
+from term2acp.rpc.errors import InternalError, InvalidParamsError
+from term2acp.sessions.errors import InvalidCursor
 
 log = logging.getLogger(__name__)
-
-
-class SessionLockedError(RpcError):
-    CODE = -32009
-    MESSAGE = "Session is locked"
-
-
-def _not_found(exc):
-    return ResourceNotFoundError(f"Session not found: {exc.args[0]}",
-                                 data={"sessionId": exc.args[0], "uri": f"session:{exc.args[0]}"})
-
-
-ERRORS = {
-    SessionNotFound: _not_found,
-    SessionBusy: lambda exc: BusyError(),
-    SessionLocked: lambda exc: SessionLockedError(
-        f"Session is open in another term2-acp process (pid {exc.args[0]}); close it there first"),
-    CwdMismatch: lambda exc: InvalidParamsError(str(exc)),
-    WorkspaceError: lambda exc: InvalidParamsError(str(exc)),
-    PromptError: lambda exc: InvalidParamsError(str(exc)),
-    CatalogError: lambda exc: InvalidParamsError(str(exc)),
-    ProviderNotConfigured: lambda exc: AuthRequiredError(str(exc)),
-    StoreError: lambda exc: InternalError(str(exc)),
-}
-
-
-def domain_errors(handler):
-    @functools.wraps(handler)
-    def wrapper(*args, **kwargs):
-        try:
-            return handler(*args, **kwargs)
-        except tuple(ERRORS) as exc:
-            for klass in type(exc).__mro__:
-                if klass in ERRORS:
-                    raise ERRORS[klass](exc) from None
-            raise
-    return wrapper
 
 
 class SessionHandlers:

@@ -1,7 +1,14 @@
 """Drive a real agent process over pipes with bounded waits.
 
-Every line the agent writes must be a JSON-RPC message that validates against the v2
-schema; violations are collected in ``schema_errors`` (and fail :meth:`close`).
+Every line the agent writes must be a JSON-RPC message that validates against the schema
+of the connection's ACP version (``protocol=2``, the default, or ``protocol=1``);
+violations are collected in ``schema_errors`` (and fail :meth:`close`).
+
+In v1 mode :meth:`AgentProcess.initialize` sends Zed's ``initialize`` (``ZED_V1_INITIALIZE``:
+``fs`` read and write advertised), :meth:`AgentProcess.prompt` returns when the
+``session/prompt`` response (``stopReason``) arrives, and the editor's side of
+``fs/read_text_file`` / ``fs/write_text_file`` is played from the real disk unless an
+``on_request`` callback answers them (every such request is kept in ``fs_requests``).
 """
 
 import json
@@ -18,6 +25,18 @@ REPO_LAUNCHER = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))), "bin", "term2-acp")
 
 
+ZED_V1_INITIALIZE = {
+    "protocolVersion": 1,
+    "clientCapabilities": {"fs": {"readTextFile": True, "writeTextFile": True},
+                           "terminal": True, "auth": {"terminal": True},
+                           "_meta": {"terminal_output": True, "terminal-auth": True}},
+    "clientInfo": {"name": "zed", "version": "0.212.7"},
+}
+V2_INITIALIZE = {"protocolVersion": 2, "info": {"name": "term2acp-tests", "version": "1"}}
+FS_METHODS = ("fs/read_text_file", "fs/write_text_file")
+JOIN_TIMEOUT = 5  # seconds to wait for the pipe reader threads after the process ended
+
+
 class ProtocolError(AssertionError):
     pass
 
@@ -29,11 +48,17 @@ def default_command():
 
 
 class AgentProcess:
-    def __init__(self, args=(), env=None, command=None, validate=True):
+    def __init__(self, args=(), env=None, command=None, validate=True, protocol=2,
+                 initialize_params=None):
         self.command = list(command or default_command()) + list(args)
         self.env = dict(os.environ if env is None else env)
         self.validate = validate
+        self.protocol = protocol
+        self.initialize_params = initialize_params or (
+            ZED_V1_INITIALIZE if protocol == 1 else V2_INITIALIZE)
+        self.fs_requests = []  # v1: every fs/* request the agent sent, in order
         self.proc = None
+        self._threads = []
         self.messages = []  # everything received, in order
         self.lines = []  # raw stdout lines
         self.schema_errors = []
@@ -46,9 +71,25 @@ class AgentProcess:
     def start(self):
         self.proc = subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, env=self.env)
-        threading.Thread(target=self._pump_stdout, daemon=True).start()
-        threading.Thread(target=self._pump_stderr, daemon=True).start()
+        self._threads = [threading.Thread(target=self._pump_stdout, daemon=True),
+                         threading.Thread(target=self._pump_stderr, daemon=True)]
+        for thread in self._threads:
+            thread.start()
         return self
+
+    def _join_pumps(self):
+        """The process has ended, so its pipes reach EOF and the readers finish (bounded);
+        then the pipes are closed, so no reader thread or file outlives the agent."""
+        deadline = time.monotonic() + JOIN_TIMEOUT
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        if any(thread.is_alive() for thread in self._threads):
+            return  # a grandchild still holds the pipe; the daemon thread ends with it
+        for pipe in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            try:
+                pipe.close()
+            except (OSError, ValueError):
+                pass
 
     def _pump_stdout(self):
         for line in self.proc.stdout:
@@ -61,7 +102,8 @@ class AgentProcess:
             if self.validate:
                 items = message if isinstance(message, list) else [message]
                 for item in items:
-                    self.schema_errors += schema.check_message(item, self._methods)
+                    self.schema_errors += schema.check_message(item, self._methods,
+                                                               self.protocol)
             self._queue.put(message)
         self._queue.put(None)
 
@@ -92,7 +134,9 @@ class AgentProcess:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(5)
+            self._join_pumps()
             raise ProtocolError(f"agent did not exit within {timeout}s of EOF")
+        self._join_pumps()
         if self.schema_errors:
             raise ProtocolError("schema errors:\n" + "\n".join(self.schema_errors[:20]))
         return code
@@ -101,6 +145,8 @@ class AgentProcess:
         if self.proc and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(5)
+        if self.proc:
+            self._join_pumps()
 
     # ------------------------------------------------------------ sending
     def send_raw(self, data):
@@ -152,10 +198,25 @@ class AgentProcess:
             message = self.next_message(remaining)
             if predicate(message):
                 return message
-            if on_request and isinstance(message, dict) and "method" in message and "id" in message:
-                result = on_request(message)
+            if isinstance(message, dict) and "method" in message and "id" in message:
+                result = on_request(message) if on_request else None
+                if result is None and message["method"] in FS_METHODS:
+                    self.fs_requests.append(message)
+                    result = self._serve_file(message)
                 if result is not None:
                     self.send({"jsonrpc": "2.0", "id": message["id"], "result": result})
+
+    @staticmethod
+    def _serve_file(message):
+        """The editor's side of v1 ``fs/*``, played from the disk (no unsaved buffers)."""
+        params = message.get("params") or {}
+        if message["method"] == "fs/read_text_file":
+            with open(params["path"], encoding="utf-8") as fh:
+                return {"content": fh.read()}
+        os.makedirs(os.path.dirname(params["path"]), exist_ok=True)
+        with open(params["path"], "w", encoding="utf-8") as fh:
+            fh.write(params["content"])
+        return {}
 
     def wait_update(self, session_update=None, state=None, session_id=None, timeout=10,
                     on_request=None, **fields):
@@ -182,25 +243,39 @@ class AgentProcess:
             "sessionId": session_id, "prompt": [{"type": "text", "text": text}]})
 
     def initialize(self):
-        response = self.request("initialize", {"protocolVersion": 2,
-                                               "info": {"name": "term2acp-tests", "version": "1"}})
+        response = self.request("initialize", self.initialize_params)
         assert "result" in response, response
         return response["result"]
 
-    def new_session(self, cwd):
-        response = self.request("session/new", {"cwd": str(cwd)})
+    def new_session(self, cwd, mcp_servers=None):
+        params = {"cwd": str(cwd)}
+        if self.protocol == 1 or mcp_servers is not None:
+            params["mcpServers"] = list(mcp_servers or [])  # required in v1
+        response = self.request("session/new", params)
         assert "result" in response, response
         return response["result"]["sessionId"]
 
     def prompt(self, session_id, text, timeout=20, on_request=None):
-        """Send a prompt and return ``(response, updates)`` once the turn is idle."""
+        """Send a prompt; once the turn has ended return ``(response, updates, end)``.
+
+        v2: ``end`` is the idle ``state_update`` message. v1: the turn ends with the
+        prompt's response, so ``end`` is that response (``end["result"]["stopReason"]``)."""
         start = len(self.messages)
         request_id = self.request_async("session/prompt", {
             "sessionId": session_id, "prompt": [{"type": "text", "text": text}]})
+        if self.protocol == 1:
+            response = self.wait_for(lambda m: is_response(m, request_id), timeout, on_request)
+            seen = self.messages[start:]
+            return response, [m["params"]["update"] for m in seen if is_update(m, session_id)], \
+                response
         idle = self.wait_for(lambda m: is_idle(m, session_id), timeout, on_request)
         seen = self.messages[start:]
         response = next((m for m in seen if m.get("id") == request_id and "method" not in m), None)
         return response, [m["params"]["update"] for m in seen if is_update(m, session_id)], idle
+
+
+def is_response(message, request_id):
+    return isinstance(message, dict) and message.get("id") == request_id and "method" not in message
 
 
 def is_update(message, session_id=None):

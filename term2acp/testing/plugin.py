@@ -4,10 +4,11 @@ Fixtures:
 
 * ``acp_workspace``: a temporary project directory (canonical path);
 * ``acp_env``: an environment with a private ``TERM2ACP_HOME`` and no provider keys;
-* ``acp_agent(turns=None, script=None, args=(), env=None, initialize=True)``: a real
-  ``term2-acp`` over pipes, with the scripted provider when ``turns`` (a list of model
-  turns) or ``script`` (a file) is given; every message it sends is validated against
-  the ACP v2 schema, and it is closed (EOF, exit 0, no schema errors) after the test;
+* ``acp_agent(turns=None, script=None, args=(), env=None, initialize=True, protocol=2)``:
+  a real ``term2-acp`` over pipes, with the scripted provider when ``turns`` (a list of
+  model turns) or ``script`` (a file) is given; every message it sends is validated
+  against the ACP schema of ``protocol`` (2, or 1 for the v1 face with Zed's
+  ``initialize``), and it is closed (EOF, exit 0, no schema errors) after the test;
 * ``acp_transcript(path)``: play a recorded transcript and compare; run pytest with
   ``--update-transcripts`` to re-record instead (review the diff before committing).
 
@@ -60,7 +61,8 @@ def acp_env(tmp_path):
 def acp_agent(acp_env, tmp_path):
     started = []
 
-    def start(turns=None, script=None, args=(), env=None, initialize=True, **script_extra):
+    def start(turns=None, script=None, args=(), env=None, initialize=True, protocol=2,
+              **script_extra):
         full = dict(acp_env, **(env or {}))
         args = list(args)
         if turns is not None:
@@ -70,7 +72,7 @@ def acp_agent(acp_env, tmp_path):
             full["TERM2ACP_SCRIPT"] = str(script)
             if "--provider" not in args:
                 args = ["--provider", "scripted"] + args
-        agent = AgentProcess(args, env=full).start()
+        agent = AgentProcess(args, env=full, protocol=protocol).start()
         started.append(agent)
         if initialize:
             agent.initialize()

@@ -1,14 +1,19 @@
-"""Validate messages the agent sends against the official ACP v2 JSON Schema.
+"""Validate messages the agent sends against the official ACP JSON Schema of the
+connection's version.
 
-The schema file is the one ``@agentclientprotocol/sdk@1.4.0`` validates with
-(``schema/v2/schema.unstable.json``), shipped here so the kit works offline.
+The schema files are the ones ``@agentclientprotocol/sdk@1.4.0`` validates with
+(``schema/schema.json`` for v1, the default export; ``schema/v2/schema.unstable.json``
+for v2), shipped here so the kit works offline.
 """
 
 import functools
 import json
 import os
 
-SCHEMA_FILE = os.path.join(os.path.dirname(__file__), "acp-v2-schema.unstable.json")
+HERE = os.path.dirname(__file__)
+SCHEMA_FILES = {1: os.path.join(HERE, "acp-v1-schema.json"),
+                2: os.path.join(HERE, "acp-v2-schema.unstable.json")}
+SCHEMA_FILE = SCHEMA_FILES[2]
 
 RESULT_TYPES = {
     "initialize": "InitializeResponse",
@@ -18,15 +23,27 @@ RESULT_TYPES = {
     "session/close": "CloseSessionResponse",
     "session/prompt": "PromptResponse",
 }
-NOTIFICATION_TYPES = {"session/update": "UpdateSessionNotification"}
+NOTIFICATION_TYPES = {"session/update": "UpdateSessionNotification",
+                      "$/cancel_request": "CancelRequestNotification"}
 REQUEST_TYPES = {"session/request_permission": "RequestPermissionRequest"}
+
+# version -> (results by request method, notifications by method, agent requests by method)
+TYPES = {
+    2: (RESULT_TYPES, NOTIFICATION_TYPES, REQUEST_TYPES),
+    1: (dict(RESULT_TYPES, **{"session/load": "LoadSessionResponse",
+                              "authenticate": "AuthenticateResponse"}),
+        {"session/update": "SessionNotification",
+         "$/cancel_request": "CancelRequestNotification"},
+        dict(REQUEST_TYPES, **{"fs/read_text_file": "ReadTextFileRequest",
+                               "fs/write_text_file": "WriteTextFileRequest"})),
+}
 
 
 @functools.lru_cache(maxsize=None)
-def _validator(definition):
+def _validator(definition, version=2):
     import jsonschema
 
-    with open(SCHEMA_FILE, encoding="utf-8") as fh:
+    with open(SCHEMA_FILES[version], encoding="utf-8") as fh:
         schema = json.load(fh)
     root = {"$schema": schema.get("$schema"), "$defs": schema["$defs"],
             "$ref": f"#/$defs/{definition}"}
@@ -34,33 +51,29 @@ def _validator(definition):
     return klass(root, format_checker=klass.FORMAT_CHECKER)
 
 
-def errors_for(definition, value):
-    return [f"{definition}: {'/'.join(map(str, e.absolute_path))}: {e.message}"
-            for e in _validator(definition).iter_errors(value)]
+def errors_for(definition, value, version=2):
+    return [f"v{version} {definition}: {'/'.join(map(str, e.absolute_path))}: {e.message}"
+            for e in _validator(definition, version).iter_errors(value)]
 
 
-def check_message(message, request_methods):
+def check_message(message, request_methods, version=2):
     """Problems with one agent->client message; ``request_methods`` maps our ids to methods."""
+    results, notifications, requests = TYPES[version]
     problems = []
     if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
         return [f"not a JSON-RPC 2.0 object: {message!r}"[:300]]
     if "method" in message:
         method = message["method"]
         params = message.get("params")
-        if "id" in message:
-            definition = REQUEST_TYPES.get(method)
-        else:
-            definition = NOTIFICATION_TYPES.get(method)
-            if method == "$/cancel_request":
-                definition = "CancelRequestNotification"
+        definition = (requests if "id" in message else notifications).get(method)
         if definition is None:
-            problems.append(f"unexpected agent method {method}")
+            problems.append(f"unexpected agent method {method} (ACP v{version})")
         else:
-            problems += errors_for(definition, params)
+            problems += errors_for(definition, params, version)
     elif "result" in message:
-        definition = RESULT_TYPES.get(request_methods.get(_key(message.get("id"))))
+        definition = results.get(request_methods.get(_key(message.get("id"))))
         if definition:
-            problems += errors_for(definition, message["result"])
+            problems += errors_for(definition, message["result"], version)
     elif "error" in message:
         error = message["error"]
         if not isinstance(error, dict) or not isinstance(error.get("code"), int) \

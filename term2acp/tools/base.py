@@ -8,6 +8,9 @@ fine (gevent makes it cooperative) and cancellation arrives as a ``GreenletExit`
 subclass, so ``except Exception`` in a tool cannot swallow it.
 """
 
+import io
+import os
+import stat
 import weakref
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +24,24 @@ _loaders = weakref.WeakKeyDictionary()
 
 class ToolError(Exception):
     """A failed tool call. The message is written for the model: say what to do instead."""
+
+
+class EditorError(ToolError):
+    """The editor could not read or write a file for us; the call fails, nothing falls back."""
+
+
+# The editor's file access per session (a front end registers it; see ToolContext.editor).
+# An editor object has ``can_read``, ``can_write``, ``read_text(path) -> str`` and
+# ``write_text(path, text)``; the last two raise EditorError.
+_editors = {}
+
+
+def attach_editor(session_id, editor):
+    _editors[session_id] = editor
+
+
+def detach_editor(session_id):
+    _editors.pop(session_id, None)
 
 
 @dataclass
@@ -40,7 +61,7 @@ class ToolContext:
     """What a running tool may use. Built by the turn for each call."""
 
     def __init__(self, root, session_id, call_id, access, settings, emit, approve=None,
-                 run_tool=None, workdir=None):
+                 run_tool=None, workdir=None, editor=None):
         self.root = root  # canonical session root (the only writable root)
         self.session_id = session_id
         self.call_id = call_id
@@ -50,6 +71,53 @@ class ToolContext:
         self._approve = approve
         self._run_tool = run_tool
         self.workdir = workdir  # per-session scratch directory (private /tmp for the sandbox)
+        self._editor = editor
+
+    # ------------------------------------------------------------ the editor's files
+    @property
+    def editor(self):
+        """The editor's file access for this session, or None (then all I/O is local)."""
+        return self._editor if self._editor is not None else _editors.get(self.session_id)
+
+    def _inside(self, real):
+        root = self.root.rstrip(os.sep)
+        return real == root or real.startswith(root + os.sep)
+
+    def read_via_editor(self, real, local):
+        """What the final read of ``real`` reads from: ``local`` (an open binary file that
+        passed the tools' checks) unless the editor serves reads (ACP ``fs/read_text_file``)
+        and ``real`` is inside the root; then the editor's text, unsaved changes included."""
+        editor = self.editor
+        if editor is None or not editor.can_read or not self._inside(real):
+            return local
+        return io.BytesIO(editor.read_text(real).encode("utf-8"))
+
+    def write_via_editor(self, real, text, exclusive):
+        """Write ``text`` through the editor (ACP ``fs/write_text_file``) so it shows and
+        tracks the change; False when the write must be local instead: no editor, or
+        ``real`` outside the root. Called after the path policy and approvals; the target
+        must be a regular file or absent, under directories inside the root with no symlink
+        on the way (missing ones are created here)."""
+        editor = self.editor
+        if editor is None or not editor.can_write or not self._inside(real):
+            return False
+        parent = os.path.dirname(real)
+        try:
+            os.makedirs(parent, exist_ok=True)
+            st = os.lstat(real)
+        except FileNotFoundError:
+            st = None
+        except OSError as exc:
+            raise ToolError(f"cannot write {real}: {exc.strerror}") from None
+        if os.path.realpath(parent) != parent:
+            raise ToolError(f"{parent} changed while being checked (a symlink on the way?); "
+                            "nothing was written.")
+        if st is not None and exclusive:
+            raise ToolError(f"{real} appeared while writing; nothing was written.")
+        if st is not None and not stat.S_ISREG(st.st_mode):
+            raise ToolError(f"{real} is no longer a regular file; nothing was written.")
+        editor.write_text(real, text)
+        return True
 
     def approve(self, request):
         """Ask the client (through the session's gate); returns True only on an allow."""

@@ -33,7 +33,7 @@ def read_existing(ctx, real):
         if size > EDIT_CAP:
             raise ToolError(f"{shown} is {size} bytes, above the {EDIT_CAP // 2**20} MiB edit "
                             "limit. Use the shell to change it.")
-        data = fh.read(EDIT_CAP + 1)
+        data = ctx.read_via_editor(real, fh).read(EDIT_CAP + 1)  # editor's buffer if it serves
     if b"\0" in data[:SNIFF]:
         raise ToolError(f"{shown} is a binary file; only text files can be edited.")
     try:
@@ -59,7 +59,8 @@ def first_changed_line(old, new):
 def write_text(ctx, path, real, text, exclusive):
     """Write ``text`` to ``real`` atomically, resolving and checking once more right before."""
     recheck_editable(ctx, path, real)
-    write_atomically(ctx, real, text.encode("utf-8"), exclusive)
+    if not ctx.write_via_editor(real, text, exclusive):  # the editor saves it when it can
+        write_atomically(ctx, real, text.encode("utf-8"), exclusive)
 
 
 class CreateFileParams(Schema):

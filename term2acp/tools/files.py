@@ -123,7 +123,8 @@ class ReadFileTool(Tool):
                 raise ToolError(f"{display_path(ctx, real)} is a binary file; read_file only "
                                 "shows text. Use the shell (e.g. xxd or file) to inspect it.")
             start = args.get("start_line") or 1
-            lines, last, cut = _read_lines(fh, start, args.get("end_line"))
+            source = ctx.read_via_editor(real, fh)  # the editor's buffer when it serves reads
+            lines, last, cut = _read_lines(source, start, args.get("end_line"))
         if not lines and start > 1:
             raise ToolError(f"start_line {start} is past the end of the file "
                             f"({last} lines). Use a smaller start_line.")

@@ -1,0 +1,61 @@
+"""The editor's file access for one session: ACP v1 ``fs/read_text_file`` and
+``fs/write_text_file``, offered to the tools through the hook in ``tools/base.py``.
+
+Used only when the client advertised the capability, and only after the tools' own path
+policy has resolved and approved the target (see ``ToolContext.read_via_editor`` and
+``write_via_editor``). Any failure (an error answer, a malformed one, no answer in
+``TIMEOUT`` seconds, a disconnect) is an :class:`EditorError`: a failed tool call, never
+a silent local read or write instead.
+"""
+
+import logging
+
+import gevent
+
+from term2acp.acp import methods
+from term2acp.rpc.errors import RpcError
+from term2acp.tools.base import EditorError
+
+log = logging.getLogger(__name__)
+
+TIMEOUT = 30.0  # seconds an editor may take to read or save a file
+
+
+class EditorFiles:
+    def __init__(self, client, session_id, can_read, can_write):
+        self._client = client
+        self._session_id = session_id
+        self.can_read = can_read
+        self.can_write = can_write
+
+    def read_text(self, path):
+        result = self._call(methods.FS_READ_TEXT_FILE, {"sessionId": self._session_id,
+                                                        "path": path})
+        content = result.get("content") if isinstance(result, dict) else None
+        if not isinstance(content, str):
+            raise EditorError(f"The editor's answer to reading {path} had no text content; "
+                              "nothing was read.")
+        return content
+
+    def write_text(self, path, text):
+        self._call(methods.FS_WRITE_TEXT_FILE, {"sessionId": self._session_id, "path": path,
+                                                "content": text})
+
+    def _call(self, method, params):
+        verb = "reading" if method == methods.FS_READ_TEXT_FILE else "writing"
+        request_id, result = self._client.request(method, params)
+        settled = False
+        try:
+            value = result.get(timeout=TIMEOUT)
+            settled = True
+        except gevent.Timeout:
+            raise EditorError(f"The editor did not answer within {TIMEOUT:g}s while {verb} "
+                              f"{params['path']}; nothing was {'read' if verb == 'reading' else 'written'}.") from None
+        except RpcError as exc:
+            settled = True
+            log.info("%s %s failed: %s", method, params["path"], exc.message)
+            raise EditorError(f"The editor refused {verb} {params['path']}: {exc.message}") from None
+        finally:
+            if not settled:  # timed out, or the turn was cancelled: withdraw the request
+                self._client.cancel_request(request_id)
+        return value

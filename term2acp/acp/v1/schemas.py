@@ -1,0 +1,56 @@
+"""marshmallow schemas for the requests only v1 has, or has in another shape.
+
+``session/prompt``, ``session/list``, ``session/cancel`` and ``session/close`` have the
+same shape in both versions and reuse ``acp/schemas/session.py``.
+"""
+
+from marshmallow import ValidationError, fields, pre_load, validate
+
+from term2acp.acp.schemas.base import PathField, WireSchema
+from term2acp.rpc.errors import InvalidParamsError
+
+
+class McpServersField(fields.Raw):
+    """v1's ``mcpServers`` (required on new/load, lenient items): a list, kept as given."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            raise ValidationError("must be an array")
+        return [item for item in value if isinstance(item, dict)]
+
+
+class _SessionSetup(WireSchema):
+    """MCP servers are accepted (reported as not connected); extra roots are refused,
+    since ``sessionCapabilities.additionalDirectories`` is not advertised."""
+
+    mcp_servers = McpServersField(load_default=list)
+    additional_directories = fields.Raw(load_default=None)
+
+    @pre_load
+    def _refuse_directories(self, data, **kwargs):
+        if isinstance(data, dict) and data.get("additionalDirectories"):
+            raise InvalidParamsError("additionalDirectories are not supported")
+        return data
+
+
+_SESSION_ID = dict(required=True, validate=validate.Length(min=1, max=256))
+
+
+class NewSessionRequestSchema(_SessionSetup):
+    cwd = PathField(required=True)
+
+
+class LoadSessionRequestSchema(_SessionSetup):
+    session_id = fields.String(**_SESSION_ID)
+    cwd = PathField(required=True)
+
+
+class ResumeSessionRequestSchema(_SessionSetup):
+    session_id = fields.String(**_SESSION_ID)
+    cwd = PathField(required=True)
+
+
+class AuthenticateRequestSchema(WireSchema):
+    method_id = fields.String(load_default=None, allow_none=True)

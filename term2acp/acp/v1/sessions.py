@@ -1,0 +1,206 @@
+"""v1 session handlers: new, load (+replay), list, resume, prompt, cancel, close, authenticate.
+
+The runtime is the one the v2 face drives (``sessions/manager.py``); what differs is the
+edge. ``session/prompt`` answers when the turn ends, with ``{stopReason}`` (every update
+of the turn is queued before it); a failed turn is a JSON-RPC error on the prompt. Events
+become v1 updates through one :class:`~term2acp.acp.v1.translate.SessionView` per session.
+"""
+
+import functools
+import logging
+
+import gevent
+from gevent.event import AsyncResult
+
+from term2acp.acp.errors import domain_errors
+from term2acp.acp.permissions import PermissionBridge
+from term2acp.acp.v1 import permissions, translate
+from term2acp.acp.v1.files import EditorFiles
+from term2acp.agent import events as ev
+from term2acp.agent.turn import new_id
+from term2acp.rpc.errors import InternalError, InvalidParamsError
+from term2acp.sessions.errors import InvalidCursor
+from term2acp.tools.base import attach_editor, detach_editor
+
+log = logging.getLogger(__name__)
+
+
+def mcp_names(servers):
+    return [str(s.get("name") or s.get("url") or s.get("command") or "unnamed") for s in servers]
+
+
+class V1SessionHandlers:
+    def __init__(self, manager, client, settings, files):
+        self.manager = manager
+        self.client = client
+        self.settings = settings
+        self.files = files  # acp.agent.ClientFiles: what the client's fs/* can do
+        self._views = {}  # session id -> translate.SessionView
+        self._turns = {}  # session id -> AsyncResult of the running prompt (the idle event)
+        self._mcp_pending = {}  # session id -> MCP server names to mention at the next prompt
+        self._mcp_logged = False
+
+    # ------------------------------------------------------------ plumbing
+    def _attach(self, session, mcp_servers):
+        session.sink = self._sink
+        self._views.setdefault(session.id, translate.SessionView())
+        if self.files.read or self.files.write:
+            attach_editor(session.id, EditorFiles(self.client, session.id, self.files.read,
+                                                  self.files.write))
+        if mcp_servers:
+            names = mcp_names(mcp_servers)
+            self._mcp_pending[session.id] = names
+            if not self._mcp_logged:
+                self._mcp_logged = True
+                log.warning("MCP servers are not connected yet; ignoring the ones the editor "
+                            "configured: %s", ", ".join(names))
+
+    def _sink(self, session, event):
+        view = self._views.get(session.id)
+        if view is None:
+            return
+        if type(event) is ev.StateChanged:
+            if event.state == "idle":
+                view.turn_ended()
+                done = self._turns.get(session.id)
+                if done is not None and not done.ready():
+                    done.set(event)
+            return
+        for update in view.updates(event):
+            self.client.update(session.id, update)
+        while view.flush_wanted:
+            terminal_id = view.flush_wanted.pop()
+            session.group.spawn(self._flush_later, session.id, view, terminal_id)
+
+    def _flush_later(self, session_id, view, terminal_id):
+        """Output held back by the interval goes out once it has passed."""
+        gevent.sleep(translate.FLUSH_INTERVAL)
+        for update in view.flush(terminal_id):
+            self.client.update(session_id, update)
+
+    def _release(self, session_id):
+        self._views.pop(session_id, None)
+        self._mcp_pending.pop(session_id, None)
+        detach_editor(session_id)
+
+    # ------------------------------------------------------------ lifecycle
+    @domain_errors
+    def new_session(self, params):
+        session = self.manager.new(params["cwd"])
+        self._attach(session, params["mcp_servers"])
+        return {"sessionId": session.id}
+
+    @domain_errors
+    def load_session(self, params):
+        """Attach a stored session and replay its whole history, then answer."""
+        session, _already = self.manager.resume(params["session_id"], params["cwd"])
+        self._attach(session, params["mcp_servers"])
+        for update in translate.replay_updates(self.manager.journal(session)):
+            self.client.update(session.id, update)
+        return {}
+
+    @domain_errors
+    def resume_session(self, params):
+        session, _already = self.manager.resume(params["session_id"], params["cwd"])
+        self._attach(session, params["mcp_servers"])
+        return {}
+
+    @domain_errors
+    def list_sessions(self, params):
+        try:
+            rows, cursor = self.manager.list(params["cwd"], params["cursor"])
+        except InvalidCursor:
+            raise InvalidParamsError("invalid cursor: pass a nextCursor value from an earlier "
+                                     "session/list response") from None
+        sessions = []
+        for row in rows:
+            info = {"sessionId": row["id"], "cwd": row["cwd"], "updatedAt": row["updated_at"]}
+            if row["title"]:
+                info["title"] = row["title"]
+            sessions.append(info)
+        result = {"sessions": sessions}
+        if cursor:
+            result["nextCursor"] = cursor
+        return result
+
+    @domain_errors
+    def close_session(self, params):
+        session_id = params["session_id"]
+        try:
+            if not self.manager.close(session_id, self.settings.shutdown_timeout):
+                raise InternalError("cancelling the session's work failed; the session was "
+                                    "closed")
+        finally:
+            self._release(session_id)
+        return {}
+
+    def cancel(self, params):
+        self.manager.cancel(params["session_id"])
+
+    def authenticate(self, params):
+        raise InvalidParamsError(
+            "term2 has no authentication methods (authMethods is empty): nothing to "
+            "authenticate. Put the model provider's API key (e.g. OPENAI_API_KEY or "
+            "ANTHROPIC_API_KEY) in the agent's environment in the editor's agent settings.")
+
+    # ------------------------------------------------------------ prompt
+    @domain_errors
+    def prompt(self, params):
+        """Run one turn; answer ``{stopReason}`` when it has ended."""
+        blocks = params["prompt"]
+        for block in blocks:
+            if block.get("type") == "image":
+                raise InvalidParamsError("The current model does not accept images (the "
+                                         "agent does not advertise promptCapabilities.image); "
+                                         "send the prompt without the image.")
+        session = self.manager.admit(params["session_id"])
+        text = self.manager.prepare(session, blocks)
+        done = self._turns[session.id] = AsyncResult()
+        try:
+            self._tell_mcp(session)
+            if not session.cancel_requested:
+                session.emit(ev.StateChanged("running"))
+            gate = PermissionBridge(self.client, session.id, self.settings.approval_timeout,
+                                    params_for=permissions.request_params)
+            turn = self.manager.start(session, blocks, text, gate)
+            # A turn killed before it ran never reports idle: its end ends the wait too.
+            turn.link(functools.partial(_settle_once, done))
+            idle = done.get()
+        except BaseException:
+            if not done.ready():  # this request was cancelled ($/cancel_request, shutdown)
+                self.manager.cancel(session.id)
+            raise
+        finally:
+            if self._turns.get(session.id) is done:
+                del self._turns[session.id]
+        return _prompt_result(idle)
+
+    def _tell_mcp(self, session):
+        names = self._mcp_pending.pop(session.id, None)
+        if names:
+            self.client.update(session.id, {
+                "sessionUpdate": "agent_message_chunk", "messageId": new_id("notice"),
+                "content": {"type": "text", "text": (
+                    "Note: term2 does not connect MCP servers yet, so the MCP servers "
+                    f"configured for this session ({', '.join(names)}) are not available "
+                    "in this conversation.\n\n")}})
+
+
+def _settle_once(done, _greenlet):
+    if not done.ready():
+        done.set(None)
+
+
+def _prompt_result(idle):
+    if idle is None:
+        return {"stopReason": "cancelled"}
+    reason = idle.stop_reason
+    if reason == "_term2_error":
+        error = ((idle.meta or {}).get("term2") or {}).get("error") or "unknown error"
+        raise InternalError(f"The turn failed: {error}. Check the model provider settings "
+                            "(API key, base URL, model) in the agent's environment and try "
+                            "again.", data={"error": error})
+    result = {"stopReason": reason if reason in translate.STOP_REASONS else "end_turn"}
+    if idle.usage:
+        result["usage"] = translate.usage_of(idle.usage)
+    return result

@@ -1,0 +1,278 @@
+"""The one translation of runtime events (and replay records) into v1 ``session/update``s.
+
+v1 says what v2 says (``acp/translate.py``) in other shapes:
+
+* the first report of a tool call is ``tool_call`` (``title`` required), later ones are
+  ``tool_call_update``;
+* a tool call's status has no ``cancelled``: a cancelled call is reported ``failed``;
+* a diff is ``{type: "diff", path, oldText, newText}``;
+* there are no agent-owned terminals: a shell command's output becomes the content of
+  the tool call that runs it, a text block streamed as the command runs (at most every
+  ``FLUSH_INTERVAL`` seconds, the last ``TERMINAL_TAIL`` characters);
+* there is no ``state_update``: the end of a turn is the ``session/prompt`` response
+  (``acp/v1/sessions.py``), and the user's prompt is not echoed live (the editor shows
+  it already); ``session/load`` replays it as ``user_message_chunk``s.
+"""
+
+import base64
+import codecs
+import time
+
+from term2acp.agent import events as ev
+
+STOP_REASONS = frozenset({"end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"})
+FINISHED = frozenset({"completed", "failed", "cancelled"})
+TERMINAL_TAIL = 64 * 1024  # characters of a command's output shown in its tool call
+FLUSH_INTERVAL = 0.1  # seconds between two streamed updates of one command's output
+
+
+def _text(text):
+    return {"type": "text", "text": text}
+
+
+def _status(status):
+    return "failed" if status == "cancelled" else status
+
+
+def fenced(text):
+    """A Markdown code block that no backtick run in ``text`` can close early."""
+    fence = "```"
+    while fence in text:
+        fence += "`"
+    return f"{fence}console\n{text}{'' if text.endswith(chr(10)) else chr(10)}{fence}"
+
+
+class TerminalView:
+    """One command's output as the text of its tool call (a bounded tail)."""
+
+    def __init__(self, call_id, command):
+        self.call_id = call_id  # the in-progress call that started it (None: unknown)
+        self.command = command
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self.text = ""
+        self.cut = 0
+        self.exit = None
+        self.dirty = False
+        self.sent_at = 0.0
+
+    def add(self, data):
+        self.text += self._decoder.decode(data)
+        if len(self.text) > TERMINAL_TAIL:
+            drop = len(self.text) - TERMINAL_TAIL
+            self.cut += drop
+            self.text = self.text[drop:]
+        self.dirty = True
+
+    def finish(self, exit_code=None, signal=None):
+        self.text += self._decoder.decode(b"", final=True)
+        if exit_code is not None and exit_code >= 0:
+            self.exit = f"exit code {exit_code}"
+        else:
+            self.exit = f"killed by signal {signal or 'SIGKILL'}"
+
+    def content(self):
+        body = self.text
+        if self.cut:
+            body = f"[... {self.cut:,} earlier characters of output not shown ...]\n{body}"
+        items = [{"type": "content", "content": _text(fenced(f"$ {self.command}\n{body}"))}]
+        if self.exit:
+            items.append({"type": "content", "content": _text(self.exit)})
+        return items
+
+
+def tool_content(items, terminals=None):
+    """Runtime display items as v1 ``ToolCallContent``."""
+    out = []
+    for item in items:
+        kind = item.get("type")
+        if kind == "text":
+            out.append({"type": "content", "content": _text(item["text"])})
+        elif kind == "diff":
+            diff = {"type": "diff", "path": item["path"], "newText": item.get("new") or ""}
+            if item.get("old") is not None:
+                diff["oldText"] = item["old"]
+            out.append(diff)
+        elif kind == "terminal":
+            view = (terminals or {}).get(item["terminal_id"])
+            if view is not None:
+                out.extend(view.content())
+    return out
+
+
+def locations(items):
+    out = []
+    for loc in items:
+        entry = {"path": loc["path"]}
+        if loc.get("line") is not None:
+            entry["line"] = int(loc["line"])
+        out.append(entry)
+    return out
+
+
+def tool_fields(update, fields, terminals=None):
+    """Copy the runtime's tool-call fields that are set into a v1 update."""
+    for key, wire in (("kind", "kind"), ("raw_input", "rawInput"), ("raw_output", "rawOutput"),
+                      ("name", "name")):
+        if fields.get(key) is not None:
+            update[wire] = fields[key]
+    if fields.get("status") is not None:
+        update["status"] = _status(fields["status"])
+    if fields.get("locations") is not None:
+        update["locations"] = locations(fields["locations"])
+    if fields.get("content") is not None:
+        update["content"] = tool_content(fields["content"], terminals)
+    return update
+
+
+def usage_of(tokens):
+    """The v1 ``Usage`` of a settled turn's token counts."""
+    usage = {"totalTokens": tokens["input"] + tokens["output"],
+             "inputTokens": tokens["input"], "outputTokens": tokens["output"]}
+    if tokens.get("thought"):
+        usage["thoughtTokens"] = tokens["thought"]
+    if tokens.get("cached"):
+        usage["cachedReadTokens"] = tokens["cached"]
+    return usage
+
+
+class SessionView:
+    """What one session's client has been told: which calls it knows, running commands."""
+
+    def __init__(self):
+        self.reported = set()  # call ids announced with tool_call
+        self.running = []  # in-progress call ids, innermost last (owners of terminals)
+        self.terminals = {}  # terminal id -> TerminalView
+        self.flush_wanted = []  # terminal ids with output held back by the interval
+
+    def updates(self, event):
+        handler = _EVENTS.get(type(event))
+        return handler(self, event) if handler is not None else []
+
+    def flush(self, terminal_id):
+        """Output held back for ``terminal_id``, if any is still unsent."""
+        view = self.terminals.get(terminal_id)
+        if view is None or not view.dirty or view.call_id is None:
+            return []
+        return [self._terminal_update(view)]
+
+    def turn_ended(self):
+        self.reported.clear()
+        self.running.clear()
+        self.terminals.clear()
+        self.flush_wanted.clear()
+
+    # ------------------------------------------------------------ events
+    def _tool(self, e):
+        first = e.call_id not in self.reported
+        if e.status == "in_progress":
+            self.running.append(e.call_id)
+        elif e.status in FINISHED and e.call_id in self.running:
+            self.running.remove(e.call_id)
+        if first:
+            self.reported.add(e.call_id)
+            update = {"sessionUpdate": "tool_call", "toolCallId": e.call_id,
+                      "title": e.title or e.name or "tool"}
+        else:
+            update = {"sessionUpdate": "tool_call_update", "toolCallId": e.call_id}
+            if e.title is not None:
+                update["title"] = e.title
+        tool_fields(update, vars(e), self.terminals)
+        if e.status in FINISHED:
+            for terminal_id in [t for t, v in self.terminals.items() if v.call_id == e.call_id]:
+                del self.terminals[terminal_id]
+        return [update]
+
+    def _terminal_update(self, view):
+        view.dirty = False
+        view.sent_at = time.monotonic()
+        return {"sessionUpdate": "tool_call_update", "toolCallId": view.call_id,
+                "content": view.content()}
+
+    def _terminal_started(self, e):
+        view = self.terminals[e.terminal_id] = TerminalView(
+            self.running[-1] if self.running else None, e.command)
+        return [self._terminal_update(view)] if view.call_id else []
+
+    def _terminal_output(self, e):
+        view = self.terminals.get(e.terminal_id)
+        if view is None:
+            return []
+        view.add(e.data)
+        if view.call_id is None:
+            return []
+        if time.monotonic() - view.sent_at >= FLUSH_INTERVAL:
+            return [self._terminal_update(view)]
+        if e.terminal_id not in self.flush_wanted:
+            self.flush_wanted.append(e.terminal_id)
+        return []
+
+    def _terminal_exited(self, e):
+        view = self.terminals.get(e.terminal_id)
+        if view is None:
+            return []
+        view.finish(e.exit_code, e.signal)
+        return [self._terminal_update(view)] if view.call_id else []
+
+
+def _usage(view, e):
+    update = {"sessionUpdate": "usage_update", "used": e.used, "size": e.size}
+    if e.cost:
+        update["cost"] = e.cost
+    return [update]
+
+
+def _info(view, e):
+    update = {"sessionUpdate": "session_info_update"}
+    if e.title is not None:
+        update["title"] = e.title
+    if e.updated_at is not None:
+        update["updatedAt"] = e.updated_at
+    return [update]
+
+
+_EVENTS = {
+    ev.TextChunk: lambda view, e: [{"sessionUpdate": "agent_message_chunk",
+                                    "messageId": e.message_id, "content": _text(e.text)}],
+    ev.ThoughtChunk: lambda view, e: [{"sessionUpdate": "agent_thought_chunk",
+                                       "messageId": e.message_id, "content": _text(e.text)}],
+    ev.ToolCallReported: SessionView._tool,
+    ev.TerminalStarted: SessionView._terminal_started,
+    ev.TerminalOutput: SessionView._terminal_output,
+    ev.TerminalExited: SessionView._terminal_exited,
+    ev.UsageReported: _usage,
+    ev.SessionInfoChanged: _info,
+}
+
+
+# ---------------------------------------------------------------- session/load
+def replay_updates(records):
+    """The journal as v1 updates: message chunks, and each tool call as ``tool_call``
+    (what it was) then ``tool_call_update`` (how it ended)."""
+    terminals = {}
+    for kind, payload in records:
+        if kind == "terminal":
+            view = terminals[payload["terminal_id"]] = TerminalView(None, payload["command"])
+            view.add(base64.b64decode(payload.get("output") or ""))
+            if payload.get("exit"):
+                view.finish(**payload["exit"])
+    for kind, payload in records:
+        if kind == "user_message":
+            for block in payload["content"]:
+                yield {"sessionUpdate": "user_message_chunk", "messageId": payload["message_id"],
+                       "content": block}
+        elif kind in ("agent_message", "agent_thought") and payload.get("text"):
+            yield {"sessionUpdate": f"{kind}_chunk", "messageId": payload["message_id"],
+                   "content": _text(payload["text"])}
+        elif kind == "tool_call":
+            yield from _replayed_call(payload, terminals)
+
+
+def _replayed_call(payload, terminals):
+    call_id = payload["call_id"]
+    first = {"sessionUpdate": "tool_call", "toolCallId": call_id,
+             "title": payload.get("title") or payload.get("name") or "tool", "status": "pending"}
+    tool_fields(first, {k: payload.get(k) for k in ("kind", "raw_input", "locations", "name")})
+    yield first
+    final = {"sessionUpdate": "tool_call_update", "toolCallId": call_id}
+    yield tool_fields(final, {k: payload.get(k) for k in ("status", "content", "raw_output")},
+                      terminals)
