@@ -19,7 +19,7 @@ from term2acp.tools.files import SNIFF
 from term2acp.tools.paths import (FILE_FLAGS, display_path, located, open_checked,
                                   read_approval, readable_path)
 from term2acp.tools.patterns import PatternError, compile_grep, path_matcher
-from term2acp.tools.tree import MAX_WALK, SEARCH_SECONDS, Pacer, TreeWalk, ignorer_for
+from term2acp.tools.tree import MAX_WALK, Pacer, TreeWalk, ignorer_for
 
 MAX_MATCHES = 200  # grep lines reported
 MAX_GREP_BYTES = 2 * 1024 * 1024  # larger files are skipped by grep
@@ -114,8 +114,8 @@ def walk_notes(walk, changed=0):
     if walk.truncated:
         notes.append(f"[search stopped after {MAX_WALK} entries; use a narrower path.]")
     if walk.expired:
-        notes.append(f"[search stopped after {SEARCH_SECONDS:.0f} s; use a narrower path or "
-                     "pattern.]")
+        notes.append(f"[search stopped after {walk.pacer.budget:.0f} s; use a narrower path "
+                     "or pattern.]")
     return notes
 
 
@@ -199,10 +199,9 @@ class GrepTool(_SearchTool):
             lines.append(f"[skipped {state['binary']} binary files and {state['big']} files "
                          f"over {MAX_GREP_BYTES // 2**20} MiB.]")
         if walk is not None:
-            walk.expired = walk.expired or pacer.expired
             lines += walk_notes(walk, state["changed"])
         elif pacer.expired:
-            lines.append(f"[search stopped after {SEARCH_SECONDS:.0f} s.]")
+            lines.append(f"[search stopped after {pacer.budget:.0f} s.]")
         return "\n".join(lines)
 
 

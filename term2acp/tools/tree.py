@@ -42,9 +42,10 @@ SLICE = 0.005  # seconds of work between two yields to the hub
 class Pacer:
     """Yield to the hub every SLICE seconds; ``tick()`` turns False once the budget is out."""
 
-    def __init__(self, budget=SEARCH_SECONDS):
+    def __init__(self, budget=None):
+        self.budget = SEARCH_SECONDS if budget is None else budget
         self.last = time.monotonic()
-        self.deadline = self.last + budget
+        self.deadline = self.last + self.budget
         self.expired = False
 
     def tick(self):
@@ -149,7 +150,7 @@ class TreeWalk:
         self.pacer = pacer or Pacer()
         self.home = home_dir()
         self.skip_sensitive = not is_sensitive(top, self.home)
-        self.truncated = self.expired = False
+        self.truncated = False
         self.changed = self.sensitive = self.deep = 0
 
     def __iter__(self):
@@ -169,7 +170,7 @@ class TreeWalk:
                     continue
                 seen += 1
                 if not self.pacer.tick() or seen > MAX_WALK:
-                    self.expired, self.truncated = self.pacer.expired, seen > MAX_WALK
+                    self.truncated = seen > MAX_WALK
                     return
                 name, is_dir, is_file = item
                 path = os.path.join(directory, name)
@@ -181,6 +182,10 @@ class TreeWalk:
         finally:
             for frame in stack:
                 os.close(frame[0])
+
+    @property
+    def expired(self):
+        return self.pacer.expired
 
     def _skipped(self, path, name, is_dir, ignorer):
         if name == ".git" or self.prune(path, is_dir):
