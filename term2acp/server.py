@@ -9,10 +9,13 @@ from gevent.pool import Pool
 
 from term2acp.acp.agent import AcpAgent
 from term2acp.acp.client import ClientProxy
+from term2acp.acp.methods import SESSION_UPDATE
 from term2acp.rpc.endpoint import Endpoint
 from term2acp.rpc.stream import Writer, open_reader, read_lines
 
 log = logging.getLogger(__name__)
+
+CHUNKS = frozenset({"agent_message_chunk", "agent_thought_chunk"})
 
 
 class Server:
@@ -22,9 +25,12 @@ class Server:
         self._tools = None
         self.sandbox_note = None  # set by the probe
         self.catalog = catalog
-        self.writer = Writer(out_fd, on_failure=self._disconnected, before_write=self._commit)
+        self.writer = Writer(out_fd, on_failure=self._disconnected, before_write=self._commit,
+                             discard=_discarded)
         self.pool = Pool(256)
-        self.endpoint = Endpoint(None, self.writer.put, self.pool, max_line=settings.max_line_bytes)
+        self.endpoint = Endpoint(None, self.writer.put, self.pool, max_line=settings.max_line_bytes,
+                                 send_wait=self.writer.put_wait)
+        self.endpoint.tag_of = self._chunk_tag
         self.agent = AcpAgent(self._sessions, ClientProxy(self.endpoint), settings)
         self.endpoint.router = self.agent
         # The sandbox probe (a bwrap run, and importing sh) must not delay the answer to
@@ -54,6 +60,16 @@ class Server:
 
             self._tools = load_tools(self.settings)
         return self._tools
+
+    def _chunk_tag(self, method, params):
+        """Message and thought chunks are tagged with their turn, so that the writer can
+        drop those still queued when the turn is cancelled (never anything else: tool-call
+        statuses and state updates always go out)."""
+        if method != SESSION_UPDATE or params["update"].get("sessionUpdate") not in CHUNKS:
+            return None
+        manager = self.manager
+        session = manager.live.get(params["sessionId"]) if manager is not None else None
+        return None if session is None else (session, session.turn_seq)
 
     def _commit(self):
         if self.manager is not None and self.manager.store.is_open:
@@ -112,6 +128,11 @@ class Server:
         self.pool.join(timeout=0.5)
         if not self.writer.drain(bound * 0.2):
             log.warning("could not flush every message to stdout before exiting")
+
+
+def _discarded(tag):
+    session, turn_seq = tag
+    return session.cancelled_seq == turn_seq or session.closed
 
 
 def _dump_greenlets():

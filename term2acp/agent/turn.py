@@ -156,6 +156,10 @@ class Turn:
                 return ToolResult(f"The user did not allow this call: {decision.reason} "
                                   "Do not retry it unchanged.", is_error=True)
         session.emit(ev.ToolCallReported(call_id, status="in_progress"))
+        if session.stopping:  # cancel/close arrived after the approval (or while reporting)
+            self._finish(call_id, ToolResult(approvals.CANCELLED, is_error=True))
+            raise TurnAborted(approvals.CANCELLED)
+        session.commit()  # never hold a store write transaction while a tool works
         try:
             result = tool.run(args, ctx)
         except ToolError as exc:
@@ -223,6 +227,12 @@ class Turn:
         if stale and decision.allowed:
             decision = approvals.Decision.deny(approvals.STALE, abort_turn=True)
         session.emit(ev.StateChanged("running"))
+        # After session/cancel or session/close is read nothing may resolve to allow, in
+        # whatever order the answer and the cancel were read: both mark the session
+        # synchronously in the reader, and this check runs after the gate returned and
+        # after the last point where this greenlet could yield before the grant.
+        if decision.allowed and session.stopping:
+            decision = approvals.Decision.deny(approvals.CANCELLED, abort_turn=True)
         if decision.allowed:
             self._grant(decision.choice, request)
         return decision

@@ -8,6 +8,7 @@ mean is the router's business (see :class:`Route`); this module knows only JSON-
 import json
 import logging
 import math
+import re
 
 import gevent
 from gevent.pool import Pool
@@ -28,6 +29,8 @@ log = logging.getLogger(__name__)
 wire_log = logging.getLogger("term2acp.wire")
 
 CANCEL_REQUEST = "$/cancel_request"
+MAX_DEPTH = 64  # arrays/objects deeper than this never enter the runtime or the store
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class CancelledExit(gevent.GreenletExit):
@@ -42,12 +45,16 @@ class Route:
     runs it in the reader greenlet (only for short, non-blocking handlers).
     """
 
-    __slots__ = ("handler", "load", "inline")
+    __slots__ = ("handler", "load", "inline", "mark")
 
-    def __init__(self, handler, load=None, inline=False):
+    def __init__(self, handler, load=None, inline=False, mark=None):
         self.handler = handler
         self.load = load or (lambda params: params)
         self.inline = inline
+        # mark(value) runs in the reader, before the next line is read, even when the
+        # handler runs in its own greenlet: what must take effect in reading order (a
+        # session/close marks the session cancelled before an answer read after it).
+        self.mark = mark
 
 
 def _reject_constant(name):
@@ -59,12 +66,38 @@ def _strict_loads(text):
 
 
 def encode(message):
-    """One message as a UTF-8 line. Lone surrogates fall back to ASCII escapes."""
+    """One message as a UTF-8 line.
+
+    A lone surrogate (a prompt can carry one as a ``\\udXXX`` escape) becomes U+FFFD:
+    neither raw (invalid UTF-8) nor escaped (strict parsers such as serde_json reject a
+    lone surrogate escape) can be sent."""
+    text = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     try:
-        text = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
         return text.encode("utf-8") + b"\n"
     except UnicodeEncodeError:
-        return json.dumps(message, separators=(",", ":"), allow_nan=False).encode() + b"\n"
+        return _SURROGATE.sub("\ufffd", text).encode("utf-8") + b"\n"
+
+
+def too_deep(value, limit=MAX_DEPTH):
+    """True when arrays/objects nest more than ``limit`` levels (iterative: no recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item
+        for child in children:
+            if isinstance(child, (dict, list)):
+                if depth + 1 > limit:
+                    return True
+                stack.append((child, depth + 1))
+    return False
+
+
+def _nests_deeper(line, message, limit=MAX_DEPTH):
+    if not isinstance(message, (dict, list)):
+        return False
+    if line.count(b"{") + line.count(b"[") <= limit:  # cannot nest deeper: skip the walk
+        return False
+    return too_deep(message, limit)
 
 
 def _valid_id(value):
@@ -82,9 +115,12 @@ def _id_key(value):
 
 
 class Endpoint:
-    def __init__(self, router, send, pool=None, max_line=None):
+    def __init__(self, router, send, pool=None, max_line=None, send_wait=None):
         self.router = router
-        self._send_bytes = send
+        self._send_bytes = send  # never blocks: responses, errors, our requests
+        self._send_wait = send_wait  # (bytes, tag): may wait for room (notifications)
+        self.tag_of = None  # (method, params) -> tag for droppable notifications, or None
+        self._reader = None  # the greenlet feeding receive_line
         self._pool = pool if pool is not None else Pool(256)
         self._active = {}  # id key -> greenlet of an incoming request
         self._outgoing = OutgoingRequests()
@@ -97,7 +133,17 @@ class Endpoint:
         self._send_bytes(encode(message))
 
     def notify(self, method, params):
-        self.send({"jsonrpc": "2.0", "method": method, "params": params})
+        """Send a notification. With a bounded outbox (``send_wait``) the caller waits while
+        it is full, except the reader greenlet, which must stay free to read a cancel."""
+        message = {"jsonrpc": "2.0", "method": method, "params": params}
+        send_wait = self._send_wait
+        if send_wait is None or gevent.getcurrent() is self._reader:
+            self.send(message)
+            return
+        if wire_log.isEnabledFor(logging.DEBUG):
+            wire_log.debug("<- %s", json.dumps(message)[:4000])
+        tag_of = self.tag_of
+        send_wait(encode(message), tag_of(method, params) if tag_of is not None else None)
 
     def request(self, method, params):
         """Send a request to the peer; returns ``(id, AsyncResult)``.
@@ -138,6 +184,7 @@ class Endpoint:
     # ------------------------------------------------------------------ input
     def receive_line(self, line):
         """Handle one framed line (bytes) or an :class:`Oversized` marker."""
+        self._reader = gevent.getcurrent()
         if isinstance(line, Oversized):
             limit = f" of {self.max_line} bytes" if self.max_line else ""
             self._send_error(None, InvalidRequestError(
@@ -155,7 +202,26 @@ class Endpoint:
             return
         if wire_log.isEnabledFor(logging.DEBUG):
             wire_log.debug("-> %s", text[:4000])
+        if _nests_deeper(line, message):
+            self._refuse_deep(message)
+            return
         self.receive(message)
+
+    def _refuse_deep(self, message):
+        """A message nesting deeper than MAX_DEPTH: refused whole, with its id if it has one."""
+        error = InvalidRequestError(f"message nests arrays/objects deeper than {MAX_DEPTH} "
+                                    "levels; it was discarded")
+        msg_id = message.get("id") if isinstance(message, dict) else None
+        if not _valid_id(msg_id):
+            msg_id = None
+        if isinstance(message, dict) and "method" not in message and msg_id is not None:
+            # an answer to one of our requests: it fails (a permission request denies)
+            self._outgoing.answer({"id": msg_id, "error": error.to_wire()})
+            return
+        if isinstance(message, dict) and "method" in message and "id" not in message:
+            self._drop(str(message.get("method"))[:100], error)
+            return
+        self._send_error(msg_id, error)
 
     def receive(self, message):
         """Handle one decoded JSON value: a message or a batch."""
@@ -230,6 +296,8 @@ class Endpoint:
             value = self._load(route, params)
         except RpcError as exc:
             return _error_response(msg_id, exc)
+        if route.mark is not None:
+            self._mark(method, route, value)
         if route.inline:
             return self._outcome(msg_id, method, route, value)
         key = _id_key(msg_id)
@@ -289,6 +357,8 @@ class Endpoint:
         except RpcError as exc:
             self._drop(method, exc)
             return
+        if route.mark is not None:
+            self._mark(method, route, value)
         try:
             if route.inline:
                 route.handler(value)
@@ -296,6 +366,13 @@ class Endpoint:
                 self._pool.spawn(self._run_notification, method, route, value).name = f"note-{method}"
         except Exception:  # noqa: BLE001 - notifications never answer
             log.exception("notification %s failed", method)
+
+    @staticmethod
+    def _mark(method, route, value):
+        try:
+            route.mark(value)
+        except Exception:  # noqa: BLE001 - the handler still runs and reports
+            log.exception("marking %s failed", method)
 
     @staticmethod
     def _run_notification(method, route, value):

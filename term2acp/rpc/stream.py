@@ -7,16 +7,20 @@ reported as :class:`Oversized` and its remaining bytes are discarded as they arr
 import errno
 import logging
 import os
+from collections import deque
 
 import gevent
 import gevent.os
+from gevent.event import Event
 from gevent.fileobject import FileObjectPosix
-from gevent.queue import Queue
 
 log = logging.getLogger(__name__)
 
 CHUNK = 256 * 1024
 DEFAULT_MAX_LINE = 64 * 1024 * 1024
+DEFAULT_QUEUE_BYTES = 4 * 1024 * 1024  # what may wait for stdout before producers block
+BATCH_BYTES = 64 * 1024  # one write; what is already taken when a cancel arrives
+ITEM_OVERHEAD = 64  # bytes of bookkeeping counted per queued line
 
 
 class Oversized:
@@ -84,52 +88,125 @@ def open_reader(fd):
 
 
 class Writer:
-    """Owns the protocol fd. One greenlet drains one queue, so order is queue order."""
+    """Owns the protocol fd. One greenlet drains one queue, so order is queue order.
 
-    def __init__(self, fd, on_failure=None, before_write=None):
+    The queue is bounded in bytes for producers that can wait (:meth:`put_wait`, used by
+    the greenlets that stream session updates): when a client stops reading stdout they
+    block instead of growing the queue without limit. :meth:`put` never blocks (the
+    reader answers through it, and it must stay free to read a cancel). A queued item may
+    carry a ``tag``; the writer skips tagged items for which ``discard(tag)`` is true when
+    it reaches them (a cancelled turn's message chunks), and their bytes free room at once
+    when :meth:`sweep` runs.
+    """
+
+    def __init__(self, fd, on_failure=None, before_write=None, limit=DEFAULT_QUEUE_BYTES,
+                 discard=None):
         self._fd = fd
         self._before_write = before_write  # e.g. commit the store before lines go out
-        self._queue = Queue()
+        self._items = deque()  # (bytes, tag or None)
+        self._queued = 0  # bytes (plus a per-item overhead) in _items
+        self._limit = limit
+        self._discard = discard
+        self._wake = Event()  # the writer greenlet waits for items on it
+        self._room = Event()  # producers in put_wait wait for room on it
+        self._room.set()
+        self._stopping = False
         self._on_failure = on_failure
         gevent.os.make_nonblocking(fd)
         self.failed = False
         self._greenlet = gevent.spawn(self._run)
         self._greenlet.name = "rpc-writer"
 
-    def put(self, data):
-        """Queue one encoded line (bytes, newline included)."""
-        if not self.failed:
-            self._queue.put(data)
+    @property
+    def queued_bytes(self):
+        return self._queued
+
+    def put(self, data, tag=None):
+        """Queue one encoded line (bytes, newline included); never blocks."""
+        if self.failed:
+            return
+        self._items.append((data, tag))
+        self._queued += len(data) + ITEM_OVERHEAD
+        if self._queued >= self._limit:
+            self._room.clear()
+        self._wake.set()
+
+    def put_wait(self, data, tag=None):
+        """Like :meth:`put`, but first waits while the queue is full (back-pressure).
+
+        The wait ends when the writer makes room, fails or stops; the caller's greenlet
+        can be killed while it waits (a cancelled turn)."""
+        if self._queued >= self._limit and not self._stopping:
+            if gevent.getcurrent() is not self._hub:
+                self.sweep()
+                if self._queued >= self._limit:
+                    self._room.wait()
+        self.put(data, tag)
+
+    @property
+    def _hub(self):
+        return gevent.get_hub()
+
+    def sweep(self):
+        """Drop queued items whose tag is discarded now (frees their room at once)."""
+        discard = self._discard
+        if discard is None or not self._items:
+            return
+        kept = deque()
+        freed = 0
+        for item in self._items:
+            tag = item[1]
+            if tag is not None and discard(tag):
+                freed += len(item[0]) + ITEM_OVERHEAD
+            else:
+                kept.append(item)
+        if freed:
+            self._items = kept
+            self._queued -= freed
+            if self._queued < self._limit:
+                self._room.set()
+
+    def _next_batch(self):
+        items, discard = self._items, self._discard
+        parts, size = [], 0
+        while items and size < BATCH_BYTES:
+            data, tag = items.popleft()
+            self._queued -= len(data) + ITEM_OVERHEAD
+            if tag is not None and discard is not None and discard(tag):
+                continue
+            parts.append(data)
+            size += len(data)
+        if self._queued < self._limit // 2 or not items:
+            self._room.set()
+        return parts
 
     def _run(self):
-        queue = self._queue
         while True:
-            item = queue.get()
-            if item is None:
-                return
-            parts = [item]
-            stop = False
-            while not queue.empty() and len(parts) < 512:
-                nxt = queue.get_nowait()
-                if nxt is None:
-                    stop = True
-                    break
-                parts.append(nxt)
+            if not self._items:
+                if self._stopping:
+                    return
+                self._wake.clear()
+                self._wake.wait()
+                continue
+            parts = self._next_batch()
+            if not parts:
+                continue
             if self._before_write is not None:
                 try:
                     self._before_write()
                 except Exception:  # noqa: BLE001 - never stop the writer
                     log.exception("pre-write hook failed")
             try:
-                self._write(b"".join(parts))
+                self._write(parts[0] if len(parts) == 1 else b"".join(parts))
             except OSError as exc:
                 self.failed = True
+                self._items.clear()
+                self._queued = 0
+                self._room.set()
                 if exc.errno not in (errno.EPIPE, errno.EBADF):
                     log.warning("protocol writer failed: %s", exc)
                 if self._on_failure is not None:
                     self._on_failure(exc)
-                return
-            if stop:
                 return
 
     def _write(self, data):
@@ -140,7 +217,9 @@ class Writer:
 
     def drain(self, timeout):
         """Flush what is queued, then stop; returns True when everything was written."""
-        self._queue.put(None)
+        self._stopping = True
+        self._room.set()
+        self._wake.set()
         self._greenlet.join(timeout)
         done = self._greenlet.dead
         if not done:

@@ -23,3 +23,11 @@ class InvalidCursor(ValueError):
 
 class StoreError(Exception):
     """The store cannot be used; the message says why and what to check."""
+
+
+class StoreRecovered(StoreError):
+    """The store file was damaged and moved aside; the message says where it went."""
+
+
+class SessionLimit(Exception):
+    """This process already has ``args[0]`` live sessions (``max_live_sessions``)."""

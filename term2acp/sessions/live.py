@@ -4,9 +4,11 @@ import errno
 import fcntl
 import logging
 import os
+import time
 
 from gevent.pool import Group
 
+from term2acp.agent import events as ev
 from term2acp.sessions.access import AccessState
 from term2acp.sessions.errors import SessionLocked
 from term2acp.sessions.journal import Recorder
@@ -72,14 +74,28 @@ class LiveSession:
         self.interaction_seq = 0
         self.cost = 0.0
         self.closed = False
+        self.turn_seq = 0  # counts admitted prompts
+        self.cancelled_seq = 0  # turn_seq of the last prompt cancelled (or closed)
+        self.last_used = time.monotonic()
 
     @property
     def busy(self):
         return self.preparing or self.turn is not None
 
+    @property
+    def stopping(self):
+        """session/cancel or session/close was read for the current prompt."""
+        return self.cancel_requested or self.closed
+
+    def commit(self):
+        self.store.commit()
+
     def emit(self, event):
         self.recorder.record(event)
         if self.sink is not None:
+            kind = type(event)
+            if self.cancel_requested and (kind is ev.TextChunk or kind is ev.ThoughtChunk):
+                return  # recorded for replay; a cancelled turn streams no more chunks
             self.sink(self, event)
 
     def append_history(self, message):

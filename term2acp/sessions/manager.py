@@ -9,6 +9,7 @@ import logging
 import os
 import shutil
 import tempfile
+import time
 import uuid
 
 import gevent
@@ -18,7 +19,8 @@ from term2acp.agent.prompt import prompt_to_text, system_prompt, title_from
 from term2acp.agent.turn import Turn, TurnAborted, TurnCancelled, new_id
 from term2acp.providers.catalog import NO_PROVIDER_HELP
 from term2acp.providers.errors import ProviderError, ProviderNotConfigured
-from term2acp.sessions.errors import CwdMismatch, SessionBusy, SessionNotFound
+from term2acp.sessions import repair
+from term2acp.sessions.errors import CwdMismatch, SessionBusy, SessionLimit, SessionNotFound
 from term2acp.sessions.live import LiveSession, SessionLock
 from term2acp.sessions.store import Store
 from term2acp.sessions.workspace import WorkspaceError, validate_cwd
@@ -26,6 +28,9 @@ from term2acp.sessions.workspace import WorkspaceError, validate_cwd
 log = logging.getLogger(__name__)
 
 PAGE_SIZE = 50
+MAX_DORMANT = 4096  # idle-closed sessions remembered for a transparent reopen
+DORMANT_STATE = ("sink", "access", "effort", "provider_id", "model", "context_window", "cost",
+                 "title", "interaction_seq")
 MAX_TRANSACTION = 0.2  # seconds a batch transaction may stay open
 
 
@@ -39,6 +44,8 @@ class SessionManager:
         self.live = {}
         self._scratch = None
         self._flush_timer = None
+        self._idle_timer = None
+        self._dormant = {}  # session id -> state of a session idle-closed by this process
         # The writer commits before each batch of lines; if it is stuck on a client that
         # stopped reading, an open transaction would block other term2-acp processes
         # sharing the store, so a transaction never stays open longer than this.
@@ -74,11 +81,75 @@ class SessionManager:
         return path
 
     def _attach(self, row):
+        self._make_room()
         lock = SessionLock(os.path.join(self.settings.data_dir, "locks"), row["id"])
         lock.acquire()
-        session = LiveSession(row, self.store, lock, self._workdir(row["id"]))
+        try:
+            session = LiveSession(row, self.store, lock, self._workdir(row["id"]))
+        except BaseException:
+            lock.release()
+            raise
         session.effort = self.settings.effort
         self.live[session.id] = session
+        self._arm_idle_timer()
+        return session
+
+    # ------------------------------------------------------------ live-session budget
+    def _make_room(self):
+        """At the cap, idle-close sessions idle past the timeout; else refuse clearly."""
+        cap = self.settings.max_live_sessions
+        if len(self.live) < cap:
+            return
+        self._close_idle()
+        if len(self.live) >= cap:
+            raise SessionLimit(cap)
+
+    def _arm_idle_timer(self):
+        if self._idle_timer is None and self.settings.idle_session_timeout:
+            period = max(0.05, min(60.0, self.settings.idle_session_timeout / 4))
+            self._idle_timer = gevent.spawn_later(period, self._idle_tick)
+            self._idle_timer.name = "idle-sessions"
+
+    def _idle_tick(self):
+        self._idle_timer = None
+        try:
+            self._close_idle()
+        except Exception:  # noqa: BLE001
+            log.exception("closing idle sessions failed")
+        if self.live:
+            self._arm_idle_timer()
+
+    def _close_idle(self):
+        """Close sessions with no turn that were not used for ``idle_session_timeout``; they
+        reopen transparently on their next prompt, resume or close (see ``_reopen``)."""
+        timeout = self.settings.idle_session_timeout
+        if not timeout:
+            return
+        horizon = time.monotonic() - timeout
+        for session in list(self.live.values()):
+            if not session.busy and not session.closed and session.last_used < horizon:
+                log.info("session %s idle for %ds: closed (reopens on next use)",
+                         session.id, timeout)
+                self._dormant[session.id] = {k: getattr(session, k) for k in DORMANT_STATE}
+                while len(self._dormant) > MAX_DORMANT:
+                    self._dormant.pop(next(iter(self._dormant)))
+                session.group.kill(block=False)
+                self._release(session, forget_grants=False)
+
+    def _reopen(self, session_id):
+        """A session idle-closed by this process, attached again as it was; or None."""
+        state = self._dormant.get(session_id)
+        if state is None:
+            return None
+        row = self.store.open().get_session(session_id)
+        if row is None:
+            self._dormant.pop(session_id, None)
+            return None
+        session = self._attach(row)  # SessionLocked if another process took it meanwhile
+        del self._dormant[session_id]
+        for key, value in state.items():
+            setattr(session, key, value)
+        self._load_history(session)
         return session
 
     # ------------------------------------------------------------ lifecycle
@@ -86,9 +157,26 @@ class SessionManager:
         root = validate_cwd(cwd)
         provider, model = self.catalog.resolve(self.settings.provider, self.settings.model)
         self.store.open()
+        self._make_room()  # before the row exists: a refused session/new leaves nothing
         session_id = str(uuid.uuid4())
         row = self.store.create_session(session_id, root, provider, model)
-        return self._attach(row)
+        try:
+            return self._attach(row)
+        except BaseException:
+            self.discard(session_id)
+            raise
+
+    def discard(self, session_id):
+        """Undo a session/new that failed after the row was created: no row stays listed."""
+        session = self.live.get(session_id)
+        try:
+            if session is not None:
+                self._release(session)
+        finally:
+            try:
+                self.store.delete_session(session_id)
+            except Exception:  # noqa: BLE001 - the original failure is what the client hears
+                log.exception("could not remove the failed session %s", session_id)
 
     def list(self, cwd=None, cursor=None):
         if cwd is not None:
@@ -102,8 +190,11 @@ class SessionManager:
 
     def get(self, session_id):
         session = self.live.get(session_id)
+        if session is None:
+            session = self._reopen(session_id)
         if session is None or session.closed:
             raise SessionNotFound(session_id)
+        session.last_used = time.monotonic()
         return session
 
     def resume(self, session_id, cwd):
@@ -113,15 +204,35 @@ class SessionManager:
         if session is not None:
             if session.root != root:
                 raise CwdMismatch("cwd does not match the live session workspace")
+            session.last_used = time.monotonic()
             return session, True
         row = self.store.open().get_session(session_id)
         if row is None:
             raise SessionNotFound(session_id)
         if row["cwd"] != root:
             raise CwdMismatch(f"cwd does not match the session's workspace {row['cwd']}")
+        if session_id in self._dormant:
+            return self._reopen(session_id), False
         session = self._attach(row)  # SessionLocked when another process has it
-        session.history = self.store.load_history(session_id)
+        self._load_history(session)
         return session, False
+
+    def _load_history(self, session):
+        """The stored conversation, with calls a killed process left open closed as failed
+        (in the journal, so replay shows them failed, and in the history, so the model
+        gets a result for every call it made: providers refuse unanswered tool calls)."""
+        try:
+            history, repaired = repair.history(self.store.load_history(session.id))
+            if repaired:
+                self.store.replace_history(session.id, history)
+            session.history = history
+            for kind, key, payload in repair.journal(self.store.journal(
+                    session.id, ("tool_call", "terminal"))):
+                self.store.journal_put(session.id, kind, key, payload)
+            self.store.commit()
+        except BaseException:
+            self._release(session)
+            raise
 
     def journal(self, session):
         session.recorder.flush()
@@ -136,6 +247,7 @@ class SessionManager:
         session = self.get(session_id)
         session.preparing = True
         session.cancel_requested = False
+        session.turn_seq += 1
         return session
 
     def prepare(self, session, blocks):
@@ -212,6 +324,7 @@ class SessionManager:
             session.turn = None
             session.turn_started = False
             session.gate = None
+            session.last_used = time.monotonic()
             session.emit(ev.StateChanged("idle", reason, meta, usage))
             session.recorder.forget_finished()
 
@@ -220,6 +333,7 @@ class SessionManager:
         if session is None:
             return
         session.cancel_requested = True
+        session.cancelled_seq = session.turn_seq
         if session.turn is not None and session.turn_started:
             session.turn.kill(TurnCancelled, block=False)
 
@@ -227,6 +341,7 @@ class SessionManager:
         """Cancel, wait for the turn to settle, release. Returns False if cancelling failed."""
         session = self.live.get(session_id)
         if session is None:
+            self._dormant.pop(session_id, None)  # idle-closed here: now closed for good
             return True
         ok = True
         turn = session.turn
@@ -244,10 +359,16 @@ class SessionManager:
         self._release(session)
         return ok
 
-    def _release(self, session):
+    def mark_closing(self, session_id):
+        """session/close was read: from now on the session's turn is cancelled (runs in the
+        reader, before any later line, so an answer read after the close cannot allow)."""
+        self.cancel(session_id)
+
+    def _release(self, session, forget_grants=True):
         session.closed = True
         session.pending_interaction = None
-        session.access.clear()
+        if forget_grants:
+            session.access.clear()
         self.live.pop(session.id, None)
         try:
             session.recorder.flush()
@@ -275,8 +396,9 @@ class SessionManager:
                 self._release(session)
             except Exception:  # noqa: BLE001
                 log.exception("session %s: close failed during shutdown", session.id)
-        if self._flush_timer is not None:
-            self._flush_timer.kill(block=False)
+        for timer in (self._flush_timer, self._idle_timer):
+            if timer is not None:
+                timer.kill(block=False)
         self.store.close()
         if self._scratch:
             shutil.rmtree(self._scratch, ignore_errors=True)

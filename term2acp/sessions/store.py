@@ -12,13 +12,18 @@ batch. Several processes may share the file; WAL plus a busy timeout serialise w
 
 import base64
 import binascii
+import fcntl
 import json
 import logging
 import os
+import re
 import sqlite3
+import time
 from datetime import datetime, timezone
 
-from term2acp.sessions.errors import InvalidCursor, StoreError
+import gevent
+
+from term2acp.sessions.errors import InvalidCursor, StoreError, StoreRecovered
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +81,64 @@ def decode_cursor(cursor):
     return updated_at, session_id
 
 
+SQLITE_CORRUPT = 11
+SQLITE_NOTADB = 26
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def clean_text(text):
+    """Text SQLite (UTF-8) can hold: a lone surrogate becomes U+FFFD."""
+    if text is None or text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text)
+
+
+class _Corrupt(Exception):
+    """The file is not an SQLite database, or a corrupt one."""
+
+
+def _is_empty_file(path):
+    try:
+        return os.stat(path).st_size == 0
+    except OSError:
+        return False
+
+
+class _InitLock:
+    """``flock`` around inspecting and creating the store, so that of several processes
+    starting on one damaged file exactly one moves it aside (cooperative wait, bounded)."""
+
+    def __init__(self, path, timeout=10.0):
+        self.path = path
+        self.timeout = timeout
+        self.fd = None
+
+    def __enter__(self):
+        try:
+            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            raise StoreError(f"cannot open the session store {self.path}: {exc}") from None
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return self
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    os.close(self.fd)
+                    raise StoreError(f"the session store {self.path} stayed locked by another "
+                                     "term2-acp process while it was being opened") from None
+                gevent.sleep(0.01)
+
+    def __exit__(self, *exc):
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
+        os.close(self.fd)
+
+
 class Store:
     def __init__(self, path):
         self.path = path
@@ -89,11 +152,40 @@ class Store:
         return self._db is not None
 
     def open(self):
+        """Open (create, migrate) the store.
+
+        A zero-length or corrupt (not SQLite) file is never silently recreated: it is moved
+        aside to ``<path>.damaged-<UTC time>`` (with its -wal/-shm files), a fresh store is
+        started, and this call raises :class:`StoreRecovered` once, saying where the old
+        file went; later calls use the fresh store.
+        """
         if self._db is not None:
             return self
-        directory = os.path.dirname(self.path)
         try:
-            os.makedirs(directory, mode=0o700, exist_ok=True)
+            os.makedirs(os.path.dirname(self.path), mode=0o700, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot open the session store {self.path}: {exc}") from None
+        with _InitLock(self.path + ".lock"):  # one process inspects/creates at a time
+            moved = None
+            if _is_empty_file(self.path):
+                moved = self._move_aside("the file is empty (zero length)")
+            try:
+                db = self._connect()
+            except _Corrupt as exc:
+                if moved is not None:
+                    raise StoreError(f"the session store {self.path} is unusable ({exc})") from None
+                moved = self._move_aside(str(exc))
+                try:
+                    db = self._connect()
+                except _Corrupt as again:
+                    raise StoreError(f"the session store {self.path} is unusable ({again})") from None
+        self._db = db
+        if moved is not None:
+            raise StoreRecovered(moved)
+        return self
+
+    def _connect(self):
+        try:
             db = sqlite3.connect(self.path, timeout=5.0, isolation_level=None,
                                  check_same_thread=False)
         except (OSError, sqlite3.Error) as exc:
@@ -105,10 +197,29 @@ class Store:
             self._migrate(db)
         except sqlite3.Error as exc:
             db.close()
+            if getattr(exc, "sqlite_errorcode", None) in (SQLITE_CORRUPT, SQLITE_NOTADB):
+                raise _Corrupt(str(exc)) from None
             raise StoreError(f"the session store {self.path} is unusable ({exc}); "
                              "move it aside to start a fresh one") from None
-        self._db = db
-        return self
+        return db
+
+    def _move_aside(self, why):
+        """Rename the damaged file (and its WAL/SHM files); returns the user-facing notice."""
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+        target = f"{self.path}.damaged-{stamp}"
+        try:
+            os.rename(self.path, target)
+            for suffix in ("-wal", "-shm"):
+                if os.path.exists(self.path + suffix):
+                    os.rename(self.path + suffix, target + suffix)
+        except OSError as exc:
+            raise StoreError(f"the session store {self.path} is damaged ({why}) and could not "
+                             f"be moved aside: {exc}") from None
+        message = (f"the session store {self.path} was damaged ({why}), so term2-acp had to "
+                   f"move it aside: it is now {target}, and a fresh store was started "
+                   "(sessions created before are in the damaged file). Retry the request.")
+        log.error("%s", message)
+        return message
 
     def _migrate(self, db):
         version = db.execute("PRAGMA user_version").fetchone()[0]
@@ -168,10 +279,18 @@ class Store:
     def create_session(self, session_id, cwd, provider, model):
         stamp = now()
         self._write("INSERT INTO sessions (id, cwd, title, created_at, updated_at, provider, model)"
-                    " VALUES (?, ?, NULL, ?, ?, ?, ?)", (session_id, cwd, stamp, stamp, provider, model))
+                    " VALUES (?, ?, NULL, ?, ?, ?, ?)",
+                    (session_id, cwd, stamp, stamp, clean_text(provider), clean_text(model)))
         self.commit()
         return {"id": session_id, "cwd": cwd, "title": None, "updated_at": stamp,
                 "provider": provider, "model": model}
+
+    def delete_session(self, session_id):
+        """Remove a session that never came to life (a failed session/new), committed."""
+        for table, column in (("journal", "session_id"), ("history", "session_id"),
+                              ("sessions", "id")):
+            self._write(f"DELETE FROM {table} WHERE {column} = ?", (session_id,))
+        self.commit()
 
     def get_session(self, session_id):
         row = self._execute("SELECT id, cwd, title, updated_at, provider, model FROM sessions"
@@ -187,7 +306,7 @@ class Store:
             self._write("UPDATE sessions SET updated_at = ? WHERE id = ?", (stamp, session_id))
         else:
             self._write("UPDATE sessions SET updated_at = ?, title = ? WHERE id = ?",
-                        (stamp, title, session_id))
+                        (stamp, clean_text(title), session_id))
         return stamp
 
     def list_sessions(self, cwd=None, cursor=None, limit=50):
@@ -215,6 +334,14 @@ class Store:
                     " (SELECT COALESCE(MAX(seq), 0) + 1 FROM history WHERE session_id = ?), ?)",
                     (session_id, session_id, json.dumps(message)))
 
+    def replace_history(self, session_id, messages):
+        """Rewrite a session's conversation (a repair), committed."""
+        self._write("DELETE FROM history WHERE session_id = ?", (session_id,))
+        for seq, message in enumerate(messages, 1):
+            self._write("INSERT INTO history (session_id, seq, message) VALUES (?, ?, ?)",
+                        (session_id, seq, json.dumps(message)))
+        self.commit()
+
     def load_history(self, session_id):
         rows = self._execute("SELECT message FROM history WHERE session_id = ? ORDER BY seq",
                              (session_id,)).fetchall()
@@ -231,7 +358,11 @@ class Store:
                         " (SELECT COALESCE(MAX(seq), 0) + 1 FROM journal WHERE session_id = ?),"
                         " ?, ?, ?)", (session_id, session_id, kind, key, data))
 
-    def journal(self, session_id):
-        rows = self._execute("SELECT kind, payload FROM journal WHERE session_id = ? ORDER BY seq",
-                             (session_id,)).fetchall()
+    def journal(self, session_id, kinds=None):
+        """``(kind, payload)`` records in order; ``kinds`` restricts the kinds read."""
+        sql, args = "SELECT kind, payload FROM journal WHERE session_id = ?", [session_id]
+        if kinds:
+            sql += f" AND kind IN ({', '.join('?' * len(kinds))})"
+            args += list(kinds)
+        rows = self._execute(sql + " ORDER BY seq", args).fetchall()
         return [(kind, json.loads(payload)) for kind, payload in rows]

@@ -152,7 +152,14 @@ def test_endpoint_oversized_and_bad_utf8_lines():
 
 
 def test_endpoint_lone_surrogates_are_encoded_safely():
-    endpoint, _, out = make()
-    endpoint.receive({"jsonrpc": "2.0", "id": 1, "method": "echo", "params": {"s": "\ud800"}})
+    """Neither raw (invalid UTF-8) nor as an escape (strict parsers refuse a lone surrogate
+    escape): a lone surrogate goes out as U+FFFD; a real pair is untouched."""
+    raw = []
+    endpoint = Endpoint(Router(), raw.append)
+    endpoint.receive({"jsonrpc": "2.0", "id": 1, "method": "echo",
+                      "params": {"s": "a\ud800b", "\udcff": "\U0001F600"}})
     settle(endpoint)
-    assert out[0]["result"] == {"echo": {"s": "\ud800"}}
+    line = raw[0]
+    line.decode("utf-8")  # valid UTF-8
+    assert b"\\ud" not in line.lower()
+    assert json.loads(line)["result"] == {"echo": {"s": "a\ufffdb", "\ufffd": "\U0001F600"}}
