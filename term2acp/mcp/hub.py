@@ -15,6 +15,7 @@ import logging
 from collections.abc import Mapping
 
 import gevent
+from gevent.event import Event
 from gevent.pool import Group
 
 from term2acp.mcp.adapter import McpTool
@@ -44,6 +45,7 @@ class McpHub:
         self._tools = None  # cached tools() result; None when something changed
         self._notices = []
         self._told = set()  # client ids the user has heard about
+        self.changed = Event()  # set by tools/list_changed (cleared by whoever waits on it)
         self.closed = False
 
     def __bool__(self):
@@ -79,6 +81,7 @@ class McpHub:
     # ------------------------------------------------------------ tools
     def _changed(self, _client):
         self._tools = None
+        self.changed.set()
 
     def tools(self):
         if self.closed:
