@@ -69,7 +69,9 @@ class Server:
             return None
         manager = self.manager
         session = manager.live.get(params["sessionId"]) if manager is not None else None
-        return None if session is None else (session, session.turn_seq)
+        # Only a prompt's own chunks: a v1 session/load replays history as chunks between
+        # turns, and those must never be dropped.
+        return None if session is None or not session.busy else (session, session.turn_seq)
 
     def _commit(self):
         if self.manager is not None and self.manager.store.is_open:
