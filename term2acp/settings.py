@@ -13,6 +13,12 @@ The config file is TOML at ``$TERM2ACP_CONFIG`` or ``$XDG_CONFIG_HOME/term2acp/c
     max_timeout = 600
     network = false                # allow network inside the sandbox
 
+    [sandbox]                      # what the shell sandbox sees (README: Shell sandbox)
+    toolchains = [".pyenv", ".cargo", ".rustup", ".nvm", ".local", ".gitconfig"]
+    read_paths = ["/opt/conda", "~/datasets"]   # extra read-only paths
+    memory_mb = 2048               # per command (cgroup v2 memory.max, else RLIMIT_DATA)
+    tmpfs_mb = 512                 # each of /tmp, /dev/shm and $HOME in the sandbox
+
     [providers.local-llama]        # extra providers: type openai | anthropic
     type = "openai"
     base_url = "http://127.0.0.1:8080/v1"
@@ -53,6 +59,29 @@ class ShellSettings:
         self.output_cap = 40_000  # characters of output returned to the model
 
 
+class SandboxSettings:
+    """``[sandbox]``: what the shell sandbox may read besides the workspace, and its bounds
+    (see ``term2acp/sandbox/view.py`` and the README's "Shell sandbox" section)."""
+
+    TOOLCHAINS = (".pyenv", ".cargo", ".rustup", ".nvm", ".local", ".gitconfig")
+
+    def __init__(self):
+        self.toolchains = list(self.TOOLCHAINS)  # relative to $HOME, read-only
+        self.read_paths = []  # extra read-only paths (absolute or ~/...)
+        self.memory_mb = 2048  # per command: cgroup v2 memory.max, else RLIMIT_DATA
+        self.tmpfs_mb = 512  # each of /tmp, /dev/shm and $HOME inside the sandbox
+
+    def apply(self, data):
+        for key in ("toolchains", "read_paths"):
+            value = data.get(key)
+            if isinstance(value, list) and all(isinstance(v, str) and v for v in value):
+                setattr(self, key, list(value))
+        for key in ("memory_mb", "tmpfs_mb"):
+            value = data.get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                setattr(self, key, value)
+
+
 class Settings:
     """Plain attributes (no dataclass: this is on the start-up path)."""
 
@@ -68,6 +97,7 @@ class Settings:
         self.shutdown_timeout = 10.0
         self.script = None  # scripted provider script file
         self.shell = ShellSettings()
+        self.sandbox = SandboxSettings()
         self.providers = {}  # name -> dict from the config file
         self.env = dict(env or {})
 
@@ -113,6 +143,8 @@ class Settings:
                     setattr(self.shell, key, float(shell[key]))
             if isinstance(shell.get("network"), bool):
                 self.shell.network = shell["network"]
+        if isinstance(data.get("sandbox"), dict):
+            self.sandbox.apply(data["sandbox"])
         providers = data.get("providers") or {}
         if isinstance(providers, dict):
             self.providers = {k: v for k, v in providers.items() if isinstance(v, dict)}

@@ -5,11 +5,10 @@ undone by a remount. So every command gets a new user namespace with all capabil
 dropped and nested user namespaces disabled, new pid/ipc/uts (and, unless networking is
 allowed, net) namespaces, a new terminal session, and dies with the agent.
 
-Filesystem view: the host root read-only; the canonical session root the only writable
-bind; a private tmpfs ``/tmp``; a fresh ``/proc``; a minimal ``/dev``; ``/run`` replaced
-by an empty tmpfs (it holds root-owned unix sockets, which a read-only mount does not
-protect: the sandbox uid maps to the agent's uid); credential stores and the agent's own
-config and data directories covered by empty read-only mounts.
+What the command sees of the filesystem is ``view.py``'s business (the workspace, the
+system directories and the home toolchains; credentials, root-only files and host sockets
+masked); what it may use is ``cgroup.py``'s (tasks, memory); the tmpfs mounts are bounded
+by ``[sandbox] tmpfs_mb``.
 """
 
 import logging
@@ -19,9 +18,9 @@ import re
 import shutil
 import tempfile
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from term2acp.sandbox import process
+from term2acp.sandbox import cgroup, process, view
 
 log = logging.getLogger(__name__)
 
@@ -33,15 +32,10 @@ DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 ENV_ALLOWED = frozenset({"PATH", "HOME", "LANG", "TERM", "TZ", "USER", "SHELL"})
 SECRET_SHAPED = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH", re.IGNORECASE)
 
-CREDENTIALS = (".ssh", ".gnupg", ".aws", ".azure", ".config/gcloud", ".netrc", ".docker",
-               ".kube", ".git-credentials", ".npmrc", ".pypirc", ".config/gh", ".config/hub",
-               ".gem/credentials", ".bash_history", ".zsh_history", ".python_history")
-
-# A workspace root at one of these (or inside the trees) stays read-only.
-_PROTECTED_EXACT = ("/", "/root", "/var", "/mnt", "/media", "/srv", "/opt")
-_PRIVATE = ("/tmp", "/run")  # replaced by empty tmpfs: nothing there needs covering
-_PROTECTED_TREES = ("/etc", "/boot", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/proc",
-                    "/sys", "/dev")
+MIB = 1024 * 1024
+DEFAULT_MEMORY_MB = 2048  # per command; see cgroup.py for the mechanism
+DEFAULT_TMPFS_MB = 512  # each of /tmp, /dev/shm and $HOME in the sandbox
+PROBE_TMPFS = 1 * MIB
 
 _HARDENING = ("--unshare-user", "--cap-drop", "ALL", "--unshare-pid", "--unshare-ipc",
               "--unshare-uts", "--new-session", "--die-with-parent")
@@ -55,6 +49,7 @@ class Availability:
     reason: str = ""
     bwrap: str = ""
     disable_userns: bool = True
+    tmpfs_size: bool = True  # bwrap >= 0.8 bounds tmpfs mounts (--size)
 
     def warning(self):
         return unavailable_message(self.reason)
@@ -85,16 +80,24 @@ def probe(refresh=False):
 
 
 def _probe(path):
+    """The first feature set this bwrap accepts: newer flags are dropped one at a time."""
     if not (os.path.isfile(path) and os.access(path, os.X_OK)):
         return Availability(False, f"bubblewrap not found at {path}", path)
     scratch = tempfile.mkdtemp(prefix="term2acp-probe-")
+    candidate = Availability(True, "", path)
     try:
-        for disable_userns in (True, False):
-            candidate = Availability(True, "", path, disable_userns)
+        for _ in range(3):
             ok, reason = _try(candidate, scratch)
             if ok:
+                if not candidate.tmpfs_size:
+                    log.warning("%s cannot bound tmpfs sizes (bubblewrap < 0.8): /tmp and "
+                                "/dev/shm in the sandbox are limited by memory only", path)
                 return candidate
-            if "disable-userns" not in reason:
+            if "disable-userns" in reason and candidate.disable_userns:
+                candidate = replace(candidate, disable_userns=False)
+            elif "--size" in reason and candidate.tmpfs_size:
+                candidate = replace(candidate, tmpfs_size=False)
+            else:
                 break
         return Availability(False, reason, path)
     finally:
@@ -103,7 +106,10 @@ def _probe(path):
 
 def _try(candidate, scratch):
     out = bytearray()
-    argv = _command(["true"], scratch, candidate, network=False, covers=[], writable=True)
+    size = ["--size", str(PROBE_TMPFS)] if candidate.tmpfs_size else []
+    argv = [*_namespaces(candidate, network=False), *view.system_flags(),
+            "--proc", "/proc", "--dev", "/dev", *size, "--tmpfs", "/tmp",
+            "--bind", scratch, scratch, "--remount-ro", "/", "--chdir", scratch, "--", "true"]
     try:
         result = process.run(argv, cwd=scratch, env={"PATH": DEFAULT_PATH},
                              on_output=out.extend, timeout=PROBE_TIMEOUT)
@@ -121,14 +127,15 @@ def _try(candidate, scratch):
 def run(argv, root, settings, on_output=None, timeout=None, pass_fds=()):
     """Run ``argv`` inside the sandbox with ``root`` as cwd; see ``process.run``.
 
-    Raises ``SandboxUnavailable`` (nothing is run) when the probe failed.
+    Raises ``SandboxUnavailable`` (nothing is run) when the probe failed, and
+    ``view.Refused`` (nothing is run) for a root the sandbox will not run in (``/``).
     """
     availability = probe()
     if not availability.available:
         raise SandboxUnavailable(availability.reason)
     return process.run(_for_settings(argv, root, settings, availability), cwd=root,
                        env=scrub_env(settings.env), on_output=on_output, timeout=timeout,
-                       pass_fds=pass_fds, pids_max=PIDS_MAX)
+                       pass_fds=pass_fds, limits=limits_of(settings))
 
 
 class SandboxUnavailable(RuntimeError):
@@ -140,80 +147,32 @@ def build_argv(argv, root, settings):
     return _for_settings(argv, root, settings, probe())
 
 
+def limits_of(settings):
+    """The tasks and memory one command may use (``[sandbox] memory_mb``)."""
+    memory_mb = getattr(getattr(settings, "sandbox", None), "memory_mb", DEFAULT_MEMORY_MB)
+    return cgroup.Limits(PIDS_MAX, memory_mb * MIB if memory_mb else None)
+
+
+def tmpfs_bytes(settings):
+    tmpfs_mb = getattr(getattr(settings, "sandbox", None), "tmpfs_mb", DEFAULT_TMPFS_MB)
+    return tmpfs_mb * MIB
+
+
 def _for_settings(argv, root, settings, availability):
-    return _command(argv, root, availability, network=bool(settings.shell.network),
-                    covers=hidden_paths(settings), writable=writable_root(root, settings))
-
-
-def _command(argv, root, availability, network, covers, writable):
     """Namespaces, then the filesystem view in mount order, then the command."""
+    network = bool(settings.shell.network)
+    size = tmpfs_bytes(settings) if availability.tmpfs_size else None
+    return [*_namespaces(availability, network), *view.flags(root, settings, size, network),
+            "--chdir", root, "--", *argv]
+
+
+def _namespaces(availability, network):
     out = [availability.bwrap, *_HARDENING]
     if availability.disable_userns:
         out.append("--disable-userns")
     if not network:
         out.append("--unshare-net")
-    out += ["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
-            "--tmpfs", "/run"]
-    if network:  # keep DNS working when resolv.conf points into /run
-        resolv = os.path.dirname(os.path.realpath("/etc/resolv.conf"))
-        if _strictly_inside("/run", resolv):
-            out += ["--ro-bind-try", resolv, resolv]
-    covers = [p for p in covers
-              if _strictly_inside(root, p) or not any(_strictly_inside(d, p) for d in _PRIVATE)]
-    # Covers inside the root go on top of its bind; the others (ancestors of the root
-    # included) go first, so the root is bound back over them.
-    out += _cover([p for p in covers if not _strictly_inside(root, p)])
-    out += ["--bind" if writable else "--ro-bind", root, root]
-    out += _cover([p for p in covers if _strictly_inside(root, p)])
-    for path in ["/run", *(p for p in covers if os.path.isdir(p))]:
-        out += ["--remount-ro", path]
-    out += ["--chdir", root, "--", *argv]
     return out
-
-
-def _cover(paths):
-    """Mount an empty tmpfs on directories and /dev/null on files."""
-    out = []
-    for path in paths:
-        out += ["--tmpfs", path] if os.path.isdir(path) else ["--ro-bind", "/dev/null", path]
-    return out
-
-
-def hidden_paths(settings):
-    """Canonical, existing credential paths and the agent's own config and data dirs."""
-    homes = {h for h in (settings.env.get("HOME"), _passwd_home()) if h}
-    candidates = [os.path.join(home, rel) for home in homes for rel in CREDENTIALS]
-    if settings.env.get("XDG_CONFIG_HOME"):
-        candidates.append(os.path.join(settings.env["XDG_CONFIG_HOME"], "gcloud"))
-    candidates += _own_paths(settings)
-    seen = []
-    for path in candidates:
-        if not os.path.lexists(path):
-            continue
-        real = os.path.realpath(path)
-        if os.path.exists(real) and real != "/" and real not in seen:
-            seen.append(real)
-    return seen
-
-
-def _own_paths(settings):
-    """The data dir, and the config dir (or only the file, if the dir is not ours alone)."""
-    out = [settings.data_dir] if settings.data_dir else []
-    if settings.config_path:
-        folder = os.path.dirname(settings.config_path)
-        own = "term2acp" in os.path.basename(folder)
-        out.append(folder if own else settings.config_path)
-    return out
-
-
-def writable_root(root, settings):
-    """False for roots that must stay read-only even as a workspace (``/``, ``$HOME``…)."""
-    homes = {h.rstrip("/") for h in (settings.env.get("HOME"), _passwd_home()) if h}
-    if root in _PROTECTED_EXACT or root in homes:
-        return False
-    if root == "/usr/local" or root.startswith("/usr/local/"):
-        return True
-    return not any(root == t or root.startswith(t + "/") for t in _PROTECTED_TREES)
 
 
 def scrub_env(env):
@@ -227,10 +186,6 @@ def scrub_env(env):
     out.setdefault("HOME", _passwd_home() or "/")
     out["TMPDIR"] = "/tmp"
     return out
-
-
-def _strictly_inside(root, path):
-    return path.startswith(root.rstrip("/") + "/")
 
 
 def _passwd_home():

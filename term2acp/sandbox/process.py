@@ -65,21 +65,21 @@ class _Idle(Exception):
     """No output arrived within the coalescing window."""
 
 
-def run(argv, cwd=None, env=None, on_output=None, timeout=None, pass_fds=(), pids_max=None):
+def run(argv, cwd=None, env=None, on_output=None, timeout=None, pass_fds=(), limits=None):
     """Run ``argv`` to completion and return ``Exit(exit_code, signal_name)``.
 
     ``on_output(bytes)`` receives stdout and stderr interleaved, in chunks of at most
     ``CHUNK`` bytes. stdin is ``/dev/null``. ``pass_fds`` are inherited by the child.
-    ``pids_max`` caps the number of tasks through a pids cgroup when one can be made.
+    ``limits`` (a ``cgroup.Limits``) caps tasks and memory (see ``sandbox/cgroup.py``).
     Raises ``ProcessTimeout`` after killing the group, ``LaunchError`` if it cannot start.
     If the calling greenlet is killed, the process group is SIGKILLed before it unwinds.
     """
-    group = PidsGroup.create(pids_max) if pids_max else None
+    group = limits.group() if limits else None
     read_fd, write_fd = os.pipe()
     proc = None
     try:
         _grow_pipe(write_fd)
-        proc = _launch(argv, cwd, env, write_fd, pass_fds, group)
+        proc = _launch(argv, cwd, env, write_fd, pass_fds, limits, group)
         os.close(write_fd)
         write_fd = None
         return _supervise(proc, read_fd, on_output, timeout)
@@ -106,7 +106,7 @@ def _supervise(proc, read_fd, on_output, timeout):
     return _exit_of(code)
 
 
-def _launch(argv, cwd, env, out_fd, pass_fds, group):
+def _launch(argv, cwd, env, out_fd, pass_fds, limits, group):
     """Start the command with the unpatched ``os.close`` (see the module docstring)."""
     original, patched = monkey.get_original("os", "close"), os.close
     devnull = os.open(os.devnull, os.O_RDONLY)
@@ -115,7 +115,7 @@ def _launch(argv, cwd, env, out_fd, pass_fds, group):
         command = sh.Command(argv[0])
         return command(*argv[1:], _cwd=cwd, _env=env, _in=devnull, _out=out_fd, _err=out_fd,
                        _bg=True, _bg_exc=False, _new_session=True, _pass_fds=set(pass_fds),
-                       _preexec_fn=group.join if group else None)
+                       _preexec_fn=_in_child(limits, group))
     except sh.CommandNotFound as exc:
         raise LaunchError(errno.ENOENT, f"command not found: {exc}") from None
     except sh.ForkException as exc:
@@ -123,6 +123,13 @@ def _launch(argv, cwd, env, out_fd, pass_fds, group):
     finally:
         os.close = patched
         os.close(devnull)
+
+
+def _in_child(limits, group):
+    """The pre-exec hook that applies ``limits`` in the forked child, or None."""
+    if limits is None:
+        return None
+    return lambda: limits.apply_in_child(group)
 
 
 def _pump(fd, on_output):
@@ -207,145 +214,3 @@ def _discard(_data):
 def _last_line(exc):
     lines = [line for line in str(exc).splitlines() if line.strip()]
     return lines[-1] if lines else "fork failed"
-
-
-class PidsGroup:
-    """A pids cgroup capping how many tasks one run may have (fork bombs).
-
-    RLIMIT_NPROC does not bind uid 0, and the sandbox runs as the agent's uid, so a
-    cgroup is the only limit that holds when the agent runs as root. Where no pids
-    cgroup can be made, ``create`` returns None and the timeout is the only bound.
-    """
-
-    _parent = None  # cached: a directory path, or "" when unusable
-    _count = 0
-    _stale = set()  # groups whose removal was busy; retried on the next create
-
-    def __init__(self, path):
-        self.path = path
-
-    @classmethod
-    def supported(cls):
-        """Whether pids cgroups can be made here (found out once)."""
-        if cls._parent is None:
-            cls._parent = _pids_parent() or ""
-            log.info("pids cgroup for commands: %s", cls._parent or "none (timeouts only)")
-            if cls._parent:
-                _sweep(cls._parent)
-        return bool(cls._parent)
-
-    @classmethod
-    def create(cls, pids_max):
-        """A fresh cgroup limited to ``pids_max`` tasks, or None."""
-        if not cls.supported():
-            return None
-        for stale in list(cls._stale):
-            cls(stale).close()
-        cls._count += 1
-        path = os.path.join(cls._parent, f"run-{os.getpid()}-{cls._count}")
-        try:
-            os.mkdir(path)
-            _write(os.path.join(path, "pids.max"), str(int(pids_max)))
-        except OSError as exc:
-            log.warning("cannot set up pids cgroup %s: %s", path, exc)
-            _rmdir(path)
-            return None
-        return cls(path)
-
-    def join(self):
-        """Move the calling process in; runs in the forked child before exec.
-
-        On cgroup v1, writing 0 (``current``) to ``tasks`` moves just this thread, which
-        skips the global threadgroup lock and its RCU grace period (10-30 ms per command
-        through ``cgroup.procs``). The forked child is single-threaded, so it is the same.
-        """
-        tasks = os.path.join(self.path, "tasks")
-        _write(tasks if os.path.exists(tasks) else os.path.join(self.path, "cgroup.procs"), "0")
-
-    def close(self):
-        """SIGKILL whatever is left in the group and remove it (later, if still busy)."""
-        try:
-            with open(os.path.join(self.path, "cgroup.procs")) as fh:
-                for line in fh:
-                    _kill(int(line))
-        except (OSError, ValueError):
-            pass
-        if _rmdir(self.path):
-            self._stale.discard(self.path)
-        else:
-            self._stale.add(self.path)
-
-
-def _pids_parent():
-    """``<pids hierarchy>/<our cgroup>/term2acp`` (cgroup v1, or v2 where delegated)."""
-    try:
-        with open("/proc/self/cgroup") as fh:
-            lines = [line.rstrip("\n").split(":", 2) for line in fh]
-    except OSError:
-        return None
-    for _, controllers, path in lines:
-        if "pids" in controllers.split(","):
-            return _make_parent(os.path.join("/sys/fs/cgroup/pids", path.lstrip("/")))
-    for hid, controllers, path in lines:
-        if hid == "0" and controllers == "":
-            return _make_parent(os.path.join("/sys/fs/cgroup", path.lstrip("/")))
-    return None
-
-
-def _sweep(parent):
-    """Remove empty run groups left behind by agents that have exited."""
-    for name in os.listdir(parent):
-        owner = name.split("-")[1] if name.startswith("run-") else ""
-        if owner.isdigit() and not _alive(int(owner)):
-            _rmdir(os.path.join(parent, name))
-
-
-def _alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    return True
-
-
-def _make_parent(base):
-    """Our own sub-hierarchy under ``base``; None unless it offers ``pids.max``."""
-    path = os.path.join(base, "term2acp")
-    try:
-        os.makedirs(path, exist_ok=True)
-        control = os.path.join(path, "cgroup.subtree_control")
-        if os.path.exists(control):  # cgroup v2: delegate pids to the run groups
-            _write(control, "+pids")
-    except OSError:
-        return None
-    if os.path.exists(os.path.join(path, "pids.max")):
-        return path
-    _rmdir(path)  # no pids controller here: leave nothing behind
-    return None
-
-
-def _write(path, text):
-    fd = os.open(path, os.O_WRONLY)
-    try:
-        os.write(fd, text.encode())
-    finally:
-        os.close(fd)
-
-
-def _rmdir(path):
-    try:
-        os.rmdir(path)
-    except FileNotFoundError:
-        pass
-    except OSError:
-        return False
-    return True
-
-
-def _kill(pid):
-    try:
-        os.kill(pid, signals.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass

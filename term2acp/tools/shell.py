@@ -42,8 +42,10 @@ class ShellTool(Tool):
     Params = ShellParams
     description = (
         "Run a shell command in the session's working directory, inside a sandbox: the "
-        "working directory is writable, the rest of the filesystem is read-only, /tmp is "
-        "private and network access is off unless configured. Returns the combined "
+        "working directory is writable; the system directories and the toolchains in the "
+        "home directory are read-only; the rest of the home, other projects and "
+        "credentials are not visible; /tmp and $HOME are private and small; memory is "
+        "limited; network access is off unless configured. Returns the combined "
         "stdout/stderr (long output keeps its head and tail) and the exit code.")
 
     def title(self, args):
@@ -75,6 +77,10 @@ def require_sandbox():
 def execute(ctx, argv, label, timeout, pass_fds=()):
     """Run ``argv`` sandboxed in ``ctx.root`` as a reported terminal; a ToolResult."""
     require_sandbox()
+    try:
+        sandbox.check_root(ctx.root)
+    except sandbox.Refused as exc:
+        raise ToolError(f"Shell refused: {exc}. The command was not run.") from None
     terminal_id = f"term-{uuid.uuid4().hex[:16]}"
     capture = Capture(ctx.settings.shell.output_cap)
     stream = _Stream(ctx, terminal_id, capture)
@@ -84,6 +90,8 @@ def execute(ctx, argv, label, timeout, pass_fds=()):
         outcome = sandbox.run(argv, ctx.root, ctx.settings, stream.write, timeout, pass_fds)
     except sandbox.ProcessTimeout as exc:
         outcome, timed_out = exc.exit, True
+    except sandbox.Refused as exc:  # checked above; kept so no bwrap error can surface
+        raise ToolError(f"Shell refused: {exc}. The command was not run.") from None
     except sandbox.SandboxUnavailable as exc:
         raise ToolError(f"Shell sandbox unavailable: {exc}. The command was not run.") from None
     except sandbox.LaunchError as exc:

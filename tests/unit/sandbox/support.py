@@ -38,7 +38,7 @@ class HostTree:
     def path(self, *parts):
         return os.path.join(self.base, *parts)
 
-    def settings(self, **shell):
+    def settings(self, sandbox=None, **shell):
         env = {"HOME": self.home, "PATH": os.environ.get("PATH", bwrap.DEFAULT_PATH),
                "LANG": "C.UTF-8", "TERM2ACP_HOME": self.path("data"),
                "TERM2ACP_CONFIG": self.path("config", "term2acp", "config.toml"),
@@ -46,14 +46,26 @@ class HostTree:
         settings = Settings.load(env=env)
         for key, value in shell.items():
             setattr(settings.shell, key, value)
+        for key, value in (sandbox or {}).items():
+            setattr(settings.sandbox, key, value)
         return settings
 
-    def context(self, settings=None, events=None, run_tool=None):
+    def context(self, settings=None, events=None, run_tool=None, root=None):
         settings = settings or self.settings()
         events = [] if events is None else events
-        return ToolContext(root=self.root, session_id="s", call_id="c1",
-                           access=AccessState(self.root), settings=settings,
+        return ToolContext(root=root or self.root, session_id="s", call_id="c1",
+                           access=AccessState(root or self.root), settings=settings,
                            emit=events.append, run_tool=run_tool)
+
+    def write(self, rel, text="", mode=None):
+        """Create ``base/rel`` (parents included) with ``text``; its path."""
+        path = self.path(rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as fh:
+            fh.write(text)
+        if mode is not None:
+            os.chmod(path, mode)
+        return path
 
     def cleanup(self):
         shutil.rmtree(self.base, ignore_errors=True)

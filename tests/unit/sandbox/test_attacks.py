@@ -124,11 +124,13 @@ def test_unshare_cannot_regain_capabilities(tree):
     assert_absent(f"/etc/{name}")
 
 
-def test_reading_outside_the_root_works(tree):
+def test_reading_a_sibling_project_fails_but_system_files_work(tree):
     with open(tree.path("sibling", "readme.txt"), "w") as fh:
-        fh.write("readable\n")
-    result, out = run(tree, f"cat {tree.path('sibling', 'readme.txt')}")
-    assert result.exit_code == 0 and out == "readable\n"
+        fh.write("sibling secret\n")
+    result, out = run(tree, f"cat {tree.path('sibling', 'readme.txt')}; echo; "
+                            "head -c 5 /etc/passwd; ls /usr/bin/env")
+    assert "sibling secret" not in out
+    assert "No such file" in out and "/usr/bin/env" in out
 
 
 def test_credentials_and_agent_dirs_are_not_visible(tree):

@@ -5,7 +5,7 @@ import os
 import pytest
 
 from term2acp import sandbox
-from term2acp.sandbox import bwrap
+from term2acp.sandbox import bwrap, view
 from tests.unit.sandbox.support import HostTree, needs_sandbox
 
 
@@ -52,10 +52,11 @@ def test_command_line_is_hardened(tree):
                  "--unshare-net", "--new-session", "--die-with-parent", "--disable-userns"):
         assert flag in argv
     assert argv[argv.index("--cap-drop") + 1] == "ALL"
-    assert argv[argv.index("--ro-bind"):][:3] == ["--ro-bind", "/", "/"]
+    assert ["/", "/"] not in [argv[i + 1:i + 3] for i, a in enumerate(argv) if a == "--ro-bind"]
     assert [argv[i + 1:i + 3] for i, a in enumerate(argv) if a == "--bind"] == [
         [tree.root, tree.root]]
-    assert argv[argv.index("--tmpfs") + 1] == "/tmp"
+    assert {"/tmp", "/dev/shm", "/run", tree.home} <= {
+        argv[i + 1] for i, a in enumerate(argv) if a == "--tmpfs"}
     assert argv[argv.index("--chdir") + 1] == tree.root
     assert argv[-2:] == ["--", "true"]
 
@@ -81,32 +82,32 @@ def test_environment_defaults():
     assert env["PATH"] == bwrap.DEFAULT_PATH and env["TMPDIR"] == "/tmp" and env["HOME"]
 
 
-def test_hidden_paths_cover_credentials_and_own_dirs(tree):
-    for rel in (".ssh", ".aws", ".gnupg", ".kube", ".docker", ".config/gcloud"):
+def test_credentials_and_own_dirs_are_masked_where_visible(tree):
+    for rel in (".ssh", ".aws", ".gnupg", ".kube", ".config/gcloud"):
         os.makedirs(os.path.join(tree.home, rel))
-    for rel in (".netrc", ".git-credentials"):
+    for rel in (".netrc", ".git-credentials", ".bashrc"):
         open(os.path.join(tree.home, rel), "w").close()
-    hidden = bwrap.hidden_paths(tree.settings())
-    for rel in (".ssh", ".aws", ".gnupg", ".kube", ".docker", ".config/gcloud", ".netrc",
-                ".git-credentials"):
-        assert os.path.join(tree.home, rel) in hidden
-    assert tree.path("data") in hidden
-    assert tree.path("config", "term2acp") in hidden
+    masks = view.dynamic_masks(tree.settings())
+    for rel in (".ssh", ".aws", ".gnupg", ".kube", ".config/gcloud", ".netrc",
+                ".git-credentials", ".bashrc"):
+        assert os.path.join(tree.home, rel) in masks
+    assert tree.path("data") in masks
+    assert tree.path("config", "term2acp") in masks
 
 
-def test_config_file_outside_an_own_dir_hides_only_the_file(tree):
+def test_config_file_outside_an_own_dir_masks_only_the_file(tree):
     settings = tree.settings()
     settings.config_path = tree.path("sibling", "agent.toml")
     open(settings.config_path, "w").close()
-    hidden = bwrap.hidden_paths(settings)
-    assert settings.config_path in hidden and tree.path("sibling") not in hidden
+    masks = view.dynamic_masks(settings)
+    assert settings.config_path in masks and tree.path("sibling") not in masks
 
 
 def test_protected_roots_stay_read_only(tree):
     settings = tree.settings()
-    assert not bwrap.writable_root("/", settings)
-    assert not bwrap.writable_root(tree.home, settings)
-    assert not bwrap.writable_root("/etc/foo", settings)
-    assert not bwrap.writable_root("/usr", settings)
-    assert bwrap.writable_root("/usr/local/src", settings)
-    assert bwrap.writable_root(tree.root, settings)
+    assert not view.writable_root(tree.home, settings)
+    assert not view.writable_root(tree.base, settings)  # holds the home
+    assert not view.writable_root("/etc/foo", settings)
+    assert not view.writable_root("/usr", settings)
+    assert view.writable_root("/usr/local/src", settings)
+    assert view.writable_root(tree.root, settings)

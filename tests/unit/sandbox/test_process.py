@@ -7,7 +7,7 @@ import gevent
 import pytest
 from gevent import monkey
 
-from term2acp.sandbox import process
+from term2acp.sandbox import cgroup, process
 from tests.unit.sandbox.support import host_pids_with, wait_until
 
 
@@ -112,15 +112,25 @@ def test_other_greenlets_keep_running_while_waiting():
 
 
 def test_pids_group_caps_forks():
-    if not process.PidsGroup.supported():
+    if not cgroup.RunGroup.supported():
         pytest.skip("no writable pids cgroup on this machine")
     out = bytearray()
     script = "for i in 1 2 3 4 5 6 7 8 9 10 11 12; do sleep 0.5 & done; wait"
     result = process.run(["/bin/sh", "-c", script], on_output=out.extend, timeout=20,
-                         pids_max=6)
+                         limits=cgroup.Limits(pids_max=6))
     assert result.exit_code is not None
     assert b"fork" in out.lower()
-    parent = process.PidsGroup._parent
+    parent = cgroup.RunGroup._parent
     ours = {os.path.join(parent, d) for d in os.listdir(parent)
             if d.startswith(f"run-{os.getpid()}-")}
-    assert ours <= process.PidsGroup._stale  # removed, or queued for removal
+    assert ours <= cgroup.RunGroup._stale  # removed, or queued for removal
+
+
+def test_memory_limit_applies_to_the_child_only():
+    out = bytearray()
+    script = "python3 -c \"b = bytearray(300 << 20); print('ALLOCATED')\""
+    result = process.run(["/bin/sh", "-c", script], on_output=out.extend, timeout=30,
+                         limits=cgroup.Limits(memory_bytes=128 << 20))
+    assert result.exit_code != 0 and b"ALLOCATED" not in out
+    big = bytearray(300 << 20)  # the agent itself is not limited
+    assert len(big) == 300 << 20

@@ -1,0 +1,335 @@
+"""What a sandboxed command sees: the filesystem view of one workspace, as bubblewrap flags.
+
+The policy (the README's "Shell sandbox" section says the same for users):
+
+* read-write: the workspace root (read-only when it is, or contains, a home directory, or
+  lies in a system tree; ``/``, ``/proc``, ``/sys`` and ``/dev`` are refused);
+* read-only: the system directories (``SYSTEM_DIRS``), the toolchains kept in the home
+  directory (``[sandbox] toolchains``, relative to ``$HOME``), the extra read paths
+  (``[sandbox] read_paths``) and the agent's own Python installation (``run_code`` runs it);
+* private: ``/tmp``, ``/dev/shm`` and ``$HOME`` are fresh tmpfs bounded by ``[sandbox]
+  tmpfs_mb``, ``/run`` is an empty read-only tmpfs, ``/proc`` and ``/dev`` are the
+  sandbox's own; nothing else of the host exists (the rest of the home, other projects,
+  ``/var``, ``/srv``, ``/mnt``, ``/root``, ``/sys``, host sockets in ``/run`` and ``/tmp``);
+* masked wherever it is visible (an empty read-only tmpfs on a directory, ``/dev/null`` on
+  anything else): root-only entries of ``/etc`` (no world-read bit, e.g. ``/etc/shadow``,
+  ``/etc/gshadow``, ``/etc/sudoers``; the sandbox user maps to the agent's uid, which may
+  be 0), the credential and start-up files of ``core.sensitive`` (also when the root is
+  ``$HOME``), the agent's own config and data directories, and host unix sockets and
+  FIFOs: all of those in ``/etc``, and those in the top ``SCAN_DEPTH`` levels of the
+  toolchains and read paths. Inside the workspace, sockets and FIFOs stay usable.
+
+Cost: the scans (``/etc``, sockets in the read-only trees) and the bind list are computed
+once per workspace and settings and reused for ``PLAN_TTL`` seconds; the credential masks
+(a few dozen ``lstat`` calls) are recomputed for every command, so a credential file
+created during a session is masked from the next command on.
+"""
+
+import logging
+import os
+import stat
+import sys
+import threading
+import time
+
+from term2acp.core import sensitive
+from term2acp.settings import SandboxSettings
+
+log = logging.getLogger(__name__)
+
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
+REFUSED_TREES = ("/proc", "/sys", "/dev")
+ROOT_ONLY = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers",
+             "/etc/sudoers.d")  # masked even if a distribution made them world-readable
+SCAN_DEPTH = 4  # levels below a read-only tree searched for sockets and FIFOs
+SCAN_BUDGET = 50_000  # directory entries per scan, so a huge tree cannot stall a command
+PLAN_TTL = 60.0
+_PLANS_MAX = 64
+# A workspace root at one of these (or inside the trees) stays read-only.
+_PROTECTED_EXACT = ("/root", "/var", "/mnt", "/media", "/srv", "/opt", "/home")
+_PROTECTED_TREES = ("/etc", "/boot", "/usr", "/bin", "/sbin", "/lib", "/lib64")
+
+
+class Refused(ValueError):
+    """This workspace root cannot be sandboxed; the message says why and what to do."""
+
+
+def check_root(root):
+    """Raise :class:`Refused` for roots the sandbox will not run in."""
+    if os.path.normpath(root or "/") == "/":
+        raise Refused("the workspace root is / (the whole filesystem), so the shell cannot "
+                      "give it a safe view; open a project directory as the session's "
+                      "working directory instead")
+    for tree in REFUSED_TREES:
+        if _within(tree, root):
+            raise Refused(f"the workspace root {root} is inside {tree}, which the sandbox "
+                          "replaces with its own; open a project directory instead")
+
+
+def flags(root, settings, tmpfs_bytes, network=False):
+    """The filesystem part of the bwrap command line for a command in ``root``."""
+    check_root(root)
+    plan = _plan(root, settings)
+    size = ["--size", str(int(tmpfs_bytes))] if tmpfs_bytes else []
+    out = ["--proc", "/proc", "--dev", "/dev", *size, "--tmpfs", "/dev/shm",
+           *size, "--tmpfs", "/tmp", "--tmpfs", "/run"]
+    if network:  # keep DNS working when resolv.conf points into /run
+        resolv = os.path.dirname(os.path.realpath("/etc/resolv.conf"))
+        if _strictly_inside("/run", resolv):
+            out += ["--ro-bind-try", resolv, resolv]
+    for target, dest in plan.symlinks:
+        out += ["--symlink", target, dest]
+    if plan.home:
+        out += [*size, "--tmpfs", plan.home]
+    for src, dest in plan.binds:
+        out += ["--ro-bind", src, dest]
+    masks = _visible(plan.masks + dynamic_masks(settings), plan.binds + [(root, root)], root)
+    out += _cover([m for m in masks if not _strictly_inside(root, m[0])])
+    out += ["--bind" if writable_root(root, settings) else "--ro-bind", root, root]
+    out += _cover([m for m in masks if _strictly_inside(root, m[0])])
+    for path in ["/run", "/dev", *(dest for dest, is_dir in masks if is_dir), "/"]:
+        out += ["--remount-ro", path]
+    return out
+
+
+def system_flags():
+    """The system directories, read-only (links such as ``/bin -> usr/bin`` as links)."""
+    out = []
+    for path in SYSTEM_DIRS:
+        if os.path.islink(path):
+            out += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            out += ["--ro-bind", path, path]
+    return out
+
+
+class Plan:
+    """The cached part of a view: ``symlinks`` and ``binds`` (``(src, dest)`` pairs),
+    ``home`` (the tmpfs home, or None) and ``masks`` (host paths found by the scans)."""
+
+    def __init__(self, symlinks, home, binds, masks):
+        self.symlinks, self.home, self.binds, self.masks = symlinks, home, binds, masks
+        self.made = time.monotonic()
+
+
+_plans = {}
+_plans_lock = threading.Lock()
+
+
+def _plan(root, settings):
+    logical = os.path.normpath(settings.env.get("HOME") or _passwd_home() or "/")
+    key = (root, home_of(settings), logical, tuple(toolchains_of(settings)),
+           tuple(read_paths_of(settings)))
+    with _plans_lock:
+        plan = _plans.get(key)
+        if plan is None or time.monotonic() - plan.made > PLAN_TTL:
+            if len(_plans) >= _PLANS_MAX:
+                _plans.clear()
+            plan = _plans[key] = _make_plan(root, *key[1:])
+        return plan
+
+
+def clear_cache():
+    with _plans_lock:
+        _plans.clear()
+
+
+def _make_plan(root, home, logical_home, toolchains, read_paths):
+    symlinks = [(os.readlink(d), d) for d in SYSTEM_DIRS if os.path.islink(d)]
+    binds = [(d, d) for d in SYSTEM_DIRS if os.path.isdir(d) and not os.path.islink(d)]
+    home_tmpfs = None
+    if home and home != "/" and not _within(root, home) and not _in_system(home):
+        home_tmpfs = home
+        if logical_home != home and not _in_system(logical_home):
+            symlinks.append((home, logical_home))  # $HOME names a link to the real home
+        for rel in toolchains:
+            _add_bind(binds, os.path.join(home, rel), home, why="toolchain")
+    for path in read_paths:
+        _add_bind(binds, path, home, why="read path")
+    masks = etc_masks()
+    for src, _ in binds:
+        if not _in_system(src):
+            masks += special_files(src)
+    for prefix in sorted({os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix)}):
+        _add_bind(binds, prefix, home, why="the agent's Python")  # an install tree: no scan
+    return Plan(symlinks, home_tmpfs, binds, masks)
+
+
+def _add_bind(binds, dest, home, why):
+    """Bind ``dest`` (its real path) read-only unless it is missing, sensitive or covered."""
+    if not os.path.lexists(dest):
+        return
+    src = os.path.realpath(dest)
+    if not os.path.exists(src) or src == "/":
+        return
+    if sensitive.is_sensitive(src, home) or sensitive.is_sensitive(dest, home):
+        log.warning("sandbox: %s %s is a credential or start-up file; not shown", why, dest)
+        return
+    for have_src, have_dest in binds:
+        if _within(have_src, src) and dest == have_dest + src[len(have_src):]:
+            return  # already visible where it belongs
+    binds.append((src, dest))
+
+
+def dynamic_masks(settings):
+    """Credential and start-up files of every home, and the agent's own dirs (now)."""
+    paths = []
+    for home in homes_of(settings):
+        paths += sensitive.home_credentials(home)
+    paths += own_paths(settings)
+    out = []
+    for path in paths:
+        real = os.path.realpath(path)
+        if os.path.exists(real) and real != "/":
+            out.append(real)
+    return out
+
+
+def own_paths(settings):
+    """The data dir, and the config dir (or only the file, if the dir is not ours alone)."""
+    out = [settings.data_dir] if settings.data_dir else []
+    if settings.config_path:
+        folder = os.path.dirname(settings.config_path)
+        own = "term2acp" in os.path.basename(folder)
+        out.append(folder if own else settings.config_path)
+    return [p for p in out if os.path.lexists(p)]
+
+
+def _visible(host_paths, mounts, root):
+    """``(dest, is_dir)`` for every place a masked host path shows up in the sandbox."""
+    out, seen = [], set()
+    for path in host_paths:
+        is_dir = os.path.isdir(path)
+        for src, dest in mounts:
+            if not _strictly_inside(src, path):
+                continue  # a mask never hides a whole mount (nor the root itself)
+            where = dest + path[len(src):]
+            if where not in seen:
+                seen.add(where)
+                out.append((where, is_dir))
+    return out
+
+
+def _cover(masks):
+    out = []
+    for dest, is_dir in masks:
+        out += ["--tmpfs", dest] if is_dir else ["--ro-bind", "/dev/null", dest]
+    return out
+
+
+def etc_masks():
+    """Entries of /etc the sandbox could read but others cannot, plus sockets and FIFOs."""
+    found = [p for p in ROOT_ONLY if os.path.lexists(p) and os.access(p, os.R_OK)]
+    for path, mode in _walk("/etc", depth=None, files=True):
+        if stat.S_ISDIR(mode):
+            closed = not mode & stat.S_IXOTH  # _walk does not enter it
+            if closed and os.access(path, os.R_OK | os.X_OK):
+                found.append(path)
+        elif not stat.S_ISREG(mode):
+            found.append(path)  # a socket, FIFO or device node
+        elif not mode & stat.S_IROTH and os.access(path, os.R_OK):
+            found.append(path)
+    return sorted(set(found))
+
+
+def special_files(top):
+    """Unix sockets and FIFOs in the top ``SCAN_DEPTH`` levels of ``top``."""
+    return [path for path, mode in _walk(top, depth=SCAN_DEPTH, files=False)
+            if stat.S_ISSOCK(mode) or stat.S_ISFIFO(mode)]
+
+
+def _walk(top, depth, files):
+    """``(path, lstat mode)`` below ``top`` down to ``depth`` levels (None: all): every
+    directory and special file, and regular files too when ``files``. Links are not
+    followed. Without ``files`` (a socket scan) every directory is entered; with it (the
+    /etc scan) directories closed to others are masked whole, so not entered."""
+    stack, seen = [(top, 0)], 0
+    while stack:
+        folder, level = stack.pop()
+        try:
+            entries = os.scandir(folder)
+        except OSError:
+            continue
+        with entries:
+            for entry in entries:
+                seen += 1
+                if seen > SCAN_BUDGET:
+                    log.warning("sandbox: stopped scanning %s after %d entries", top, seen)
+                    return
+                if entry.is_symlink() or (not files and entry.is_file(follow_symlinks=False)):
+                    continue
+                try:
+                    mode = entry.stat(follow_symlinks=False).st_mode
+                except OSError:
+                    continue
+                yield entry.path, mode
+                enter = stat.S_ISDIR(mode) and (not files or mode & stat.S_IXOTH)
+                if enter and (depth is None or level + 1 < depth):
+                    stack.append((entry.path, level + 1))
+
+
+def writable_root(root, settings):
+    """False for roots that stay read-only even as a workspace (a home, or what holds one,
+    and the system trees)."""
+    if any(_within(root, home) for home in homes_of(settings)):
+        return False
+    if root in _PROTECTED_EXACT:
+        return False
+    if _within("/usr/local", root):
+        return True
+    return not any(_within(tree, root) for tree in _PROTECTED_TREES)
+
+
+def home_of(settings):
+    """The sandbox's home: the agent's ``$HOME``, canonical (None when unset)."""
+    home = settings.env.get("HOME") or _passwd_home()
+    return os.path.realpath(home) if home else None
+
+
+def homes_of(settings):
+    """Every home whose credentials are masked: ``$HOME`` and the passwd home."""
+    out = []
+    for home in (home_of(settings), _passwd_home()):
+        if home and os.path.realpath(home) not in out and os.path.realpath(home) != "/":
+            out.append(os.path.realpath(home))
+    return out
+
+
+def toolchains_of(settings):
+    config = getattr(settings, "sandbox", None)
+    return list(getattr(config, "toolchains", SandboxSettings.TOOLCHAINS))
+
+
+def read_paths_of(settings):
+    """Extra read-only paths, absolute, ``~`` meaning the agent's ``$HOME``."""
+    config = getattr(settings, "sandbox", None)
+    home = settings.env.get("HOME") or ""
+    out = []
+    for raw in getattr(config, "read_paths", ()):
+        path = home + raw[1:] if raw == "~" or raw.startswith("~/") else raw
+        if os.path.isabs(path):
+            out.append(os.path.normpath(path))
+        else:
+            log.warning("sandbox: read path %r is not absolute; ignored", raw)
+    return out
+
+
+def _passwd_home():
+    import pwd
+
+    try:
+        return pwd.getpwuid(os.getuid()).pw_dir
+    except KeyError:
+        return None
+
+
+def _in_system(path):
+    return any(_within(os.path.realpath(d), path) for d in SYSTEM_DIRS if os.path.exists(d))
+
+
+def _within(base, path):
+    return path == base or path.startswith(base.rstrip("/") + "/")
+
+
+def _strictly_inside(root, path):
+    return path.startswith(root.rstrip("/") + "/")
