@@ -83,7 +83,7 @@ def flags(root, settings, tmpfs_bytes, network=False):
         out += [*size, "--tmpfs", plan.home]
     for src, dest in plan.binds:
         out += ["--ro-bind", src, dest]
-    masks = _visible(plan.masks + dynamic_masks(settings), plan.binds + [(root, root)], root)
+    masks = _visible(plan.masks + dynamic_masks(settings), plan.binds + [(root, root)])
     out += _cover([m for m in masks if not _strictly_inside(root, m[0])])
     out += ["--bind" if writable_root(root, settings) else "--ro-bind", root, root]
     out += _cover([m for m in masks if _strictly_inside(root, m[0])])
@@ -118,8 +118,9 @@ _plans_lock = threading.Lock()
 
 def _plan(root, settings):
     logical = os.path.normpath(settings.env.get("HOME") or _passwd_home() or "/")
+    own = tuple(os.path.realpath(p) for p in own_paths(settings))
     key = (root, home_of(settings), logical, tuple(toolchains_of(settings)),
-           tuple(read_paths_of(settings)))
+           tuple(read_paths_of(settings)), own)
     with _plans_lock:
         plan = _plans.get(key)
         if plan is None or time.monotonic() - plan.made > PLAN_TTL:
@@ -134,7 +135,7 @@ def clear_cache():
         _plans.clear()
 
 
-def _make_plan(root, home, logical_home, toolchains, read_paths):
+def _make_plan(root, home, logical_home, toolchains, read_paths, own):
     symlinks = [(os.readlink(d), d) for d in SYSTEM_DIRS if os.path.islink(d)]
     binds = [(d, d) for d in SYSTEM_DIRS if os.path.isdir(d) and not os.path.islink(d)]
     home_tmpfs = None
@@ -143,20 +144,21 @@ def _make_plan(root, home, logical_home, toolchains, read_paths):
         if logical_home != home and not _in_system(logical_home):
             symlinks.append((home, logical_home))  # $HOME names a link to the real home
         for rel in toolchains:
-            _add_bind(binds, os.path.join(home, rel), home, why="toolchain")
+            _add_bind(binds, os.path.join(home, rel), home, own, why="toolchain")
     for path in read_paths:
-        _add_bind(binds, path, home, why="read path")
+        _add_bind(binds, path, home, own, why="read path")
     masks = etc_masks()
     for src, _ in binds:
         if not _in_system(src):
             masks += special_files(src)
     for prefix in sorted({os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix)}):
-        _add_bind(binds, prefix, home, why="the agent's Python")  # an install tree: no scan
+        _add_bind(binds, prefix, home, own, why="the agent's Python")  # install tree: no scan
     return Plan(symlinks, home_tmpfs, binds, masks)
 
 
-def _add_bind(binds, dest, home, why):
-    """Bind ``dest`` (its real path) read-only unless it is missing, sensitive or covered."""
+def _add_bind(binds, dest, home, own, why):
+    """Bind ``dest`` (its real path) read-only unless it is missing, covered, sensitive or
+    inside the agent's own config and data dirs (``own``)."""
     if not os.path.lexists(dest):
         return
     src = os.path.realpath(dest)
@@ -164,6 +166,9 @@ def _add_bind(binds, dest, home, why):
         return
     if sensitive.is_sensitive(src, home) or sensitive.is_sensitive(dest, home):
         log.warning("sandbox: %s %s is a credential or start-up file; not shown", why, dest)
+        return
+    if any(_within(path, src) for path in own):
+        log.warning("sandbox: %s %s holds the agent's own data; not shown", why, dest)
         return
     for have_src, have_dest in binds:
         if _within(have_src, src) and dest == have_dest + src[len(have_src):]:
@@ -195,7 +200,7 @@ def own_paths(settings):
     return [p for p in out if os.path.lexists(p)]
 
 
-def _visible(host_paths, mounts, root):
+def _visible(host_paths, mounts):
     """``(dest, is_dir)`` for every place a masked host path shows up in the sandbox."""
     out, seen = [], set()
     for path in host_paths:
