@@ -3,6 +3,7 @@
 
 import pytest
 
+from term2acp.testing.harness import AgentProcess
 from tests.support import fake_llm as f
 
 
@@ -98,3 +99,30 @@ def test_effort_is_sent_only_to_models_that_take_it(spawn, workspace, server, mo
     agent.prompt(sid, "hi", timeout=30)
     assert server.wait_requests(1)[0].json.get("reasoning_effort") == sent
     agent.close()
+
+
+def test_a_server_streaming_without_pause_does_not_starve_the_agent(agent_env, workspace):
+    """Issue 10 item 3: 200,000 chunks written in one burst by a loopback server (on a
+    native thread, so it refills the socket however busy this process is). Updates must
+    reach the client while the burst is still being written, a cheap request must be
+    answered meanwhile, and cancel must end the turn (the stream never ends by itself)."""
+    burst = f.NativeBurstServer(f.Burst(None, f.oa_text("x"), 200_000)).start()
+    env = dict(agent_env, OPENAI_BASE_URL=burst.openai_url, OPENAI_API_KEY="x")
+    agent = AgentProcess(["--provider", "openai", "--model", "gpt-4.1-mini"], env=env,
+                         validate=False).start()  # 200,000 schema checks would slow the reader
+    try:
+        agent.initialize()
+        sid = agent.new_session(workspace)
+        agent.prompt_async(sid, "go")
+        agent.wait_update("agent_message_chunk", timeout=30)
+        assert not burst.written, "no update reached the client before the burst ended"
+        listed = agent.request("session/list", {}, timeout=10)
+        assert "result" in listed
+        agent.notify("session/cancel", {"sessionId": sid})
+        idle = agent.wait_update(state="idle", timeout=30)
+        assert idle["stopReason"] == "cancelled"
+        assert burst.wait_disconnected(10), "the agent kept the connection open after cancel"
+        assert agent.close() == 0
+    finally:
+        agent.kill()
+        burst.stop()

@@ -75,6 +75,19 @@ class SSE:
         self.released.set()
 
 
+class Burst:
+    """``count`` copies of one SSE event written back to back with no pause (a fast local
+    server), in large HTTP chunks; then the stream holds open until the client disconnects
+    (so only a cancel can end the turn). ``written`` is set once the whole burst is sent."""
+
+    def __init__(self, name, data, count, block=1000):
+        self.event = _event_bytes(name, data)
+        self.count = count
+        self.block = block
+        self.written = Event()
+        self.disconnected = Event()
+
+
 class FakeLLMServer:
     """``tls``: an ``ssl.SSLContext`` to serve HTTPS with; ``host`` goes into the URLs
     (e.g. a name only a proxy resolves)."""
@@ -151,6 +164,8 @@ class FakeLLMServer:
         if isinstance(response, Hangup):
             sock.shutdown(socket.SHUT_RDWR)
             return False
+        if isinstance(response, Burst):
+            return _burst(sock, response)
         if isinstance(response, Status):
             body = json.dumps(response.body).encode() if response.body is not None else b""
             headers = {"Content-Type": "application/json", "Content-Length": str(len(body)),
@@ -168,6 +183,22 @@ class FakeLLMServer:
             sock.sendall(_chunk(_event_bytes(name, data)))
         sock.sendall(b"0\r\n\r\n")
         return not response.close_after
+
+
+def _burst(sock, burst):
+    sock.sendall(_head(200, {"Content-Type": "text/event-stream",
+                             "Transfer-Encoding": "chunked"}))
+    blocks, rest = divmod(burst.count, burst.block)
+    body = _chunk(burst.event * burst.block) * blocks + (_chunk(burst.event * rest) if rest else b"")
+    try:
+        sock.sendall(body)  # one call: the kernel refills the socket as fast as it drains
+    except OSError:
+        burst.disconnected.set()
+        return False
+    burst.written.set()
+    with gevent.Timeout(HOLD_LIMIT, False):
+        _watch_disconnect(sock, burst.disconnected)
+    return False
 
 
 def _hold(sock, response):
@@ -339,3 +370,80 @@ class Consumer:
         for event in stream:
             self.events.append(event)
             self.first.set()
+
+
+# ---------------------------------------------------------------- a producer on a native thread
+class NativeBurstServer:
+    """Serves one :class:`Burst` from a native OS thread with blocking sockets.
+
+    A producer in the test's own gevent hub cannot outrun the consumer (it only writes when
+    the consumer yields); this one refills the socket while the consumer works, as a fast
+    server in another process does, so a read loop that never yields really starves the hub.
+    """
+
+    def __init__(self, burst):
+        from gevent import monkey
+
+        self.burst = burst
+        self.written = False  # the whole burst is in the socket (set by the thread)
+        self.disconnected = False  # the client closed the connection (set by the thread)
+        real_socket = monkey.get_original("socket", "socket")
+        self._listener = real_socket()
+        self._listener.bind(("127.0.0.1", 0))
+        self._listener.listen(1)
+        self._listener.settimeout(HOLD_LIMIT)
+        self._start_thread = monkey.get_original("_thread", "start_new_thread")
+        self._done = monkey.get_original("_thread", "allocate_lock")()
+        self.port = self._listener.getsockname()[1]
+        self.openai_url = f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self):
+        self._done.acquire()
+        self._start_thread(self._serve, ())
+        return self
+
+    def stop(self):
+        """Wait (bounded, without blocking the hub) for the thread to finish."""
+        with gevent.Timeout(HOLD_LIMIT + 1, False):
+            while not self._done.acquire(False):
+                gevent.sleep(0.01)
+        self._listener.close()
+
+    def _serve(self):
+        try:
+            self._serve_one()
+        finally:
+            self._done.release()
+
+    def _serve_one(self):
+        try:
+            conn, _ = self._listener.accept()
+        except OSError:
+            return
+        with conn:
+            conn.settimeout(HOLD_LIMIT)
+            try:
+                data = b""
+                while b"\r\n\r\n" not in data:  # the request head; the body is not needed
+                    more = conn.recv(65536)
+                    if not more:
+                        return
+                    data += more
+                burst = self.burst
+                blocks, rest = divmod(burst.count, burst.block)
+                conn.sendall(_head(200, {"Content-Type": "text/event-stream",
+                                         "Transfer-Encoding": "chunked"}))
+                conn.sendall(_chunk(burst.event * burst.block) * blocks
+                             + (_chunk(burst.event * rest) if rest else b""))
+                self.written = True
+                while conn.recv(65536):  # hold until the client goes away
+                    pass
+            except OSError:
+                pass
+            self.disconnected = True
+
+    def wait_disconnected(self, timeout):
+        with gevent.Timeout(timeout, False):
+            while not self.disconnected:
+                gevent.sleep(0.01)
+        return self.disconnected

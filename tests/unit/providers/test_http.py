@@ -19,9 +19,11 @@ from term2acp.providers.errors import (
 from term2acp.providers.openai import OpenAIProvider
 from term2acp.providers.sse import SSEDecoder
 from tests.support.fake_llm import (
+    Burst,
     Consumer,
     FakeLLMServer,
     Hangup,
+    NativeBurstServer,
     Status,
     oa_finish,
     oa_text,
@@ -280,3 +282,21 @@ def test_sse_decoder_handles_split_lines_crlf_comments_and_multiline_data():
         out += decoder.feed(stream[index:index + 1])
     assert out == [("a", "one\ntwo"), (None, '{"x": 1}')]
     assert SSEDecoder().feed(b"data: a\r\rdata:b\n\n") == [(None, "a"), (None, "b")]
+
+
+# ---------------------------------------------------------------- pacing (issue 10 item 3)
+def test_a_stream_that_never_pauses_still_lets_other_greenlets_run():
+    """A server that keeps the socket full means reads never block; the stream loop must
+    still give the hub a turn, so this test greenlet wakes long before the burst is read."""
+    count = 200_000
+    native = NativeBurstServer(Burst(None, oa_text("x"), count)).start()
+    try:
+        consumer = Consumer(OpenAIProvider(api_key=KEY, base_url=native.openai_url,
+                                           max_retries=0).stream(ask()))
+        assert consumer.first.wait(timeout=10)
+        seen = len(consumer.events)
+        assert 0 < seen < count, f"the consumer ran {seen} events without yielding"
+        consumer.greenlet.kill(timeout=5)
+        assert consumer.greenlet.dead
+    finally:
+        native.stop()
