@@ -34,6 +34,7 @@ ZED_V1_INITIALIZE = {
 }
 V2_INITIALIZE = {"protocolVersion": 2, "info": {"name": "term2acp-tests", "version": "1"}}
 FS_METHODS = ("fs/read_text_file", "fs/write_text_file")
+ANSWERED = object()  # from an on_request callback: it sent the answer itself (e.g. an error)
 JOIN_TIMEOUT = 5  # seconds to wait for the pipe reader threads after the process ended
 
 
@@ -200,6 +201,8 @@ class AgentProcess:
                 return message
             if isinstance(message, dict) and "method" in message and "id" in message:
                 result = on_request(message) if on_request else None
+                if result is ANSWERED:
+                    continue
                 if result is None and message["method"] in FS_METHODS:
                     self.fs_requests.append(message)
                     result = self._serve_file(message)

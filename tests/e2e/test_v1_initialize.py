@@ -1,0 +1,128 @@
+"""Version negotiation over the real launcher: initialize picks the face per connection.
+
+1 gets the v1 answer (validated against the v1 schema by the kit), 2 and above today's v2
+answer saying 2; 0, a negative number or a non-integer is -32602; each request is
+validated against the shape of the version it names; the version is fixed afterwards.
+"""
+
+import pytest
+
+from term2acp import __version__
+from term2acp.testing.harness import ZED_V1_INITIALIZE
+
+V1_ANSWER = {
+    "protocolVersion": 1,
+    "agentInfo": {"name": "term2", "title": "term2", "version": __version__},
+    "agentCapabilities": {
+        "loadSession": True,
+        "promptCapabilities": {"embeddedContext": True},
+        "mcpCapabilities": {},
+        "sessionCapabilities": {"list": {}, "resume": {}, "close": {}},
+    },
+    "authMethods": [],
+}
+V2_INIT = {"protocolVersion": 2, "info": {"name": "t", "version": "1"}}
+
+
+@pytest.fixture
+def fresh(acp_agent):
+    """An agent that has not been initialized yet, checked against ``protocol``'s schema."""
+    return lambda protocol=1: acp_agent(initialize=False, protocol=protocol)
+
+
+def result_of(message):
+    assert "result" in message, message
+    return message["result"]
+
+
+def error_of(message):
+    assert "error" in message, message
+    return message["error"]
+
+
+# JetBrains AI Assistant, CodeCompanion, agent-shell / acpx / the registry probe
+CLIENTS = {
+    "zed": ZED_V1_INITIALIZE,
+    "jetbrains": {"protocolVersion": 1,
+                  "clientCapabilities": {"fs": {"readTextFile": True, "writeTextFile": True},
+                                         "terminal": False},
+                  "clientInfo": {"name": "JetBrains AI Assistant", "version": "253.1"}},
+    "codecompanion": {"protocolVersion": 1, "clientCapabilities": {
+        "fs": {"readTextFile": True, "writeTextFile": True}},
+        "clientInfo": {"name": "CodeCompanion.nvim", "version": "17.0.0"}},
+    "agent-shell": {"protocolVersion": 1, "clientInfo": {"name": "agent-shell", "version": "0.1"},
+                    "clientCapabilities": {"fs": {"readTextFile": False,
+                                                  "writeTextFile": False}}},
+    "bare": {"protocolVersion": 1},
+    "junk-optional-fields": {"protocolVersion": 1, "clientInfo": 5, "clientCapabilities": "x"},
+}
+
+
+@pytest.mark.parametrize("client", sorted(CLIENTS))
+def test_v1_clients_get_the_v1_answer(fresh, client, acp_workspace):
+    agent = fresh(1)
+    assert result_of(agent.request("initialize", CLIENTS[client])) == V1_ANSWER
+    # the connection now speaks v1: session/new needs no v2 field, session/load exists
+    listed = result_of(agent.request("session/list", {}))
+    assert listed == {"sessions": []}
+    assert error_of(agent.request("session/load", {"sessionId": "nope", "cwd": acp_workspace,
+                                                   "mcpServers": []}))["code"] == -32002
+    assert agent.close() == 0
+
+
+@pytest.mark.parametrize("version", [2, 3, 65535])
+def test_version_2_and_above_get_todays_v2_answer(fresh, version):
+    agent = fresh(2)
+    assert result_of(agent.request("initialize", dict(V2_INIT, protocolVersion=version))) == {
+        "protocolVersion": 2,
+        "info": {"name": "term2", "title": "term2", "version": __version__},
+        "capabilities": {"session": {}},
+    }
+    # v1-only methods do not exist on a v2 connection
+    for method in ("session/load", "authenticate"):
+        assert error_of(agent.request(method, {}))["code"] == -32601
+    agent.close()
+
+
+@pytest.mark.parametrize("version", [0, -1, 1.5, "1", True, None, 70000])
+def test_no_version_or_a_bad_one_is_invalid_params_and_initialize_stays_possible(fresh, version):
+    agent = fresh(1)
+    params = {"protocolVersion": version, "clientInfo": {"name": "x", "version": "1"}}
+    error = error_of(agent.request("initialize", params))
+    assert error["code"] == -32602
+    assert "protocolVersion" in error["message"] or "protocolVersion" in str(error.get("data"))
+    assert error_of(agent.request("session/list", {}))["code"] == -32600  # not initialized
+    assert result_of(agent.request("initialize", ZED_V1_INITIALIZE))["protocolVersion"] == 1
+    agent.close()
+
+
+def test_each_request_is_validated_against_the_version_it_names(fresh):
+    v1 = fresh(1)
+    # v1 fields only: never refused for lacking v2's "info"
+    assert result_of(v1.request("initialize", {"protocolVersion": 1, "clientInfo": {
+        "name": "x", "version": "1"}}))["protocolVersion"] == 1
+    v1.close()
+    v2 = fresh(2)
+    # a v2 request with v1 field names still lacks "info"
+    error = error_of(v2.request("initialize", {"protocolVersion": 2, "clientInfo": {
+        "name": "x", "version": "1"}}))
+    assert error["code"] == -32602 and "info" in error["data"]["errors"]
+    v2.close()
+
+
+@pytest.mark.parametrize("second", [V2_INIT, ZED_V1_INITIALIZE])
+def test_the_version_is_fixed_after_initialize(fresh, second):
+    agent = fresh(1)
+    result_of(agent.request("initialize", ZED_V1_INITIALIZE))
+    assert error_of(agent.request("initialize", second))["code"] == -32600
+    assert error_of(agent.request("auth/login", {"methodId": "x"}))["code"] == -32601  # v2-only
+    agent.close()
+
+
+def test_authenticate_without_methods_is_a_clear_error(fresh):
+    agent = fresh(1)
+    agent.initialize()
+    error = error_of(agent.request("authenticate", {"methodId": "anything"}))
+    assert error["code"] == -32602
+    assert "no authentication methods" in error["message"] and "API key" in error["message"]
+    agent.close()
