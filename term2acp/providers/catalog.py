@@ -185,7 +185,8 @@ class Catalog:
             key_env = cfg.get("api_key_env")
             api_key = self.env.get(key_env) if key_env else cfg.get("api_key")
             # A loopback server without a key gets the provider's placeholder key.
-            return _construct(factory, name=provider, api_key=api_key, base_url=cfg.get("base_url"))
+            return _construct(factory, name=provider, api_key=api_key, base_url=cfg.get("base_url"),
+                              **_http_options(cfg))
         if provider not in BUILTIN_PROVIDERS:
             raise ProviderNotConfigured(f'unknown provider "{provider}"')
         factory = BUILTIN_PROVIDERS[provider][1]
@@ -194,6 +195,20 @@ class Catalog:
         prefix = provider.upper()
         return _construct(factory, name=provider, api_key=self.env.get(f"{prefix}_API_KEY"),
                           base_url=self.env.get(f"{prefix}_BASE_URL"))
+
+
+def _http_options(cfg):
+    """Optional transport settings of a configured provider: ``headers`` (a table of
+    strings), ``timeout`` (read, seconds), ``connect_timeout`` and ``max_retries``."""
+    options = {}
+    headers = cfg.get("headers")
+    if isinstance(headers, dict):
+        options["headers"] = {str(k): str(v) for k, v in headers.items()}
+    for key, kind in (("timeout", float), ("connect_timeout", float), ("max_retries", int)):
+        value = cfg.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
+            options[key] = kind(value)
+    return options
 
 
 def _construct(factory, **kwargs):

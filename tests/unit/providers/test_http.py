@@ -300,3 +300,23 @@ def test_a_stream_that_never_pauses_still_lets_other_greenlets_run():
         assert consumer.greenlet.dead
     finally:
         native.stop()
+
+
+def test_a_configured_provider_sends_its_headers_and_timeouts(server, tmp_path):
+    from term2acp.providers.catalog import Catalog
+    from term2acp.settings import Settings
+
+    config = tmp_path / "config.toml"
+    config.write_text(f'[providers.router]\ntype = "anthropic"\nbase_url = "{server.root_url}"\n'
+                      'timeout = 30\nmax_retries = 0\n'
+                      '[providers.router.headers]\nX-Title = "term2acp"\n')
+    settings = Settings.load(env={"TERM2ACP_CONFIG": str(config), "TERM2ACP_HOME": str(tmp_path),
+                                  "TERM2ACP_LOCAL_MODEL": "off"})
+    made = Catalog(settings).create("router")
+    assert made._client.read_timeout == 30.0 and made._client.max_retries == 0
+    server.enqueue(Status(500, {"error": {"message": "boom"}}))
+    with pytest.raises(ProviderHTTPError, match="router: HTTP 500: boom"), gevent.Timeout(10):
+        list(made.stream(ask()))
+    sent = server.requests[0]
+    assert sent.headers["x-title"] == "term2acp" and sent.headers["anthropic-version"]
+    assert len(server.requests) == 1
