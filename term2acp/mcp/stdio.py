@@ -201,6 +201,9 @@ class StdioTransport:
         if self._stdin is not None:
             os.close(self._stdin)
             self._stdin = None
+            # gevent closes a pipe in its loop's next check phase; a bare wait for the child
+            # can block the loop before that, so the server would never see EOF. Yield once.
+            gevent.sleep(0.001)
         proc = self.proc
         if proc is not None:
             if not self._wait(proc, STOP_GRACE):
