@@ -1,0 +1,180 @@
+"""MCP servers from the editor, through the real launcher: the scripted model calls an MCP
+tool, the permission is asked, the result reaches the model and the editor; servers that
+do not exist or crash; close and EOF leave no process; v2 and v1 clients."""
+
+import json
+import os
+import sqlite3
+import time
+
+import pytest
+
+from tests.support.mcp_servers import (
+    HttpServer,
+    everything_entry,
+    everything_installed,
+    stdio_entry,
+    wait_gone,
+)
+from tests.support.scripts import write_script
+
+MCP_OPTIONS = [("allow-once", "Allow once", "allow_once"),
+               ("allow-tool-session", "Allow this tool for the session", "allow_always"),
+               ("reject", "Reject", "reject_once")]
+
+
+def call(name, **arguments):
+    return {"tool_call": {"name": name, "arguments": arguments}}
+
+
+def selected(option_id):
+    return {"outcome": {"outcome": "selected", "optionId": option_id}}
+
+
+def tool_updates(updates):
+    return [u for u in updates if u["sessionUpdate"] in ("tool_call", "tool_call_update")]
+
+
+def final(updates):
+    done = [u for u in tool_updates(updates) if u.get("status") in ("completed", "failed")]
+    return done[-1]
+
+
+def text_of(update):
+    return "".join(c["content"]["text"] for c in update.get("content") or []
+                   if c.get("type") == "content" and c["content"].get("type") == "text")
+
+
+def agent_text(updates):
+    return "".join(u["content"]["text"] for u in updates
+                   if u["sessionUpdate"] == "agent_message_chunk" and u["content"]["type"] == "text")
+
+
+def history(home, session_id):
+    """What the model was given: the stored conversation of the session."""
+    with sqlite3.connect(os.path.join(home, "sessions.sqlite3")) as db:
+        tables = [r[0] for r in db.execute("select name from sqlite_master where type='table'")]
+        table = next(t for t in tables if "history" in t or "message" in t)
+        rows = db.execute(f"select * from {table}").fetchall()
+    return [r for r in map(str, rows) if session_id in r]
+
+
+@pytest.fixture
+def mcp_agent(spawn, workspace, tmp_path, home):
+    """``mcp_agent(turns, servers, protocol=2)``: an initialized agent and a session with
+    those MCP servers; returns ``(agent, session id, seconds session/new took)``."""
+    def _start(turns, servers, protocol=2):
+        agent = spawn(script=write_script(tmp_path, turns))
+        agent.protocol = protocol
+        if protocol == 1:
+            agent.initialize_params = {"protocolVersion": 1, "clientCapabilities": {
+                "fs": {"readTextFile": False, "writeTextFile": False}, "terminal": False}}
+        agent.initialize()
+        started = time.monotonic()
+        sid = agent.new_session(workspace, mcp_servers=servers)
+        return agent, sid, time.monotonic() - started
+    return _start
+
+
+def test_initialize_advertises_mcp(agent):
+    result = agent.request("initialize", agent.initialize_params)["result"]
+    assert result["agentCapabilities"]["session"]["mcp"] == {"stdio": {}, "http": {}}
+
+
+def test_mcp_tool_asks_once_then_runs_for_the_session(mcp_agent, home):
+    turns = [[call("mcp__test__echo", text="hi")], [{"text": "done"}],
+             [call("mcp__test__echo", text="again")], [{"text": "done again"}]]
+    agent, sid, took = mcp_agent(turns, [stdio_entry()])
+    assert took < 2.0  # session/new does not wait for the server
+    asked = []
+    _, updates, idle = agent.prompt(sid, "echo", timeout=60, on_request=lambda m: asked.append(m)
+                                    or selected("allow-tool-session"))
+    assert idle["params"]["update"]["stopReason"] == "end_turn"
+    (request,) = asked
+    options = [(o["optionId"], o["name"], o["kind"]) for o in request["params"]["options"]]
+    assert options == MCP_OPTIONS
+    first = tool_updates(updates)[0]
+    assert first["title"] == "echo (test)" and first["rawInput"] == {"text": "hi"}
+    assert final(updates)["status"] == "completed" and text_of(final(updates)) == "echo: hi"
+    asked.clear()
+    _, updates, _ = agent.prompt(sid, "again", timeout=60, on_request=lambda m: asked.append(m)
+                                 or selected("reject"))
+    assert asked == [] and text_of(final(updates)) == "echo: again"  # the grant holds
+    agent.close()
+    assert any("echo: hi" in row for row in history(home, sid))  # what the model saw
+
+
+def test_rejected_and_is_error_calls_fail_without_ending_the_turn(mcp_agent):
+    turns = [[call("mcp__test__echo", text="no"), call("mcp__test__fail", message="disk on fire")],
+             [{"text": "handled"}]]
+    agent, sid, _ = mcp_agent(turns, [stdio_entry()])
+    answers = iter(["reject", "allow-once"])
+    _, updates, idle = agent.prompt(sid, "go", timeout=60,
+                                    on_request=lambda m: selected(next(answers)))
+    assert idle["params"]["update"]["stopReason"] == "end_turn"
+    finals = [u for u in tool_updates(updates) if u.get("status") in ("completed", "failed")]
+    assert [u["status"] for u in finals] == ["failed", "failed"]
+    assert "disk on fire" in text_of(finals[1])
+    agent.close()
+
+
+def test_missing_and_crashing_servers_are_reported_and_the_session_works(mcp_agent, tmp_path):
+    ghost = {"name": "ghost", "command": str(tmp_path / "no-such-server"), "args": [], "env": []}
+    turns = [[call("mcp__test__crash")], [{"text": "after the crash"}],
+             [call("mcp__test__echo", text="x")], [{"text": "end"}]]
+    agent, sid, _ = mcp_agent(turns, [ghost, stdio_entry()])
+    _, updates, idle = agent.prompt(sid, "crash it", timeout=60,
+                                    on_request=lambda m: selected("allow-tool-session"))
+    assert idle["params"]["update"]["stopReason"] == "end_turn"
+    assert "'ghost' could not be started" in agent_text(updates)
+    crashed = final(updates)
+    assert crashed["status"] == "failed" and "boom: crashing on purpose" in text_of(crashed)
+    _, updates, idle = agent.prompt(sid, "again", timeout=60,
+                                    on_request=lambda m: selected("allow-once"))
+    assert "'test' stopped" in agent_text(updates)
+    assert final(updates)["status"] == "failed"
+    assert "not available" in text_of(final(updates))
+    agent.close()
+
+
+@pytest.mark.parametrize("ending", ["session/close", "EOF"])
+def test_close_and_eof_leave_no_process(mcp_agent, ending):
+    turns = [[call("mcp__test__where"), call("mcp__second__spawn_child")], [{"text": "ok"}]]
+    agent, sid, _ = mcp_agent(turns, [stdio_entry(), stdio_entry("second")])
+    _, updates, _ = agent.prompt(sid, "where", timeout=60,
+                                 on_request=lambda m: selected("allow-once"))
+    finals = [u for u in tool_updates(updates) if u.get("status") == "completed"]
+    pids = [json.loads(text_of(finals[0]))["pid"], int(text_of(finals[1]))]
+    if ending == "session/close":
+        assert "result" in agent.request("session/close", {"sessionId": sid}, timeout=15)
+        assert all(wait_gone(pid, 5) for pid in pids)
+    agent.close()
+    assert all(wait_gone(pid, 5) for pid in pids)
+
+
+def test_streamable_http_server(mcp_agent):
+    server = HttpServer("http")
+    try:
+        turns = [[call("mcp__web__add", a=2, b=3)], [{"text": "five"}]]
+        agent, sid, _ = mcp_agent(turns, [server.entry(headers={"Authorization": "Bearer xyz-secret"})])
+        _, updates, _ = agent.prompt(sid, "add", timeout=60, on_request=lambda m: selected("allow-once"))
+        assert text_of(final(updates)) == "5"
+        agent.close()
+        assert "xyz-secret" not in agent.stderr
+    finally:
+        server.stop()
+
+
+@pytest.mark.skipif(not everything_installed(), reason="npm install in tests/mcp has not been run")
+def test_v1_client_with_server_everything_by_bare_command(mcp_agent):
+    entry = everything_entry()
+    entry["command"] = "node"  # v1 editors pass bare names (npx, uvx): resolved on PATH
+    turns = [[call("mcp__everything__echo", message="from v1")], [{"text": "ok"}]]
+    agent, sid, _ = mcp_agent(turns, [entry], protocol=1)
+    response, updates, _ = agent.prompt(sid, "echo", timeout=60,
+                                        on_request=lambda m: selected("allow-once"))
+    assert response["result"]["stopReason"] == "end_turn"
+    texts = [c.get("content", {}).get("text") for u in tool_updates(updates)
+             for c in u.get("content") or []]
+    assert "Echo: from v1" in texts
+    agent.close()
