@@ -257,3 +257,132 @@ def test_run_code_nested_calls_are_reported_and_approved_through_the_bridge(star
     names = [u.get("name") for u in updates if u["sessionUpdate"] == "tool_call_update" and u.get("name")]
     assert names.count("read_file") == 2 and "run_code" in names  # nested calls are their own
     agent.close()
+
+
+# --- issue 10 items 6-8 and the memory bound, through the launcher -------------------------
+
+SECRET = "TOKEN-e2e-should-not-leak"
+
+
+@pytest.fixture
+def host(tmp_path):
+    """A fake home and a sibling project on the host, outside /tmp (private in the sandbox)."""
+    import tempfile
+
+    base = os.path.realpath(tempfile.mkdtemp(prefix="t2acp-e2e-", dir="/var/tmp"))
+    files = {"home/.bashrc": f"export GH_TOKEN={SECRET}\n", "home/.env": f"API={SECRET}\n",
+             "home/.config/tool/auth.json": f'{{"token": "{SECRET}"}}',
+             "home/.ssh/id_rsa": SECRET, "home/notes.txt": SECRET,
+             "home/.pyenv/version": "3.11-from-pyenv\n", "sibling/main.py": SECRET,
+             "home/project/readme.md": "project readme\n"}
+    for rel, text in files.items():
+        os.makedirs(os.path.dirname(os.path.join(base, rel)), exist_ok=True)
+        with open(os.path.join(base, rel), "w") as fh:
+            fh.write(text)
+    yield base
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def test_shell_reads_no_home_secrets_sibling_or_shadow(started, host):
+    home = os.path.join(host, "home")
+    reads = " ".join(os.path.join(home, rel) for rel in (
+        ".bashrc", ".env", ".config/tool/auth.json", ".ssh/id_rsa", "notes.txt"))
+    command = (f"cat {reads} {host}/sibling/main.py /etc/shadow /etc/gshadow; "
+               "cat ~/.pyenv/version; echo end")
+    agent, sid = started([[shell(command)], [{"text": "ok"}]], env={"HOME": home})
+    asked = []
+    _, updates, _ = agent.prompt(sid, "go", timeout=30, on_request=asked.append)
+    output = terminal_output(updates)
+    assert "3.11-from-pyenv" in output and "end" in output  # the toolchain is readable
+    assert SECRET not in output and "root:" not in output
+    assert asked == []
+    agent.close()
+
+
+def test_shell_at_home_root_masks_credentials(started, host):
+    home = os.path.join(host, "home")
+    agent, _ = started([[shell("cat .bashrc .env .ssh/id_rsa .config/tool/auth.json; "
+                               "cat project/readme.md; echo end")], [{"text": "ok"}]],
+                       env={"HOME": home})
+    response = agent.request("session/new", {"cwd": home})
+    assert "result" in response, response  # a home root is allowed; its secrets are not
+    _, updates, _ = agent.prompt(response["result"]["sessionId"], "go", timeout=30)
+    output = terminal_output(updates)
+    assert "project readme" in output and "end" in output
+    assert SECRET not in output
+    agent.close()
+
+
+def test_root_slash_gives_a_clear_message(started):
+    agent, _ = started([[shell("echo ran")], [{"text": "ok"}]])
+    response = agent.request("session/new", {"cwd": "/"})
+    if "error" in response:  # session/new refuses / itself
+        assert response["error"]["code"] == -32602
+        assert "bwrap" not in response["error"]["message"]
+        agent.close()
+        return
+    _, updates, _ = agent.prompt(response["result"]["sessionId"], "go", timeout=30)
+    failed = [u for u in updates if u["sessionUpdate"] == "tool_call_update"
+              and u.get("status") == "failed"]
+    text = failed[0]["content"][0]["content"]["text"]
+    assert "workspace root is /" in text and "bwrap" not in text
+    agent.close()
+
+
+def test_host_sockets_and_fifos_outside_fail_inside_work(started, workspace, host):
+    import socket
+
+    outside_sock, outside_fifo = f"{host}/sibling/app.sock", f"{host}/sibling/pipe"
+    inside_sock = os.path.join(workspace, "dev.sock")
+    servers = []
+    for path in (outside_sock, inside_sock):
+        server = socket.socket(socket.AF_UNIX)
+        server.bind(path)
+        os.chmod(path, 0o777)
+        server.listen(4)
+        server.setblocking(False)
+        servers.append(server)
+    os.mkfifo(outside_fifo)
+    reader = os.open(outside_fifo, os.O_RDONLY | os.O_NONBLOCK)
+    connect = ("python3 -c \"import socket,sys; s=socket.socket(socket.AF_UNIX); "
+               "s.connect(sys.argv[1]); s.sendall(b'PING'); print('CONNECTED', sys.argv[1])\"")
+    command = (f"{connect} {outside_sock}; {connect} {inside_sock}; "
+               f"[ -p {outside_fifo} ] && echo FIFO-VISIBLE; echo {SECRET} > {outside_fifo}; "
+               "mkfifo p && { cat p > got & echo through > p; wait; }; cat got; echo end")
+    try:
+        agent, sid = started([[shell(command)], [{"text": "ok"}]])
+        _, updates, _ = agent.prompt(sid, "go", timeout=30)
+        output = terminal_output(updates)
+        assert "end" in output and "through" in output  # a FIFO inside the workspace works
+        assert f"CONNECTED {inside_sock}" in output and f"CONNECTED {outside_sock}" not in output
+        assert "FIFO-VISIBLE" not in output
+        conn, _ = servers[1].accept()  # the inside connection is really there
+        conn.close()
+        with pytest.raises(BlockingIOError):
+            servers[0].accept()  # nothing ever reached the outside socket
+        try:
+            assert os.read(reader, 100) == b""
+        except BlockingIOError:
+            pass
+        agent.close()
+    finally:
+        os.close(reader)
+        for server in servers:
+            server.close()
+
+
+def test_memory_and_tmpfs_bounds_keep_the_agent_healthy(started):
+    gib3 = 3 * 1024 ** 3
+    command = (f"python3 -c \"b = bytearray({gib3}); print('ALLOCATED')\"; "
+               f"head -c {gib3} /dev/zero > /tmp/big || echo TMP-FULL; rm -f /tmp/big; "
+               f"head -c {gib3} /dev/zero > /dev/shm/big || echo SHM-FULL; echo end")
+    agent, sid = started([[shell(command, timeout=120)], [{"text": "first"}],
+                          [shell("echo alive")], [{"text": "second"}]])
+    _, updates, idle = agent.prompt(sid, "go", timeout=150)
+    output = terminal_output(updates)
+    assert "end" in output and "ALLOCATED" not in output
+    assert "TMP-FULL" in output and "SHM-FULL" in output
+    assert agent.request("session/list", {}, timeout=10)["result"]["sessions"]
+    _, updates, _ = agent.prompt(sid, "again", timeout=30)
+    assert "alive" in terminal_output(updates)
+    agent.close()
