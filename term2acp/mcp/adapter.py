@@ -22,6 +22,7 @@ from term2acp.tools.base import Tool, ToolError, ToolResult
 
 DESCRIPTION_CAP = 4000
 STRUCTURED_CAP = 100_000
+DISPLAY_CAP = 16_000  # what the editor is shown of a result, like our own tools (turn.py)
 
 
 def grant_key(server, tool):
@@ -88,23 +89,27 @@ class McpTool(Tool):
 
 def to_result(result):
     """A ``CallToolResult`` dict -> ToolResult (text for the model, items for the editor)."""
-    parts, items = [], []
+    parts = []
     for block in result.get("content") or []:
         text = _block_text(block)
         if text:
             parts.append(text)
-            items.append({"type": "text", "text": text})
     structured = result.get("structuredContent")
-    if not parts and structured is not None:
-        text = json.dumps(structured, ensure_ascii=False)[:STRUCTURED_CAP]
-        parts.append(text)
-        items.append({"type": "text", "text": text})
+    dumped = json.dumps(structured, ensure_ascii=False) if structured is not None else ""
+    if not parts and dumped:
+        parts.append(dumped[:STRUCTURED_CAP])
     text = "\n".join(parts)
+    items, room = [], DISPLAY_CAP
+    for part in parts:
+        if room <= 0:
+            break
+        items.append({"type": "text", "text": part[:room]})
+        room -= len(part)
     is_error = result.get("isError") is True
     if not text:
         text = "The tool failed without a message." if is_error else "(no output)"
-    return ToolResult(text, is_error=is_error, content=items,
-                      raw_output=structured if isinstance(structured, dict) else None)
+    small = isinstance(structured, dict) and len(dumped) <= DISPLAY_CAP
+    return ToolResult(text, is_error=is_error, content=items, raw_output=structured if small else None)
 
 
 def _block_text(block):

@@ -19,7 +19,15 @@ from gevent.event import Event
 from gevent.pool import Group
 
 from term2acp.mcp.adapter import McpTool
-from term2acp.mcp.client import CALL_TIMEOUT, DEAD, FAILED, HANDSHAKE_TIMEOUT, READY, McpClient
+from term2acp.mcp.client import (
+    CALL_TIMEOUT,
+    CONNECTING,
+    DEAD,
+    FAILED,
+    HANDSHAKE_TIMEOUT,
+    READY,
+    McpClient,
+)
 from term2acp.mcp.naming import server_names, tool_name
 
 log = logging.getLogger(__name__)
@@ -45,6 +53,7 @@ class McpHub:
         self._tools = None  # cached tools() result; None when something changed
         self._notices = []
         self._told = set()  # client ids the user has heard about
+        self._told_pending = set()  # client ids the user has heard are still starting
         self.changed = Event()  # set by tools/list_changed (cleared by whoever waits on it)
         self.closed = False
 
@@ -76,7 +85,7 @@ class McpHub:
 
     @property
     def pending(self):
-        return [c.name for c in self.clients if c.state == "connecting"]
+        return [c.name for c in self.clients if c.state == CONNECTING]
 
     # ------------------------------------------------------------ tools
     def _changed(self, _client):
@@ -122,7 +131,11 @@ class McpHub:
             if id(client) in self._told or self.closed:
                 continue
             why = None
-            if client.state == FAILED:
+            if client.state == CONNECTING and self._connecting and id(client) not in self._told_pending:
+                self._told_pending.add(id(client))
+                self._notices.append(f"The MCP server {client.name!r} is still starting; its tools "
+                                     "become available once it is ready.")
+            elif client.state == FAILED:
                 why = f"The MCP server {client.name!r} could not be started: {client.error}"
             elif client.state in (READY, DEAD) and client.connection.gone is not None:
                 client.why_not()  # moves it to DEAD with the reason
@@ -140,10 +153,10 @@ class McpHub:
         if self.closed:
             return
         self.closed = True
-        for greenlet in self._connecting:
-            greenlet.kill(block=False)
+        # Connecting greenlets are not killed first: one inside Popen would lose the child.
+        # Closing the transports ends their handshakes (the connection is lost) instead.
         closers = [self.group.spawn(client.close) for client in self.clients]
-        gevent.joinall(closers, timeout=timeout)
+        gevent.joinall(closers + self._connecting, timeout=timeout)
         self.group.kill(block=True, timeout=1)
         self._tools = {}
 

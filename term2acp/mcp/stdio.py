@@ -97,6 +97,12 @@ class StdioTransport:
             raise LaunchFailed(f"cannot start {self.config.command}: {exc.strerror or exc}") from None
         for fd in (fds[0][0], fds[1][1], fds[2][1]):
             os.close(fd)
+        if self._closing:  # closed while the child was being started: stop it right away
+            self._signal(self.proc.pid, signal.SIGKILL)
+            self._wait(self.proc, KILL_GRACE)
+            for fd in (fds[0][1], fds[1][0], fds[2][0]):
+                os.close(fd)
+            raise LaunchFailed("the session was closed while the server was starting")
         self._stdin = fds[0][1]
         for fd in (self._stdin, fds[1][0], fds[2][0]):
             gevent.os.make_nonblocking(fd)

@@ -65,6 +65,44 @@ class HttpServer:
         self.proc.stdout.close()
 
 
+class EverythingHttp:
+    """server-everything in its streamable HTTP mode, on a port that was free a moment ago."""
+
+    def __init__(self):
+        import socket
+
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        node = subprocess.run(["which", "node"], capture_output=True, text=True).stdout.strip()
+        self.proc = subprocess.Popen([node, EVERYTHING, "streamableHttp"], stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                     env=dict(os.environ, PORT=str(port)), start_new_session=True)
+        seen = []
+        with gevent.Timeout(START_TIMEOUT, False):
+            for line in self.proc.stderr:
+                seen.append(line.decode(errors="replace"))
+                if b"listening on port" in line:
+                    break
+        if not seen or "listening on port" not in seen[-1]:
+            self.stop()
+            raise RuntimeError(f"server-everything did not start: {''.join(seen)[-500:]}")
+        self.url = f"http://127.0.0.1:{port}/mcp"
+
+    def entry(self, name="everything"):
+        return {"type": "http", "name": name, "url": self.url, "headers": []}
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self.proc.stderr.close()
+
+
 def alive(pid):
     """True while ``pid`` runs (a zombie counts as gone)."""
     try:

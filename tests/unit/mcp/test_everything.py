@@ -25,3 +25,23 @@ def test_server_everything_tools(make_hub):
     pid = hub.clients[0].transport.pid
     hub.close()
     assert not alive(pid)
+
+
+def test_server_everything_over_streamable_http():
+    from term2acp.mcp.config import from_acp
+    from term2acp.mcp.hub import McpHub
+    from tests.support.mcp_servers import EverythingHttp
+
+    server = EverythingHttp()
+    hub = McpHub([from_acp(server.entry())], "/")
+    try:
+        hub.start()
+        assert hub.wait_ready(30), hub.clients[0].error
+        assert hub.clients[0].transport.session_id
+        tools = hub.tools()
+        assert tools["mcp__everything__echo"].run({"message": "over http"}, None).text == \
+            "Echo: over http"
+        assert "42" in tools["mcp__everything__get-sum"].run({"a": 40, "b": 2}, None).text
+    finally:
+        hub.close()
+        server.stop()

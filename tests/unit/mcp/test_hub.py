@@ -1,0 +1,73 @@
+"""The hub's life: start at once, wait bounded, notices once, close even while starting;
+result mapping."""
+
+import time
+
+from term2acp.mcp.adapter import DISPLAY_CAP, to_result
+from tests.support.mcp_servers import alive, stdio_entry
+
+
+def test_start_returns_at_once_and_close_during_start_leaves_no_process(make_hub):
+    started = time.perf_counter()
+    hub = make_hub(stdio_entry(), stdio_entry("two"))
+    assert time.perf_counter() - started < 0.05  # the budget is 5 ms; CI machines are noisy
+    assert hub.pending == ["test", "two"] and hub.tools() == {}
+    hub.close()
+    pids = [c.transport.pid for c in hub.clients if c.transport.pid]
+    assert not any(alive(pid) for pid in pids)
+    assert hub.tools() == {} and hub.notices() == []
+
+
+def test_wait_ready_is_bounded_and_a_slow_server_is_announced(make_hub):
+    hub = make_hub(stdio_entry())
+    started = time.perf_counter()
+    ready = hub.wait_ready(0.01)
+    assert time.perf_counter() - started < 1
+    if not ready:  # the server is still importing: the user hears it once
+        assert hub.notices() == ["The MCP server 'test' is still starting; its tools become "
+                                 "available once it is ready."]
+        assert hub.notices() == []
+    assert hub.wait_ready(30) and "mcp__test__echo" in hub.tools()
+
+
+def test_merged_mapping_sees_builtins_first_and_new_mcp_tools():
+    from term2acp.mcp.hub import _Merged
+
+    class FakeHub:
+        extra = {}
+
+        def tools(self):
+            return self.extra
+
+    hub = FakeHub()
+    merged = _Merged({"read_file": "builtin"}, hub)
+    assert dict(merged) == {"read_file": "builtin"} and merged.get("mcp__a__b") is None
+    hub.extra = {"mcp__a__b": "mcp", "read_file": "shadow"}
+    assert dict(merged) == {"read_file": "builtin", "mcp__a__b": "mcp"}
+    assert merged["mcp__a__b"] == "mcp" and len(merged) == 2
+
+
+def test_results_map_every_content_kind():
+    result = to_result({"content": [
+        {"type": "text", "text": "hello"},
+        {"type": "image", "mimeType": "image/png", "data": "aGVsbG8="},
+        {"type": "audio", "mimeType": "audio/wav", "data": "!!"},
+        {"type": "resource_link", "uri": "file:///a.txt", "name": "a.txt"},
+        {"type": "resource", "resource": {"uri": "file:///b.txt", "text": "bee"}},
+        {"type": "resource", "resource": {"uri": "file:///c.bin", "mimeType": "application/x", "blob": "AAAA"}},
+        {"type": "future"}, "junk"]})
+    assert result.text.split("\n") == [
+        "hello", "[image image/png, 5 bytes]", "[audio audio/wav, 0 bytes]",
+        "[resource link] a.txt file:///a.txt", "[resource file:///b.txt]", "bee",
+        "[resource file:///c.bin application/x, 3 bytes]", "[future content]"]
+    assert not result.is_error and len(result.content) == 7
+
+
+def test_results_structured_errors_and_caps():
+    assert to_result({"content": [], "structuredContent": {"n": 1}}).text == '{"n": 1}'
+    failed = to_result({"content": [], "isError": True})
+    assert failed.is_error and failed.text == "The tool failed without a message."
+    assert to_result({}).text == "(no output)"
+    big = to_result({"content": [{"type": "text", "text": "x" * 50_000}] * 2})
+    assert len(big.text) == 100_001  # the turn caps what the model sees
+    assert sum(len(i["text"]) for i in big.content) == DISPLAY_CAP
