@@ -7,6 +7,9 @@ The config file is TOML at ``$TERM2ACP_CONFIG`` or ``$XDG_CONFIG_HOME/term2acp/c
     effort = "default"
     max_turn_requests = 50         # model round trips per prompt
     approval_timeout = 0           # seconds; 0 = wait until the turn is cancelled
+    max_live_sessions = 256        # sessions live at once in one process
+    idle_session_timeout = 600     # seconds unused before a session is closed (0: never);
+                                   # it reopens transparently on its next use
 
     [shell]
     timeout = 120                  # default per-command timeout, seconds
@@ -95,6 +98,8 @@ class Settings:
         self.max_turn_requests = 50
         self.approval_timeout = None
         self.shutdown_timeout = 10.0
+        self.max_live_sessions = 256  # sessions live at once in one process
+        self.idle_session_timeout = 600.0  # seconds unused before a session is idle-closed
         self.script = None  # scripted provider script file
         self.shell = ShellSettings()
         self.sandbox = SandboxSettings()
@@ -133,6 +138,11 @@ class Settings:
                 setattr(self, key, data[key])
         if isinstance(data.get("max_turn_requests"), int) and data["max_turn_requests"] > 0:
             self.max_turn_requests = data["max_turn_requests"]
+        if isinstance(data.get("max_live_sessions"), int) and data["max_live_sessions"] > 0:
+            self.max_live_sessions = data["max_live_sessions"]
+        idle = data.get("idle_session_timeout")
+        if isinstance(idle, (int, float)) and idle >= 0:
+            self.idle_session_timeout = float(idle)  # 0: never idle-close
         timeout = data.get("approval_timeout")
         if isinstance(timeout, (int, float)) and timeout > 0:
             self.approval_timeout = float(timeout)
@@ -157,7 +167,8 @@ class Settings:
         if env.get("TERM2ACP_SCRIPT"):
             self.script = env["TERM2ACP_SCRIPT"]
         for name, attr in (("TERM2ACP_MAX_LINE_BYTES", "max_line_bytes"),
-                           ("TERM2ACP_MAX_TURN_REQUESTS", "max_turn_requests")):
+                           ("TERM2ACP_MAX_TURN_REQUESTS", "max_turn_requests"),
+                           ("TERM2ACP_MAX_LIVE_SESSIONS", "max_live_sessions")):
             raw = env.get(name)
             if raw:
                 try:

@@ -18,13 +18,25 @@ from term2acp.rpc.errors import (
     ResourceNotFoundError,
     RpcError,
 )
-from term2acp.sessions.errors import CwdMismatch, SessionBusy, SessionLocked, SessionNotFound, StoreError
+from term2acp.sessions.errors import (
+    CwdMismatch,
+    SessionBusy,
+    SessionLimit,
+    SessionLocked,
+    SessionNotFound,
+    StoreError,
+)
 from term2acp.sessions.workspace import WorkspaceError
 
 
 class SessionLockedError(RpcError):
     CODE = -32009
     MESSAGE = "Session is locked"
+
+
+class SessionLimitError(RpcError):
+    CODE = -32000
+    MESSAGE = "Too many live sessions"
 
 
 def _not_found(exc):
@@ -43,6 +55,10 @@ ERRORS = {
     CatalogError: lambda exc: InvalidParamsError(str(exc)),
     ProviderNotConfigured: lambda exc: AuthRequiredError(str(exc)),
     StoreError: lambda exc: InternalError(str(exc)),
+    SessionLimit: lambda exc: SessionLimitError(
+        f"this term2-acp process already has {exc.args[0]} live sessions (the "
+        "max_live_sessions setting); close sessions you no longer need with session/close, "
+        "or raise max_live_sessions in config.toml", data={"maxLiveSessions": exc.args[0]}),
 }
 
 

@@ -1,6 +1,9 @@
 """Prompt content -> model text, and the system prompt."""
 
+import re
 from datetime import date
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class PromptError(ValueError):
@@ -30,7 +33,19 @@ def prompt_to_text(blocks):
     text = "\n".join(parts)
     if not text.strip():
         raise PromptError("prompt must contain text")
-    return text
+    return _scrub(text)
+
+
+def _scrub(text):
+    """A lone surrogate (JSON can carry one as an escape) becomes U+FFFD, so the history,
+    the title, the store and provider requests only ever see encodable text."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text)
 
 
 def title_from(text, limit=80):

@@ -1,0 +1,405 @@
+"""Issue 10, runtime and wire: the attacks of the adversarial review, through the launcher.
+
+Cancel/close racing an allow, kill -9 during a tool call, a client that stops reading,
+deep nesting, lone surrogates, many live sessions, a damaged store.
+"""
+
+import fcntl
+import glob
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+
+from term2acp.testing.harness import REPO_LAUNCHER, is_idle
+from tests.support import fake_llm as f
+from tests.support.scripts import write_script
+
+ALLOW = {"outcome": {"outcome": "selected", "optionId": "allow-once"}}
+needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None and not os.environ.get("CI"),
+                                 reason="bubblewrap is not installed")
+
+
+def line(message):
+    return json.dumps(message).encode() + b"\n"
+
+
+def is_permission(message):
+    return message.get("method") == "session/request_permission" and "id" in message
+
+
+def answer(request_id, result):
+    return line({"jsonrpc": "2.0", "id": request_id, "result": result})
+
+
+def error_of(message):
+    assert "error" in message, message
+    return message["error"]
+
+
+def statuses(agent, sid):
+    out = {}
+    for m in agent.messages:
+        if m.get("method") == "session/update" and m["params"]["sessionId"] == sid:
+            u = m["params"]["update"]
+            if u["sessionUpdate"] == "tool_call_update" and "status" in u:
+                out[u["toolCallId"]] = u["status"]
+    return out
+
+
+# ---------------------------------------------------------------- item 4: cancel/close vs allow
+def _race(agent, workspace, target, how, rounds):
+    for n in range(rounds):
+        sid = agent.new_session(workspace)
+        agent.prompt_async(sid, "write outside")
+        request = agent.wait_for(is_permission, timeout=30)
+        if how == "cancel":
+            stop = line({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}})
+        else:
+            stop = line({"jsonrpc": "2.0", "id": f"close-{n}", "method": "session/close",
+                         "params": {"sessionId": sid}})
+        agent.send_raw(stop + answer(request["id"], ALLOW))  # one write: read before scheduling
+        idle = agent.wait_for(lambda m: is_idle(m, sid), timeout=30)
+        assert idle["params"]["update"]["stopReason"] == "cancelled", (how, n)
+        if how == "close":
+            agent.wait_for(lambda m: m.get("id") == f"close-{n}", timeout=30)
+        assert not os.path.exists(target), f"{how} round {n}: the allow won"
+        assert "completed" not in statuses(agent, sid).values()
+
+
+@pytest.mark.parametrize("how", ["cancel", "close"])
+def test_cancel_or_close_in_the_same_write_as_an_allow_never_writes(spawn, workspace, tmp_path, how):
+    target = str(tmp_path / "outside" / "leak.txt")
+    os.makedirs(os.path.dirname(target))
+    turns = [[{"tool_call": {"name": "create_file",
+                             "arguments": {"path": target, "content": "leaked\n"}}}],
+             [{"text": "done"}]]
+    agent = spawn(script=write_script(tmp_path, turns))
+    agent.initialize()
+    _race(agent, workspace, target, how, rounds=12)
+    agent.close()
+
+
+@needs_bwrap
+@pytest.mark.parametrize("how", ["cancel", "close"])
+def test_cancel_or_close_racing_an_allow_inside_run_code_never_writes(spawn, workspace, tmp_path, how):
+    target = str(tmp_path / "outside" / "leak.txt")
+    os.makedirs(os.path.dirname(target))
+    code = f"tools.create_file(path={target!r}, content='leaked')\nprint('wrote')\n"
+    turns = [[{"tool_call": {"name": "run_code", "arguments": {"code": code}}}],
+             [{"text": "done"}]]
+    agent = spawn(script=write_script(tmp_path, turns))
+    agent.initialize()
+    _race(agent, workspace, target, how, rounds=5)
+    agent.close()
+
+
+# ---------------------------------------------------------------- item 5: kill -9 during a tool call
+def test_kill_9_during_a_tool_call_is_closed_as_interrupted_on_resume(spawn, workspace, tmp_path):
+    server = f.FakeLLMServer().start()
+    try:
+        outside = str(tmp_path / "elsewhere.txt")
+        server.enqueue(
+            f.openai_sse(f.oa_text("Writing."),
+                         f.oa_tool(0, "call_a", "read_file", '{"path": "a.txt"}'),
+                         f.oa_tool(1, "call_b", "create_file",
+                                   json.dumps({"path": outside, "content": "x"})),
+                         f.oa_finish("tool_calls")),
+            f.openai_sse(f.oa_text("Recovered."), f.oa_finish("stop")))
+        with open(os.path.join(workspace, "a.txt"), "w") as fh:
+            fh.write("alpha\n")
+        env = {"OPENAI_BASE_URL": server.openai_url, "OPENAI_API_KEY": "x"}
+        args = ("--provider", "openai", "--model", "fake-model")
+        agent = spawn(*args, env=env)
+        agent.initialize()
+        sid = agent.new_session(workspace)
+        agent.prompt_async(sid, "go")
+        agent.wait_for(is_permission, timeout=30)  # call_b waits for its approval
+        os.kill(agent.proc.pid, signal.SIGKILL)
+        agent.wait(5)
+
+        again = spawn(*args, env=env)
+        again.initialize()
+        response = again.request("session/resume", {"sessionId": sid, "cwd": workspace,
+                                                     "replayFrom": {"type": "start"}}, timeout=30)
+        assert response["result"] == {}
+        replayed = statuses(again, sid)
+        assert len(replayed) == 2 and list(replayed.values()) == ["completed", "failed"], replayed
+        failed = [m["params"]["update"] for m in again.messages if m.get("method") == "session/update"
+                  and m["params"]["update"].get("status") == "failed"][0]
+        assert "Interrupted" in failed["content"][0]["content"]["text"]
+
+        _, _, idle = again.prompt(sid, "and now?", timeout=30)
+        assert idle["params"]["update"]["stopReason"] == "end_turn"
+        request = server.wait_requests(2)[1].json
+        calls = [c["id"] for m in request["messages"] if m["role"] == "assistant"
+                 for c in m.get("tool_calls") or []]
+        results = [m["tool_call_id"] for m in request["messages"] if m["role"] == "tool"]
+        assert calls == ["call_a", "call_b"] and sorted(results) == sorted(calls)
+        roles = [m["role"] for m in request["messages"]]
+        first_tool = roles.index("tool")
+        assert roles[first_tool - 1] == "assistant" and roles[first_tool + 1] == "tool"
+        assert not os.path.exists(outside)
+        again.close()
+
+        third = spawn(*args, env=env)  # the repair was stored: a plain resume replays it too
+        third.initialize()
+        third.request("session/resume", {"sessionId": sid, "cwd": workspace,
+                                         "replayFrom": {"type": "start"}})
+        assert list(statuses(third, sid).values()) == ["completed", "failed"]
+        third.close()
+    finally:
+        server.stop()
+
+
+# ---------------------------------------------------------------- client that stops reading
+def _rss_kib(pid, field="VmRSS"):
+    with open(f"/proc/{pid}/status") as fh:
+        for row in fh:
+            if row.startswith(field + ":"):
+                return int(row.split()[1])
+    raise AssertionError(f"no {field}")
+
+
+def _cpu_ticks(pid):
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def _read_until(proc, buf, predicate, timeout):
+    """Read stdout lines until predicate(message); returns (message, lines read, buf)."""
+    deadline = time.monotonic() + timeout
+    count = 0
+    while True:
+        while b"\n" in buf:
+            raw, buf = buf.split(b"\n", 1)
+            count += 1
+            message = json.loads(raw)
+            if predicate(message):
+                return message, count, buf
+        remaining = deadline - time.monotonic()
+        assert remaining > 0, "condition not met in time"
+        import select
+
+        if select.select([proc.stdout], [], [], remaining)[0]:
+            data = os.read(proc.stdout.fileno(), 1 << 20)
+            assert data, "agent closed stdout"
+            buf += data
+
+
+def test_a_client_that_stops_reading_bounds_memory_and_cancel_drops_queued_chunks(agent_env, workspace, tmp_path):
+    script = write_script(tmp_path, [[{"repeat": {"text": "token-" * 8, "count": 400_000}}]])
+    env = dict(agent_env, TERM2ACP_SCRIPT=str(script))
+    proc = subprocess.Popen([sys.executable, REPO_LAUNCHER, "--provider", "scripted"], env=env,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            bufsize=0)
+    try:
+        proc.stdin.write(line({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": 2, "info": {"name": "t", "version": "1"}}}))
+        proc.stdin.write(line({"jsonrpc": "2.0", "id": 2, "method": "session/new",
+                               "params": {"cwd": workspace}}))
+        new, _, buf = _read_until(proc, b"", lambda m: m.get("id") == 2, 30)
+        sid = new["result"]["sessionId"]
+        base = _rss_kib(proc.pid)
+        proc.stdin.write(line({"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": {
+            "sessionId": sid, "prompt": [{"type": "text", "text": "talk"}]}}))
+        # We stop reading. Wait (bounded) until the agent stops using CPU: it is blocked.
+        deadline = time.monotonic() + 60
+        last, still = _cpu_ticks(proc.pid), 0
+        while still < 5:
+            assert time.monotonic() < deadline, "the agent never stopped producing"
+            time.sleep(0.1)
+            now = _cpu_ticks(proc.pid)
+            still = still + 1 if now == last else 0
+            last = now
+        grown = _rss_kib(proc.pid) - base
+        assert grown < 40 * 1024, f"RSS grew by {grown} KiB while the client did not read"
+        proc.stdin.write(line({"jsonrpc": "2.0", "method": "session/cancel",
+                               "params": {"sessionId": sid}}))
+        start = time.monotonic()
+        idle, read, buf = _read_until(proc, buf, lambda m: is_idle(m, sid), 30)
+        elapsed = time.monotonic() - start
+        assert idle["params"]["update"]["stopReason"] == "cancelled"
+        assert elapsed < 3, f"idle came {elapsed:.1f}s after reading resumed"
+        # what was already in the pipe and in one write batch, not the whole backlog
+        assert read < 5_000, f"{read} lines were still delivered after the cancel"
+        proc.stdin.close()
+        assert proc.wait(10) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+
+
+# ---------------------------------------------------------------- nesting
+def nested(depth):
+    value = "deep"
+    for _ in range(depth):
+        value = {"x": value}
+    return value
+
+
+def nested_json(depth):
+    return '{"x":' * depth + '"deep"' + "}" * depth
+
+
+def test_deep_nesting_is_refused_at_the_edge_and_resume_keeps_working(started, workspace):
+    agent, sid = started([[{"text": "fine"}], [{"text": "fine again"}]])
+    agent.send_raw(('{"jsonrpc":"2.0","id":"deep","method":"session/prompt","params":{"sessionId":'
+                    f'"{sid}","prompt":[{{"type":"text","text":"hi","_meta":{nested_json(950)}}}]}}}}\n'
+                    ).encode())
+    error = error_of(agent.wait_for(lambda m: m.get("id") == "deep"))
+    assert error["code"] == -32600 and "deeper than 64 levels" in error["message"]
+    ok = {"type": "text", "text": "hi", "_meta": nested(40)}
+    response, _, idle = agent.prompt(sid, "plain")
+    assert idle["params"]["update"]["stopReason"] == "end_turn"
+    assert "result" in agent.request("session/prompt", {"sessionId": sid, "prompt": [ok]})
+    agent.wait_for(lambda m: is_idle(m, sid))
+    agent.send_raw(('{"jsonrpc":"2.0","method":"session/cancel","params":' + nested_json(200)
+                    + "}\n").encode())
+    assert agent.request("session/close", {"sessionId": sid})["result"] == {}
+    resumed = agent.request("session/resume", {"sessionId": sid, "cwd": workspace,
+                                               "replayFrom": {"type": "start"}})
+    assert resumed["result"] == {}
+    agent.close()
+
+
+def test_a_deeply_nested_permission_answer_denies(started, workspace, tmp_path):
+    target = str(tmp_path / "o.txt")
+    agent, sid = started([[{"tool_call": {"name": "create_file",
+                                          "arguments": {"path": target, "content": "x"}}}],
+                          [{"text": "done"}]])
+    agent.prompt_async(sid, "go")
+    request = agent.wait_for(is_permission, timeout=30)
+    agent.send_raw((f'{{"jsonrpc":"2.0","id":{json.dumps(request["id"])},"result":'
+                    '{"outcome":{"outcome":"selected","optionId":"allow-once"},"_meta":'
+                    + nested_json(300) + "}}\n").encode())
+    idle = agent.wait_for(lambda m: is_idle(m, sid), timeout=30)
+    assert idle["params"]["update"]["stopReason"] == "end_turn"
+    assert list(statuses(agent, sid).values()) == ["failed"] and not os.path.exists(target)
+    agent.close()
+
+
+# ---------------------------------------------------------------- lone surrogates
+def test_a_lone_surrogate_in_a_prompt_is_replaced_not_fatal(started, workspace):
+    agent, sid = started([[{"text": "answered"}]])
+    agent.send_raw(b'{"jsonrpc":"2.0","id":"p1","method":"session/prompt","params":{"sessionId":"'
+                   + sid.encode() + b'","prompt":[{"type":"text","text":"fix \\ud800 this"}]}}\n')
+    idle = agent.wait_for(lambda m: is_idle(m, sid), timeout=30)
+    assert idle["params"]["update"]["stopReason"] == "end_turn"
+    titles = [m["params"]["update"]["title"] for m in agent.messages if m.get("method") == "session/update"
+              and m["params"]["update"].get("title")]
+    assert titles == ["fix \ufffd this"]
+    listed = agent.request("session/list", {})["result"]["sessions"]
+    assert listed[0]["title"] == "fix \ufffd this"
+    for raw in agent.lines:
+        raw.decode("utf-8")  # strict: no raw surrogate
+        assert b"\\ud8" not in raw.lower(), raw  # nor an escaped lone one
+    assert any("fix \ufffd this" in json.dumps(m, ensure_ascii=False) for m in agent.messages
+               if m.get("method") == "session/update"
+               and m["params"]["update"]["sessionUpdate"] == "user_message")
+    agent.close()
+
+
+# ---------------------------------------------------------------- live sessions
+def test_live_sessions_are_capped_with_a_clear_error(spawn, workspace):
+    agent = spawn(env={"TERM2ACP_MAX_LIVE_SESSIONS": "3"})
+    agent.initialize()
+    sids = [agent.new_session(workspace) for _ in range(3)]
+    error = error_of(agent.request("session/new", {"cwd": workspace}))
+    assert error["code"] == -32000 and "max_live_sessions" in error["message"]
+    assert "session/close" in error["message"]
+    listed = {s["sessionId"] for s in agent.request("session/list", {})["result"]["sessions"]}
+    assert listed == set(sids)  # the refused session left no row
+    assert agent.request("session/close", {"sessionId": sids[0]})["result"] == {}
+    assert "result" in agent.request("session/new", {"cwd": workspace})
+    agent.close()
+
+
+def _lock_is_free(home, sid):
+    fd = os.open(os.path.join(home, "locks", f"{sid}.lock"), os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return True
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def _wait_lock_free(home, sid, timeout=15):
+    deadline = time.monotonic() + timeout
+    while not _lock_is_free(home, sid):
+        assert time.monotonic() < deadline, "the idle session was never closed"
+        time.sleep(0.05)
+
+
+def test_idle_sessions_close_and_reopen_transparently(spawn, home, workspace, tmp_path, agent_env):
+    with open(agent_env["TERM2ACP_CONFIG"], "w") as fh:
+        fh.write("idle_session_timeout = 0.3\n")
+    turns = [[{"tool_call": {"name": "create_file", "arguments": {
+        "path": str(tmp_path / "grant" / "a.txt"), "content": "a"}}}], [{"text": "one"}],
+        [{"tool_call": {"name": "create_file", "arguments": {
+            "path": str(tmp_path / "grant" / "b.txt"), "content": "b"}}}], [{"text": "two"}]]
+    os.makedirs(tmp_path / "grant")
+    agent = spawn(script=write_script(tmp_path, turns))
+    agent.initialize()
+    first = agent.new_session(workspace)
+    asked = []
+    _, _, idle = agent.prompt(first, "one", on_request=lambda m: asked.append(m) or {
+        "outcome": {"outcome": "selected", "optionId": "allow-edit-folder-session"}})
+    assert idle["params"]["update"]["stopReason"] == "end_turn" and len(asked) == 1
+    _wait_lock_free(home, first)  # idle-closed: its lock is released
+    second = agent.new_session(workspace)
+    _, updates, idle = agent.prompt(first, "two", on_request=lambda m: asked.append(m))
+    assert idle["params"]["update"]["stopReason"] == "end_turn"
+    assert len(asked) == 1  # reopened with its session grant: not asked again
+    assert (tmp_path / "grant" / "b.txt").exists(), [u for u in updates if u["sessionUpdate"] == "tool_call_update"]
+    assert (tmp_path / "grant" / "b.txt").read_text() == "b"
+    assert not _lock_is_free(home, first)  # live again
+    _wait_lock_free(home, first)
+    assert agent.request("session/resume", {"sessionId": first, "cwd": workspace})["result"] == {}
+    _wait_lock_free(home, second)
+    assert agent.request("session/close", {"sessionId": second})["result"] == {}
+    error = error_of(agent.request("session/prompt", {"sessionId": second,
+                                                      "prompt": [{"type": "text", "text": "x"}]}))
+    assert error["code"] == -32002  # closed by the client: not reopened
+    agent.close()
+
+
+# ---------------------------------------------------------------- store
+def test_a_failed_session_new_leaves_no_row(spawn, home, workspace):
+    (home / "locks").write_text("not a directory")  # attaching the new session fails
+    agent = spawn()
+    agent.initialize()
+    error_of(agent.request("session/new", {"cwd": workspace}))
+    assert agent.request("session/list", {})["result"]["sessions"] == []
+    agent.close()
+
+
+@pytest.mark.parametrize("content", [b"", b"this is not a database" * 100])
+def test_a_damaged_store_is_moved_aside_and_the_client_is_told(spawn, home, workspace, content):
+    store = home / "sessions.sqlite3"
+    store.write_bytes(content)
+    agent = spawn()
+    agent.initialize()
+    error = error_of(agent.request("session/new", {"cwd": workspace}))
+    moved = glob.glob(str(home / "sessions.sqlite3.damaged-*"))
+    assert len(moved) == 1 and open(moved[0], "rb").read() == content
+    assert moved[0] in error["message"] and "damaged" in error["message"]
+    sid = agent.new_session(workspace)  # a fresh store from now on
+    assert agent.request("session/list", {})["result"]["sessions"][0]["sessionId"] == sid
+    agent.close()
+    deadline = time.monotonic() + 10
+    while moved[0] not in agent.stderr:  # logged on stderr (read by the harness's thread)
+        assert time.monotonic() < deadline, agent.stderr
+        time.sleep(0.05)
+    assert sqlite3.connect(store).execute("SELECT count(*) FROM sessions").fetchone() == (1,)
