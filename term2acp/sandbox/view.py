@@ -17,7 +17,8 @@ The policy (the README's "Shell sandbox" section says the same for users):
   be 0), the credential and start-up files of ``core.sensitive`` (also when the root is
   ``$HOME``), the agent's own config and data directories, and host unix sockets and
   FIFOs: all of those in ``/etc``, and those in the top ``SCAN_DEPTH`` levels of the
-  toolchains and read paths. Inside the workspace, sockets and FIFOs stay usable.
+  toolchains and read paths (``scan.py``). Inside the workspace, sockets and FIFOs stay
+  usable.
 
 Cost: the scans (``/etc``, sockets in the read-only trees) and the bind list are computed
 once per workspace and settings and reused for ``PLAN_TTL`` seconds; the credential masks
@@ -27,22 +28,18 @@ created during a session is masked from the next command on.
 
 import logging
 import os
-import stat
 import sys
 import threading
 import time
 
 from term2acp.core import sensitive
+from term2acp.sandbox import scan
 from term2acp.settings import SandboxSettings
 
 log = logging.getLogger(__name__)
 
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 REFUSED_TREES = ("/proc", "/sys", "/dev")
-ROOT_ONLY = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers",
-             "/etc/sudoers.d")  # masked even if a distribution made them world-readable
-SCAN_DEPTH = 4  # levels below a read-only tree searched for sockets and FIFOs
-SCAN_BUDGET = 50_000  # directory entries per scan, so a huge tree cannot stall a command
 PLAN_TTL = 60.0
 _PLANS_MAX = 64
 # A workspace root at one of these (or inside the trees) stays read-only.
@@ -147,10 +144,10 @@ def _make_plan(root, home, logical_home, toolchains, read_paths, own):
             _add_bind(binds, os.path.join(home, rel), home, own, why="toolchain")
     for path in read_paths:
         _add_bind(binds, path, home, own, why="read path")
-    masks = etc_masks()
+    masks = scan.etc_masks()
     for src, _ in binds:
         if not _in_system(src):
-            masks += special_files(src)
+            masks += scan.special_files(src)
     for prefix in sorted({os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix)}):
         _add_bind(binds, prefix, home, own, why="the agent's Python")  # install tree: no scan
     return Plan(symlinks, home_tmpfs, binds, masks)
@@ -220,57 +217,6 @@ def _cover(masks):
     for dest, is_dir in masks:
         out += ["--tmpfs", dest] if is_dir else ["--ro-bind", "/dev/null", dest]
     return out
-
-
-def etc_masks():
-    """Entries of /etc the sandbox could read but others cannot, plus sockets and FIFOs."""
-    found = [p for p in ROOT_ONLY if os.path.lexists(p) and os.access(p, os.R_OK)]
-    for path, mode in _walk("/etc", depth=None, files=True):
-        if stat.S_ISDIR(mode):
-            closed = not mode & stat.S_IXOTH  # _walk does not enter it
-            if closed and os.access(path, os.R_OK | os.X_OK):
-                found.append(path)
-        elif not stat.S_ISREG(mode):
-            found.append(path)  # a socket, FIFO or device node
-        elif not mode & stat.S_IROTH and os.access(path, os.R_OK):
-            found.append(path)
-    return sorted(set(found))
-
-
-def special_files(top):
-    """Unix sockets and FIFOs in the top ``SCAN_DEPTH`` levels of ``top``."""
-    return [path for path, mode in _walk(top, depth=SCAN_DEPTH, files=False)
-            if stat.S_ISSOCK(mode) or stat.S_ISFIFO(mode)]
-
-
-def _walk(top, depth, files):
-    """``(path, lstat mode)`` below ``top`` down to ``depth`` levels (None: all): every
-    directory and special file, and regular files too when ``files``. Links are not
-    followed. Without ``files`` (a socket scan) every directory is entered; with it (the
-    /etc scan) directories closed to others are masked whole, so not entered."""
-    stack, seen = [(top, 0)], 0
-    while stack:
-        folder, level = stack.pop()
-        try:
-            entries = os.scandir(folder)
-        except OSError:
-            continue
-        with entries:
-            for entry in entries:
-                seen += 1
-                if seen > SCAN_BUDGET:
-                    log.warning("sandbox: stopped scanning %s after %d entries", top, seen)
-                    return
-                if entry.is_symlink() or (not files and entry.is_file(follow_symlinks=False)):
-                    continue
-                try:
-                    mode = entry.stat(follow_symlinks=False).st_mode
-                except OSError:
-                    continue
-                yield entry.path, mode
-                enter = stat.S_ISDIR(mode) and (not files or mode & stat.S_IXOTH)
-                if enter and (depth is None or level + 1 < depth):
-                    stack.append((entry.path, level + 1))
 
 
 def writable_root(root, settings):

@@ -162,12 +162,16 @@ def test_any_root_only_file_in_etc_is_masked(tree):
 def test_toolchains_and_read_paths_are_readable_not_writable(tree):
     tool = tree.write("home/.pyenv/bin/hello", "#!/bin/sh\necho hello from pyenv\n", 0o755)
     tree.write("home/.gitconfig", "[user]\n\tname = Someone\n")
-    tree.write("data/shared.txt", "shared data\n")
+    tree.write("shared/shared.txt", "shared data\n")
+    tree.write("data/sessions.db", SECRET)  # the agent's own data dir: never a read path
     name = marker()
-    settings = tree.settings(sandbox={"read_paths": [tree.path("data"), "~/.gitconfig"]})
-    result, out = run(tree, f"{tool}; cat ~/.gitconfig {tree.path('data', 'shared.txt')}; "
+    settings = tree.settings(sandbox={"read_paths": [tree.path("shared"), "~/.gitconfig",
+                                                     tree.path("data")]})
+    result, out = run(tree, f"{tool}; cat ~/.gitconfig {tree.path('shared', 'shared.txt')} "
+                            f"{tree.path('data', 'sessions.db')}; "
                             f"touch {tree.home}/.pyenv/{name} || echo NOWRITE", settings)
     assert "hello from pyenv" in out and "name = Someone" in out and "shared data" in out
+    assert SECRET not in out
     assert "NOWRITE" in out
     assert not os.path.exists(tree.path("home", ".pyenv", name))
 
