@@ -87,13 +87,16 @@ class _HttpBase:
     def _fail(self, what):
         return ServerGone(f"{self.config.safe_url}: {what}")
 
-    def _deliver(self, text):
+    def _deliver(self, text, answer_to=None):
+        """Hand one JSON body to the connection; True when it answers ``answer_to``."""
         try:
             message = json.loads(text)
         except ValueError:
             log.warning("mcp %s: ignored a body that is not JSON: %r", self.config.name, text[:200])
-            return
+            return False
         self.connection.receive(message)
+        return answer_to is not None and isinstance(message, dict) and \
+            message.get("id") == answer_to and "method" not in message
 
     def _stop_stream(self):
         if self._stream is not None:
@@ -145,8 +148,11 @@ class StreamableHttpTransport(_HttpBase):
             response.read()  # 202 for notifications and our responses
             return
         if kind == "text/event-stream":
+            # Notifications and server requests may come first; stop at our answer, since a
+            # server may keep the stream open after it.
             for _event, data in sse_events(response):
-                self._deliver(data)
+                if self._deliver(data, answer_to=message["id"]):
+                    break
         elif kind == "application/json":
             self._deliver(response.read().decode("utf-8", "replace"))
         else:

@@ -62,10 +62,14 @@ class Connection:
         message = {"jsonrpc": "2.0", "id": request_id, "method": method}
         if params is not None:
             message["params"] = params
-        answered = False
+        delivered, answered = True, False
         try:
             with gevent.Timeout(timeout, _Expired):
-                self.transport.send(message)
+                try:
+                    self.transport.send(message)  # HTTP: may deliver the answer before returning
+                except (McpError, OSError):
+                    delivered = False
+                    raise
                 value = result.get()
             answered = True
             return value
@@ -73,7 +77,8 @@ class Connection:
             raise RequestTimeout(f"{method} got no answer within {timeout:g} s") from None
         finally:
             self._pending.pop(request_id, None)
-            if not answered and method != "initialize" and self.gone is None:
+            # The spec forbids cancelling initialize; a send that failed reached nobody.
+            if not answered and delivered and method != "initialize" and self.gone is None:
                 self._cancel(request_id)
 
     def notify(self, method, params=None):
