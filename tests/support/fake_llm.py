@@ -98,6 +98,7 @@ class FakeLLMServer:
         self.host = host
         self._scheme = "https" if tls else "http"
         self._script = collections.deque()
+        self.defaults = {}  # path -> factory of the response when the script is empty
         self._arrived = Event()
         self._tls = tls
         self._connections = Pool(64)  # so stop() can end kept-alive connections
@@ -135,6 +136,7 @@ class FakeLLMServer:
     # ------------------------------------------------------------ connection handling
     def _handle(self, sock, _address):
         self.connections += 1
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as real API servers do
         if self._tls is not None:
             try:
                 sock = self._tls.wrap_socket(sock, server_side=True)
@@ -149,8 +151,7 @@ class FakeLLMServer:
                     return
                 self.requests.append(request)
                 self._arrived.set()
-                response = self._script.popleft() if self._script else Status(
-                    400, {"error": {"message": "fake server: no scripted response left"}})
+                response = self._next_response(request.path)
                 if not self._respond(sock, response):
                     return
         except OSError:
@@ -158,6 +159,14 @@ class FakeLLMServer:
         finally:
             reader.close()
             sock.close()
+
+    def _next_response(self, path):
+        if self._script:
+            return self._script.popleft()
+        factory = self.defaults.get(path)
+        if factory is not None:
+            return factory()
+        return Status(400, {"error": {"message": "fake server: no scripted response left"}})
 
     def _respond(self, sock, response):
         """Send one response; False when the connection must end."""
