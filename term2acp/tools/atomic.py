@@ -6,7 +6,8 @@ not exist yet, so a file that appeared meanwhile is never clobbered. The directo
 reached by opening the deepest existing directory and then each missing one (created
 relative to the fd of its parent) with O_NOFOLLOW, checking each fd with the kernel as it
 is opened (:func:`term2acp.tools.paths.open_checked`), before anything is created in it,
-so a symlink swapped in after the approval check creates and writes nothing. A failed write leaves the target as it was and removes the temp file.
+so a symlink swapped in after the approval check creates and writes nothing. A failed
+write leaves the target as it was and removes the temp file.
 """
 
 import errno

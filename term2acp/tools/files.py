@@ -4,7 +4,9 @@ Which targets may be read, and the re-check ``run()`` does after the approval ch
 path policy in :mod:`term2acp.tools.paths`. The file is checked once more as it is opened:
 :func:`open_regular` accepts regular files only, opens with O_NOFOLLOW (a symlink swapped
 in is not followed) and O_NONBLOCK (a FIFO swapped in cannot block), and asks the kernel
-whether the fd it holds is the file that was checked.
+whether the fd it holds is the file that was checked (:func:`paths.open_checked`).
+list_directory lists the fd it opened the same way (O_DIRECTORY|O_NOFOLLOW, one kernel
+check), never a path that could be swapped for a symlink between the check and the read.
 """
 
 import errno
