@@ -87,3 +87,31 @@ def from_acp(entry):
             raise ValueError(f"MCP server {entry['name']!r}: url must be http(s)")
         return ServerConfig(entry["name"], kind, url=url, headers=_pairs(entry.get("headers"), "headers"))
     raise ValueError(f"MCP server {entry['name']!r}: unknown type {kind!r}")
+
+
+def parse_servers(entries, absolute_command=True, transports=(STDIO, HTTP, SSE)):
+    """A client's ``mcpServers`` -> ServerConfigs; ValueError names the entry at fault.
+
+    v2 requires an absolute ``command`` (``absolute_command=True``); v1 allows a bare name
+    (editors send ``npx``, ``uvx``), resolved on PATH when the server starts.
+    ``transports`` is what the connection advertised (v2: stdio and http; v1: all three).
+    """
+    if entries is None:
+        return []
+    if not isinstance(entries, list):
+        raise ValueError("mcpServers must be an array")
+    configs = []
+    for index, entry in enumerate(entries):
+        label = f"mcpServers[{index}]"
+        if isinstance(entry, dict) and isinstance(entry.get("name"), str):
+            label += f" ({entry['name']!r})"
+        try:
+            config = from_acp(entry)
+            if config.transport not in transports:
+                raise ValueError(f"the {config.transport} transport is not supported here")
+            if config.transport == STDIO and absolute_command and not config.command.startswith("/"):
+                raise ValueError("command must be an absolute path")
+        except ValueError as exc:
+            raise ValueError(f"{label}: {exc}") from None
+        configs.append(config)
+    return configs

@@ -66,3 +66,19 @@ def test_acp_entries_become_configs_and_secrets_stay_hidden():
 def test_malformed_entries_are_refused(entry, message):
     with pytest.raises(ValueError, match=message):
         from_acp(entry)
+
+
+def test_parse_servers_names_the_entry_and_applies_the_version_rules():
+    from term2acp.mcp.config import parse_servers
+
+    assert parse_servers(None) == [] and parse_servers([]) == []
+    bare = [{"name": "a", "command": "/bin/a"}, {"name": "npx-one", "command": "npx", "args": ["x"]}]
+    with pytest.raises(ValueError, match=r"mcpServers\[1\] \('npx-one'\): command must be an absolute"):
+        parse_servers(bare)
+    assert [c.command for c in parse_servers(bare, absolute_command=False)] == ["/bin/a", "npx"]
+    with pytest.raises(ValueError, match=r"mcpServers\[0\] \('old'\): the sse transport is not"):
+        parse_servers([{"type": "sse", "name": "old", "url": "http://h/sse"}], transports=("stdio", "http"))
+    with pytest.raises(ValueError, match=r"mcpServers\[0\]: an MCP server needs a non-empty name"):
+        parse_servers([{"command": "/x"}])
+    with pytest.raises(ValueError, match="must be an array"):
+        parse_servers({"name": "a"})
