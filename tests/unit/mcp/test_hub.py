@@ -71,3 +71,34 @@ def test_results_structured_errors_and_caps():
     big = to_result({"content": [{"type": "text", "text": "x" * 50_000}] * 2})
     assert len(big.text) == 100_001  # the turn caps what the model sees
     assert sum(len(i["text"]) for i in big.content) == DISPLAY_CAP
+
+
+def test_session_glue_connects_tells_once_and_closes(root, tmp_path):
+    from term2acp.agent import events as ev
+    from term2acp.mcp import session as glue
+    from term2acp.mcp.config import from_acp
+
+    class Live:
+        id, mcp = "s1", None
+
+        def __init__(self):
+            self.root, self.events = root, []
+
+        def emit(self, event):
+            self.events.append(event)
+
+    live = Live()
+    assert glue.turn_tools(live, {"read_file": 1}, lambda p: p) == {"read_file": 1}
+    ghost = {"name": "ghost", "command": str(tmp_path / "missing"), "args": [], "env": []}
+    glue.connect(live, [from_acp(ghost), from_acp(stdio_entry())])
+    first = live.mcp
+    tools = glue.turn_tools(live, {"read_file": 1}, lambda p: p)
+    assert "read_file" in tools and "mcp__test__echo" in tools
+    (notice,) = live.events
+    assert isinstance(notice, ev.TextChunk) and "'ghost' could not be started" in notice.text
+    glue.turn_tools(live, {}, lambda p: p)
+    assert len(live.events) == 1  # told once
+    pid = first.clients[1].transport.pid
+    glue.connect(live, [])  # a resume without servers closes the old ones
+    assert live.mcp is None and first.closed and not alive(pid)
+    glue.close(live)

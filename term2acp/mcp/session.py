@@ -1,0 +1,49 @@
+"""The three points where a live session meets its MCP servers (used by sessions/manager).
+
+* :func:`connect` on session/new, resume and load: (re)start the servers the client sent,
+  in the background (returns at once); the previous hub of that session, if any, closes.
+* :func:`turn_tools` at the start of a turn: wait for pending handshakes (bounded), tell
+  the user once about servers that failed or stopped, and return the turn's live tool
+  mapping (our tools plus the MCP tools, refreshed before every model request).
+* :func:`close` when the session is released: stop every server, bounded.
+
+The hub lives on ``session.mcp``; sessions without servers never import the transports.
+"""
+
+import logging
+
+from term2acp.agent import events as ev
+from term2acp.mcp.client import CALL_TIMEOUT
+from term2acp.mcp.hub import READY_TIMEOUT, McpHub
+
+log = logging.getLogger(__name__)
+
+
+def connect(session, configs, call_timeout=CALL_TIMEOUT):
+    close(session)
+    if configs:
+        session.mcp = McpHub(configs, session.root, call_timeout=call_timeout).start()
+        log.info("session %s: connecting MCP servers %s", session.id,
+                 ", ".join(c.name for c in configs))
+
+
+def turn_tools(session, builtin, new_id, ready_timeout=READY_TIMEOUT):
+    """``builtin`` plus the session's MCP tools; emits one agent message with any notices."""
+    hub = getattr(session, "mcp", None)
+    if not hub:
+        return builtin
+    hub.wait_ready(ready_timeout)
+    notices = hub.notices()
+    if notices:
+        session.emit(ev.TextChunk(new_id("msg"), "\n".join(f"Note: {n}" for n in notices) + "\n\n"))
+    return hub.merged(builtin)
+
+
+def close(session):
+    hub = getattr(session, "mcp", None)
+    session.mcp = None
+    if hub:
+        try:
+            hub.close()
+        except Exception:  # noqa: BLE001 - a failing close must not stop the session's release
+            log.exception("session %s: closing MCP servers failed", session.id)
