@@ -68,8 +68,9 @@ def flags(root, settings, tmpfs_bytes, network=False):
     check_root(root)
     plan = _plan(root, settings)
     size = ["--size", str(int(tmpfs_bytes))] if tmpfs_bytes else []
+    # /run is an empty directory of the sandbox's root tmpfs, read-only like the rest of it
     out = ["--proc", "/proc", "--dev", "/dev", *size, "--tmpfs", "/dev/shm",
-           *size, "--tmpfs", "/tmp", "--tmpfs", "/run"]
+           *size, "--tmpfs", "/tmp", "--dir", "/run"]
     if network:  # keep DNS working when resolv.conf points into /run
         resolv = os.path.dirname(os.path.realpath("/etc/resolv.conf"))
         if _strictly_inside("/run", resolv):
@@ -84,7 +85,7 @@ def flags(root, settings, tmpfs_bytes, network=False):
     out += _cover([m for m in masks if not _strictly_inside(root, m[0])])
     out += ["--bind" if writable_root(root, settings) else "--ro-bind", root, root]
     out += _cover([m for m in masks if _strictly_inside(root, m[0])])
-    for path in ["/run", "/dev", *(dest for dest, is_dir in masks if is_dir), "/"]:
+    for path in ["/dev", *(dest for dest, is_dir in masks if is_dir), "/"]:
         out += ["--remount-ro", path]
     return out
 

@@ -49,7 +49,7 @@ def test_defaults_are_two_gib_of_memory_and_512_mib_of_tmpfs(tree):
         assert sized == ["/dev/shm", "/tmp", tree.home]
         assert {argv[i + 1] for i, a in enumerate(argv) if a == "--size"} == {str(512 << 20)}
     remounted = [argv[i + 1] for i, a in enumerate(argv) if a == "--remount-ro"]
-    assert "/" in remounted and "/dev" in remounted and "/run" in remounted
+    assert "/" in remounted and "/dev" in remounted
 
 
 def test_a_3_gib_allocation_fails_with_the_default_limit(tree):
