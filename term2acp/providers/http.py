@@ -226,23 +226,15 @@ class HTTPClient:
 
     # ------------------------------------------------------------ one attempt
     def _attempt(self, path, body, url):
-        conn, reused = self._reusable(), True
-        if conn is None:
-            conn, reused = self._connect(url), False
-        try:
-            try:
-                conn.request("POST", self.target.path(path), body, self.headers)
-                raw = conn.getresponse()
-            except STALE:
-                if not reused:
-                    raise
-                conn.close()  # the server closed our idle connection: a fresh one, no retry
-                conn = self._connect(url)
-                conn.request("POST", self.target.path(path), body, self.headers)
-                raw = conn.getresponse()
-        except (OSError, http.client.HTTPException) as exc:
-            conn.close()
-            raise _Retryable(self._transport_error(url, exc), _reason(exc)) from None
+        """One request; returns the open 200 :class:`Response` or raises ``_Retryable``.
+        Whatever ends it early (a failure, or the turn killed while it waits for the
+        answer) closes the connection."""
+        conn, raw = self._reusable(), None
+        if conn is not None:
+            raw = self._exchange(conn, path, body, url, stale_ok=True)
+        if raw is None:  # no idle connection, or the server had closed it: no retry used
+            conn = self._connect(url)
+            raw = self._exchange(conn, path, body, url, stale_ok=False)
         if raw.status == 200:
             return Response(self, conn, raw, url)
         try:
@@ -250,6 +242,24 @@ class HTTPClient:
         finally:
             conn.close()
         raise failure
+
+    def _exchange(self, conn, path, body, url, stale_ok):
+        """Send the request and read the response head; None when ``stale_ok`` and the
+        kept-alive connection turned out closed."""
+        try:
+            conn.request("POST", self.target.path(path), body, self.headers)
+            return conn.getresponse()
+        except STALE as exc:
+            conn.close()
+            if stale_ok:
+                return None
+            raise _Retryable(self._transport_error(url, exc), _reason(exc)) from None
+        except (OSError, http.client.HTTPException) as exc:
+            conn.close()
+            raise _Retryable(self._transport_error(url, exc), _reason(exc)) from None
+        except BaseException:
+            conn.close()
+            raise
 
     def _reusable(self):
         idle, self._idle = self._idle, None
@@ -263,7 +273,10 @@ class HTTPClient:
 
     def _connect(self, url):
         target = self.target
-        proxy = proxy_for(target)
+        try:
+            proxy = proxy_for(target)
+        except ConnectionFailed as exc:
+            raise ConnectionFailed(f"{self.label}: {exc}") from None
         host, port = (proxy[0], proxy[1]) if proxy else (target.host, target.port)
         if target.scheme == "https":
             conn = http.client.HTTPSConnection(host, port, timeout=self.connect_timeout,
@@ -279,6 +292,9 @@ class HTTPClient:
             via = f" (via proxy {host}:{port})" if proxy else ""
             error = self._transport_error(url, exc, via)
             raise _Retryable(error, _reason(exc), allowed=_transient(exc)) from None
+        except BaseException:  # killed while connecting
+            conn.close()
+            raise
         # The request goes out as two writes (head, body): without TCP_NODELAY, Nagle holds
         # the body until the server's delayed ACK of the head, 40 ms on Linux.
         conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

@@ -53,6 +53,15 @@ class Hangup:
     """Close the connection without answering (a reset before any response byte)."""
 
 
+class Stall:
+    """Read the request, never answer; ``disconnected`` is set when the client hangs up
+    (a model that takes long before its first token)."""
+
+    def __init__(self):
+        self.reached = Event()
+        self.disconnected = Event()
+
+
 class SSE:
     """A server-sent-event stream: ``events`` is a list of ``(event_name | None, data)``.
 
@@ -175,6 +184,11 @@ class FakeLLMServer:
             return False
         if isinstance(response, Burst):
             return _burst(sock, response)
+        if isinstance(response, Stall):
+            response.reached.set()
+            with gevent.Timeout(HOLD_LIMIT, False):
+                _watch_disconnect(sock, response.disconnected)
+            return False
         if isinstance(response, Status):
             body = json.dumps(response.body).encode() if response.body is not None else b""
             headers = {"Content-Type": "application/json", "Content-Length": str(len(body)),

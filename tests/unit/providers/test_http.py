@@ -16,6 +16,7 @@ from term2acp.providers.errors import (
     ProviderHTTPError,
     RateLimited,
 )
+from term2acp.providers.anthropic import AnthropicProvider
 from term2acp.providers.openai import OpenAIProvider
 from term2acp.providers.sse import SSEDecoder
 from tests.support.fake_llm import (
@@ -24,6 +25,7 @@ from tests.support.fake_llm import (
     FakeLLMServer,
     Hangup,
     NativeBurstServer,
+    Stall,
     Status,
     oa_finish,
     oa_text,
@@ -212,6 +214,19 @@ def test_a_connection_dropped_after_the_answer_started_is_not_retried(server):
     with pytest.raises(ConnectionFailed, match="lost the connection to http://127.0.0.1"):
         run(server.openai_url, max_retries=2)
     assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+def test_cancel_while_waiting_for_the_answer_closes_the_connection(server, kind):
+    stall = Stall()
+    server.enqueue(stall)
+    made = (OpenAIProvider(api_key=KEY, base_url=server.openai_url) if kind == "openai" else
+            AnthropicProvider(api_key=KEY, base_url=server.root_url))
+    consumer = Consumer(made.stream(ask()))
+    assert stall.reached.wait(timeout=5)
+    consumer.greenlet.kill(timeout=5)
+    assert consumer.greenlet.dead and consumer.events == []
+    assert stall.disconnected.wait(timeout=5), "the server never saw the connection close"
 
 
 def test_cancel_interrupts_the_retry_wait(server):
