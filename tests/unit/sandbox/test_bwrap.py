@@ -111,3 +111,20 @@ def test_protected_roots_stay_read_only(tree):
     assert not view.writable_root("/usr", settings)
     assert view.writable_root("/usr/local/src", settings)
     assert view.writable_root(tree.root, settings)
+
+
+@needs_sandbox()
+def test_a_bwrap_without_size_still_sandboxes_with_unbounded_tmpfs(tree, monkeypatch):
+    real = bwrap.probe().bwrap
+    fake = tree.write("bin/old-bwrap", "#!/bin/sh\nfor a in \"$@\"; do [ \"$a\" = --size ] && "
+                      "{ echo 'bwrap: Unknown option --size' >&2; exit 1; }; done\n"
+                      f"exec {real} \"$@\"\n", 0o755)
+    monkeypatch.setenv(bwrap.BWRAP_ENV, fake)
+    status = bwrap.probe(refresh=True)
+    assert status.available and not status.tmpfs_size
+    argv = bwrap.build_argv(["true"], tree.root, tree.settings())
+    assert argv[0] == fake and "--size" not in argv
+    out = bytearray()
+    result = sandbox.run(["/bin/sh", "-c", "echo ok > /tmp/x && cat /tmp/x"], tree.root,
+                         tree.settings(), on_output=out.extend, timeout=30)
+    assert result.exit_code == 0 and out == b"ok\n"
