@@ -15,27 +15,20 @@ is cooperative) and keeps what users relied on in the SDKs:
   it; each retry is announced as a :class:`~term2acp.providers.base.Retrying` event;
 * typed errors (``errors.py``): 401/403 name the key variable, 429, context overflow, other
   statuses with the server's message, transport failures with the URL;
-* proxies: ``HTTPS_PROXY``/``HTTP_PROXY``/``ALL_PROXY`` (either case, ``http://[user:pass@]
-  host:port``) through a ``CONNECT`` tunnel for both schemes; ``NO_PROXY`` (host suffixes,
-  IPs, CIDRs, ``*``); loopback hosts never go through a proxy;
-* TLS verified against the system CAs, or ``SSL_CERT_FILE``/``REQUESTS_CA_BUNDLE``/
-  ``SSL_CERT_DIR``;
+* proxies through a ``CONNECT`` tunnel for both schemes, and TLS verification (the rules
+  are in ``net.py``);
 * one idle keep-alive connection reused per client (a stale one is replaced silently).
 
 Cancel: the turn greenlet is killed at a socket wait or a yield; :meth:`Response.close`
 in the provider's ``finally`` closes the connection, which the server sees at once.
 """
 
-import base64
 import http.client
-import ipaddress
 import json
 import logging
-import os
 import random
 import socket
 import time
-from urllib.parse import unquote, urlsplit
 
 import gevent
 
@@ -46,13 +39,13 @@ from term2acp.providers.errors import (
     ConnectionFailed,
     ContextOverflow,
     ProviderHTTPError,
-    ProviderNotConfigured,
     RateLimited,
     error_code,
     is_overflow,
     scrub,
     server_message,
 )
+from term2acp.providers.net import Target, proxy_for, ssl_context
 
 log = logging.getLogger(__name__)
 
@@ -64,97 +57,6 @@ ERROR_BODY_LIMIT = 1 << 20
 USER_AGENT = f"term2acp/{__version__}"
 STALE = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError,
          ConnectionAbortedError)
-_ssl_contexts = {}  # (cafile, capath) -> ssl.SSLContext
-
-
-def is_loopback(host):
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-class Target:
-    """Where requests go: scheme, host, port and path prefix of a base URL."""
-
-    def __init__(self, base_url):
-        parts = urlsplit(base_url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ProviderNotConfigured(f"base URL {base_url!r} is not an http(s) URL")
-        self.scheme, self.host = parts.scheme, parts.hostname
-        self.port = parts.port or (443 if parts.scheme == "https" else 80)
-        self.prefix = parts.path.rstrip("/")
-        self.query = f"?{parts.query}" if parts.query else ""
-        netloc = f"[{self.host}]" if ":" in self.host else self.host
-        self.netloc = netloc if parts.port is None else f"{netloc}:{self.port}"
-
-    def path(self, suffix):
-        return self.prefix + suffix + self.query
-
-    def url(self, suffix):
-        return f"{self.scheme}://{self.netloc}{self.prefix}{suffix}"
-
-
-# ---------------------------------------------------------------- proxies and TLS
-def proxy_for(target, env=None):
-    """``(host, port, headers)`` of the proxy to tunnel through, or None."""
-    env = os.environ if env is None else env
-    if is_loopback(target.host) or _no_proxy(target, _env(env, "no_proxy")):
-        return None
-    url = _env(env, f"{target.scheme}_proxy") or _env(env, "all_proxy")
-    if not url:
-        return None
-    parts = urlsplit(url if "://" in url else f"http://{url}")
-    if parts.scheme != "http" or not parts.hostname:
-        raise ConnectionFailed(f"unsupported proxy URL {parts.scheme}://{parts.hostname}: only "
-                               "http:// proxies (CONNECT) are supported")
-    headers = {}
-    if parts.username:
-        pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
-        headers["Proxy-Authorization"] = "Basic " + base64.b64encode(pair.encode()).decode()
-    return parts.hostname, parts.port or 80, headers
-
-
-def _env(env, name):
-    return env.get(name) or env.get(name.upper()) or ""
-
-
-def _no_proxy(target, value):
-    for entry in (e.strip().lower() for e in value.split(",")):
-        if not entry:
-            continue
-        if entry == "*":
-            return True
-        host, _, port = entry.rpartition(":") if entry.count(":") == 1 else (entry, "", "")
-        if port and port != str(target.port):
-            continue
-        host = host.lstrip(".").strip("[]")
-        name = target.host.lower()
-        if name == host or name.endswith("." + host):
-            return True
-        try:
-            if ipaddress.ip_address(name) in ipaddress.ip_network(host, strict=False):
-                return True
-        except ValueError:
-            pass
-    return False
-
-
-def ssl_context():
-    """The verifying client context, built once per CA setting (loading CAs takes a while)."""
-    cafile = os.environ.get("SSL_CERT_FILE") or os.environ.get("REQUESTS_CA_BUNDLE") or None
-    capath = os.environ.get("SSL_CERT_DIR") or None
-    key = (cafile, capath)
-    context = _ssl_contexts.get(key)
-    if context is None:
-        import ssl
-
-        # With neither set, this loads the system store; with one set, only that bundle
-        # (as requests does with REQUESTS_CA_BUNDLE).
-        context = _ssl_contexts[key] = ssl.create_default_context(cafile=cafile, capath=capath)
-    return context
 
 
 # ---------------------------------------------------------------- responses

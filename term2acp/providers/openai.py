@@ -29,7 +29,8 @@ from term2acp.providers.errors import (
     ProviderError,
     scrub,
 )
-from term2acp.providers.http import HTTPClient, is_loopback as _loopback_host
+from term2acp.providers.http import HTTPClient
+from term2acp.providers.net import is_loopback as _loopback_host
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ import base64
 import gevent
 import pytest
 
-from term2acp.providers import http as ph
+from term2acp.providers import net
 from term2acp.providers.base import ModelRequest, Retrying, Stop, TextDelta
 from term2acp.providers.errors import (
     AuthenticationFailed,
@@ -172,7 +172,7 @@ def test_loopback_and_no_proxy_hosts_bypass_the_proxy(server, proxy, monkeypatch
     ("api.example.com:8443", "api.example.com", False), ("", "api.example.com", False)])
 def test_no_proxy_rules(no_proxy, host, bypass):
     env = {"https_proxy": "http://proxy.local:3128", "no_proxy": no_proxy}
-    chosen = ph.proxy_for(ph.Target(f"https://{host}/v1"), env)
+    chosen = net.proxy_for(net.Target(f"https://{host}/v1"), env)
     assert (chosen is None) == bypass
     if not bypass:
         assert chosen[:2] == ("proxy.local", 3128)
