@@ -15,7 +15,9 @@ received, normalised line contains TEXT. ``<`` lines are what the agent must sen
 order, after normalisation: the workspace becomes ``<work>``; session, tool-call, message
 and terminal ids are numbered by first appearance (``<session:1>``, ``<tool:1>``,
 ``<msg:1>``, ``<term:1>``); timestamps become ``<time>``. Headers: ``script`` (inline JSON
-or a file next to the transcript), ``approve`` (an option id, ``cancelled``, or ``never``), ``args``
+or a file next to the transcript), ``approve`` (an option id, ``cancelled``, or ``never``),
+``protocol`` (``1`` validates against the v1 schema and plays the editor's ``fs/*`` from the
+disk; default ``2``), ``args``
 (extra agent flags), ``env`` (JSON object), ``files`` (JSON object: path relative to the
 workspace, ``../`` allowed, -> text, written before the run). The workspace's parent
 directory is normalised to ``<tmp>``.
@@ -115,11 +117,14 @@ class TranscriptRun:
             full["TERM2ACP_SCRIPT"] = script
             if "--provider" not in args:
                 args = ["--provider", "scripted"] + args
-        self.agent = AgentProcess(args, env=full, command=command)
+        self.agent = AgentProcess(args, env=full, command=command,
+                                  protocol=int(self.headers.get("protocol", 2)))
         self.received = []
         self.approve = self.headers.get("approve", "reject")
 
     def _answer(self, message):
+        if message.get("method") != "session/request_permission":
+            return None  # v1 fs/* requests: the harness plays the editor from the disk
         if self.approve == "never":
             return None
         if self.approve == "cancelled":
