@@ -5,16 +5,19 @@
 * :func:`turn_tools` at the start of a turn: wait for pending handshakes (bounded), tell
   the user once about servers that failed or stopped, and return the turn's live tool
   mapping (our tools plus the MCP tools, refreshed before every model request).
-* :func:`close` when the session is released: stop every server, bounded.
+* :func:`close` when the session is released: stop every server, bounded;
+  :func:`close_all` for shutdown: every session's servers in parallel.
 
 The hub lives on ``session.mcp``; sessions without servers never import the transports.
 """
 
 import logging
 
+from gevent.pool import Group
+
 from term2acp.agent import events as ev
 from term2acp.mcp.client import CALL_TIMEOUT
-from term2acp.mcp.hub import READY_TIMEOUT, McpHub
+from term2acp.mcp.hub import CLOSE_TIMEOUT, READY_TIMEOUT, McpHub
 
 log = logging.getLogger(__name__)
 
@@ -47,3 +50,13 @@ def close(session):
             hub.close()
         except Exception:  # noqa: BLE001 - a failing close must not stop the session's release
             log.exception("session %s: closing MCP servers failed", session.id)
+
+
+def close_all(sessions, timeout=CLOSE_TIMEOUT):
+    """Stop the servers of many sessions in parallel (shutdown, disconnect), bounded."""
+    group = Group()
+    for session in sessions:
+        if getattr(session, "mcp", None):
+            group.spawn(close, session)
+    group.join(timeout=timeout)
+    group.kill(block=True, timeout=1)

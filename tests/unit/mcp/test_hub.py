@@ -102,3 +102,24 @@ def test_session_glue_connects_tells_once_and_closes(root, tmp_path):
     glue.connect(live, [])  # a resume without servers closes the old ones
     assert live.mcp is None and first.closed and not alive(pid)
     glue.close(live)
+
+
+def test_close_all_stops_every_session_in_parallel(root):
+    from term2acp.mcp import session as glue
+    from term2acp.mcp.config import from_acp
+
+    class Live:
+        mcp = None
+
+        def __init__(self, sid):
+            self.id, self.root = sid, root
+
+    lives = [Live("a"), Live("b"), Live("c")]
+    for live in lives[:2]:
+        glue.connect(live, [from_acp(stdio_entry())])
+        assert live.mcp.wait_ready(30)
+    pids = [live.mcp.clients[0].transport.pid for live in lives[:2]]
+    started = time.perf_counter()
+    glue.close_all(lives)
+    assert time.perf_counter() - started < 5
+    assert all(live.mcp is None for live in lives) and not any(alive(p) for p in pids)
