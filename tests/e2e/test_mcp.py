@@ -16,7 +16,6 @@ from tests.support.mcp_servers import (
     stdio_entry,
     wait_gone,
 )
-from tests.support.scripts import write_script
 
 MCP_OPTIONS = [("allow-once", "Allow once", "allow_once"),
                ("allow-tool-session", "Allow this tool for the session", "allow_always"),
@@ -53,23 +52,18 @@ def agent_text(updates):
 def history(home, session_id):
     """What the model was given: the stored conversation of the session."""
     with sqlite3.connect(os.path.join(home, "sessions.sqlite3")) as db:
-        tables = [r[0] for r in db.execute("select name from sqlite_master where type='table'")]
-        table = next(t for t in tables if "history" in t or "message" in t)
-        rows = db.execute(f"select * from {table}").fetchall()
-    return [r for r in map(str, rows) if session_id in r]
+        rows = db.execute("select message from history where session_id = ? order by seq",
+                          (session_id,)).fetchall()
+    return [json.loads(row[0]) for row in rows]
 
 
 @pytest.fixture
-def mcp_agent(spawn, workspace, tmp_path, home):
-    """``mcp_agent(turns, servers, protocol=2)``: an initialized agent and a session with
-    those MCP servers; returns ``(agent, session id, seconds session/new took)``."""
+def mcp_agent(acp_agent, workspace, home):
+    """``mcp_agent(turns, servers, protocol=2)``: an initialized agent (v2, or v1 with Zed's
+    initialize) and a session with those MCP servers; returns ``(agent, session id,
+    seconds session/new took)``."""
     def _start(turns, servers, protocol=2):
-        agent = spawn(script=write_script(tmp_path, turns))
-        agent.protocol = protocol
-        if protocol == 1:
-            agent.initialize_params = {"protocolVersion": 1, "clientCapabilities": {
-                "fs": {"readTextFile": False, "writeTextFile": False}, "terminal": False}}
-        agent.initialize()
+        agent = acp_agent(turns=turns, env={"TERM2ACP_HOME": str(home)}, protocol=protocol)
         started = time.monotonic()
         sid = agent.new_session(workspace, mcp_servers=servers)
         return agent, sid, time.monotonic() - started
@@ -101,7 +95,8 @@ def test_mcp_tool_asks_once_then_runs_for_the_session(mcp_agent, home):
                                  or selected("reject"))
     assert asked == [] and text_of(final(updates)) == "echo: again"  # the grant holds
     agent.close()
-    assert any("echo: hi" in row for row in history(home, sid))  # what the model saw
+    results = [m["content"] for m in history(home, sid) if m["role"] == "tool"]
+    assert results == ["echo: hi", "echo: again"]  # what the model was given
 
 
 def test_rejected_and_is_error_calls_fail_without_ending_the_turn(mcp_agent):
