@@ -11,6 +11,7 @@ share/<app>/...``), without a ``stat`` for regular files, and every walk stops a
 import logging
 import os
 import stat
+import time
 
 log = logging.getLogger(__name__)
 
@@ -18,6 +19,25 @@ ROOT_ONLY = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/e
              "/etc/sudoers.d")  # masked even if a distribution made them world-readable
 SCAN_DEPTH = 4  # levels below a read-only tree searched for sockets and FIFOs
 SCAN_BUDGET = 50_000  # directory entries per walk, so a huge tree cannot stall a command
+TTL = 60.0  # seconds a scan's result is reused (by every workspace that shows the tree)
+
+_results = {}
+
+
+def cached(kind, top):
+    """``etc_masks()`` or ``special_files(top)``, reused for ``TTL`` seconds."""
+    key = (kind, top)
+    made, value = _results.get(key, (None, None))
+    if made is None or time.monotonic() - made > TTL:
+        value = etc_masks() if kind == "etc" else special_files(top)
+        if len(_results) > 256:
+            _results.clear()
+        _results[key] = (time.monotonic(), value)
+    return list(value)
+
+
+def clear_cache():
+    _results.clear()
 
 
 def etc_masks():

@@ -20,10 +20,11 @@ The policy (the README's "Shell sandbox" section says the same for users):
   toolchains and read paths (``scan.py``). Inside the workspace, sockets and FIFOs stay
   usable.
 
-Cost: the scans (``/etc``, sockets in the read-only trees) and the bind list are computed
-once per workspace and settings and reused for ``PLAN_TTL`` seconds; the credential masks
-(a few dozen ``lstat`` calls) are recomputed for every command, so a credential file
-created during a session is masked from the next command on.
+Cost: the bind list is computed once per workspace and settings and reused for
+``PLAN_TTL`` seconds, the scans (``/etc``, sockets in the read-only trees) once per tree
+for ``scan.TTL`` seconds whatever the workspace; the credential masks (a few dozen
+``lstat`` calls) are recomputed for every command, so a credential file created during a
+session is masked from the next command on.
 """
 
 import logging
@@ -131,6 +132,7 @@ def _plan(root, settings):
 def clear_cache():
     with _plans_lock:
         _plans.clear()
+    scan.clear_cache()
 
 
 def _make_plan(root, home, logical_home, toolchains, read_paths, own):
@@ -145,10 +147,10 @@ def _make_plan(root, home, logical_home, toolchains, read_paths, own):
             _add_bind(binds, os.path.join(home, rel), home, own, why="toolchain")
     for path in read_paths:
         _add_bind(binds, path, home, own, why="read path")
-    masks = scan.etc_masks()
+    masks = scan.cached("etc", "/etc")
     for src, _ in binds:
         if not _in_system(src):
-            masks += scan.special_files(src)
+            masks += scan.cached("sockets", src)
     for prefix in sorted({os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix)}):
         _add_bind(binds, prefix, home, own, why="the agent's Python")  # install tree: no scan
     return Plan(symlinks, home_tmpfs, binds, masks)
