@@ -33,10 +33,10 @@ def prompt_to_text(blocks):
     text = "\n".join(parts)
     if not text.strip():
         raise PromptError("prompt must contain text")
-    return _scrub(text)
+    return scrub_text(text)
 
 
-def _scrub(text):
+def scrub_text(text):
     """A lone surrogate (JSON can carry one as an escape) becomes U+FFFD, so the history,
     the title, the store and provider requests only ever see encodable text."""
     if text.isascii():

@@ -15,6 +15,8 @@ import gevent
 
 from term2acp.agent import approvals
 from term2acp.agent import events as ev
+from term2acp.agent.prompt import scrub_text
+from term2acp.core.nesting import MAX_DEPTH, too_deep
 from term2acp.providers import base as pb
 from term2acp.tools.base import ToolContext, ToolError, ToolResult
 
@@ -85,8 +87,8 @@ class Turn:
                 elif kind is pb.Stop:
                     stop = item.reason
         finally:
-            message = {"role": "assistant", "content": "".join(text),
-                       "thought": "".join(thought) or None,
+            message = {"role": "assistant", "content": scrub_text("".join(text)),
+                       "thought": scrub_text("".join(thought)) or None,
                        "tool_calls": [{"id": c.call_id, "name": c.name, "arguments": c.arguments}
                                       for c in calls]}
             if text or thought or calls:
@@ -116,7 +118,8 @@ class Turn:
         result = self.run_tool(new_id("tc"), call.name, call.arguments)
         self._pending_results.remove(call)
         self.session.append_history({"role": "tool", "tool_call_id": call.call_id,
-                                     "name": call.name, "content": result.text[:MODEL_RESULT_CAP],
+                                     "name": call.name,
+                                     "content": scrub_text(result.text[:MODEL_RESULT_CAP]),
                                      "is_error": result.is_error})
 
     def run_tool(self, call_id, name, arguments):
@@ -131,6 +134,10 @@ class Turn:
                 return self._fail(call_id, name, arguments,
                                   f"The arguments for {name} are not valid JSON ({exc}). "
                                   "Send a JSON object.")
+        if too_deep(raw):  # never stored: replaying it would fail every later resume
+            return self._fail(call_id, name or "unknown tool", None,
+                              f"The arguments for {name} nest deeper than {MAX_DEPTH} levels. "
+                              "Send flat JSON arguments.")
         if tool is None:
             known = ", ".join(sorted(self.tools))
             return self._fail(call_id, name or "unknown tool", raw,

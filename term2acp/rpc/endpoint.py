@@ -13,6 +13,7 @@ import re
 import gevent
 from gevent.pool import Pool
 
+from term2acp.core.nesting import MAX_DEPTH, may_be_too_deep, too_deep
 from term2acp.rpc.errors import (
     InternalError,
     InvalidParamsError,
@@ -29,7 +30,6 @@ log = logging.getLogger(__name__)
 wire_log = logging.getLogger("term2acp.wire")
 
 CANCEL_REQUEST = "$/cancel_request"
-MAX_DEPTH = 64  # arrays/objects deeper than this never enter the runtime or the store
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -78,26 +78,8 @@ def encode(message):
         return _SURROGATE.sub("\ufffd", text).encode("utf-8") + b"\n"
 
 
-def too_deep(value, limit=MAX_DEPTH):
-    """True when arrays/objects nest more than ``limit`` levels (iterative: no recursion)."""
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        children = item.values() if isinstance(item, dict) else item
-        for child in children:
-            if isinstance(child, (dict, list)):
-                if depth + 1 > limit:
-                    return True
-                stack.append((child, depth + 1))
-    return False
-
-
 def _nests_deeper(line, message, limit=MAX_DEPTH):
-    if not isinstance(message, (dict, list)):
-        return False
-    if line.count(b"{") + line.count(b"[") <= limit:  # cannot nest deeper: skip the walk
-        return False
-    return too_deep(message, limit)
+    return may_be_too_deep(line, limit) and too_deep(message, limit)
 
 
 def _valid_id(value):

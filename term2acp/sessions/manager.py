@@ -17,6 +17,7 @@ import gevent
 from term2acp.agent import events as ev
 from term2acp.agent.prompt import prompt_to_text, system_prompt, title_from
 from term2acp.agent.turn import Turn, TurnAborted, TurnCancelled, new_id
+from term2acp.core.nesting import too_deep
 from term2acp.providers.catalog import NO_PROVIDER_HELP
 from term2acp.providers.errors import ProviderError, ProviderNotConfigured
 from term2acp.sessions import repair
@@ -235,8 +236,15 @@ class SessionManager:
             raise
 
     def journal(self, session):
+        """Replay records. Records nesting deeper than the wire bound (stored before it
+        existed) are left out: encoding them would fail the whole replay."""
         session.recorder.flush()
-        return self.store.journal(session.id)
+        records = self.store.journal(session.id)
+        kept = [(kind, payload) for kind, payload in records if not too_deep(payload)]
+        if len(kept) != len(records):
+            log.warning("session %s: %d replay records nest too deeply and were skipped",
+                        session.id, len(records) - len(kept))
+        return kept
 
     # ------------------------------------------------------------ prompts
     def admit(self, session_id):

@@ -3,6 +3,7 @@
 import json
 
 import gevent
+import pytest
 from gevent.event import Event
 
 from term2acp.rpc.endpoint import Endpoint, Route
@@ -163,3 +164,54 @@ def test_endpoint_lone_surrogates_are_encoded_safely():
     line.decode("utf-8")  # valid UTF-8
     assert b"\\ud" not in line.lower()
     assert json.loads(line)["result"] == {"echo": {"s": "a\ufffdb", "\ufffd": "\U0001F600"}}
+
+
+def _deep(depth):
+    return '{"x":' * depth + "1" + "}" * depth
+
+
+def test_endpoint_refuses_messages_nesting_deeper_than_64_levels():
+    endpoint, router, out = make()
+    ok = f'{{"jsonrpc":"2.0","id":1,"method":"echo","params":{_deep(63)}}}'.encode()
+    endpoint.receive_line(ok)  # 64 levels with the envelope and params
+    settle(endpoint)
+    assert "result" in out[-1]
+    endpoint.receive_line(f'{{"jsonrpc":"2.0","id":2,"method":"echo","params":{_deep(64)}}}'.encode())
+    settle(endpoint)
+    assert out[-1]["id"] == 2 and out[-1]["error"]["code"] == -32600
+    assert "deeper than 64 levels" in out[-1]["error"]["message"]
+    endpoint.receive_line(f'{{"jsonrpc":"2.0","method":"note","params":{_deep(900)}}}'.encode())
+    assert router.notes == [] and len(out) == 2  # a deep notification is dropped
+    endpoint.receive_line(f"[{_deep(900)}]".encode())
+    assert out[-1] == {"jsonrpc": "2.0", "id": None, "error": out[-1]["error"]}
+
+
+def test_endpoint_a_deep_answer_fails_our_request():
+    endpoint, _, out = make()
+    rid, result = endpoint.request("client/thing", {})
+    endpoint.receive_line(f'{{"jsonrpc":"2.0","id":{rid},"result":{_deep(100)}}}'.encode())
+    with pytest.raises(InvalidRequestError):
+        result.get(timeout=1)
+
+
+def test_endpoint_route_mark_runs_in_the_reader_before_the_next_line():
+    endpoint, router, out = make()
+    seen = []
+    router.routes["slow"] = Route(lambda p: seen.append(("handler", p["n"])),
+                                  mark=lambda p: seen.append(("mark", p["n"])))
+    endpoint.receive({"jsonrpc": "2.0", "id": 1, "method": "slow", "params": {"n": 1}})
+    assert seen == [("mark", 1)]  # the handler has not run yet: it has its own greenlet
+    settle(endpoint)
+    assert seen == [("mark", 1), ("handler", 1)]
+
+
+def test_endpoint_notify_waits_for_room_except_in_the_reader():
+    waited, plain = [], []
+    endpoint = Endpoint(Router(), plain.append, send_wait=lambda data, tag: waited.append(tag))
+    endpoint.tag_of = lambda method, params: params.get("tag")
+    gevent.spawn(endpoint.notify, "n", {"tag": "t1"}).join()
+    assert waited == ["t1"] and plain == []
+    endpoint.receive_line(b'{"jsonrpc":"2.0","id":1,"method":"echo"}')  # this greenlet reads
+    endpoint.notify("n", {"tag": "t2"})
+    assert waited == ["t1"] and len(plain) == 1
+    settle(endpoint)

@@ -86,3 +86,73 @@ def test_writer_reports_broken_pipes():
     assert not writer.drain(5)
     assert failures and writer.failed
     os.close(w2)
+
+
+def _fill_pipe(w):
+    """Fill the OS pipe so that the writer's next write would block."""
+    import fcntl
+
+    flags = fcntl.fcntl(w, fcntl.F_GETFL)
+    fcntl.fcntl(w, fcntl.F_SETFL, flags | os.O_NONBLOCK)
+    filled = 0
+    try:
+        while True:
+            filled += os.write(w, b"x" * 4096)
+    except BlockingIOError:
+        return filled
+
+
+def _drain_pipe(r, at_least):
+    got = 0
+    reader = open_reader(r)
+    with gevent.Timeout(5):
+        while got < at_least:
+            got += len(reader.read(1 << 16))
+    return got
+
+
+def test_writer_put_wait_blocks_on_a_full_queue_and_put_never_does():
+    r, w = os.pipe()
+    filled = _fill_pipe(w)
+    writer = Writer(w, limit=1000)
+    with gevent.Timeout(5):
+        while writer.queued_bytes < 1000:  # no wait while there is room
+            writer.put_wait(b"y" * 99 + b"\n")
+            gevent.sleep(0)
+    producer = gevent.spawn(writer.put_wait, b"z\n")
+    for _ in range(5):
+        gevent.sleep(0)
+    assert not producer.dead  # back-pressure: waits for room
+    writer.put(b"r\n")  # never waits (the reader's answers)
+    assert _drain_pipe(r, filled) >= filled
+    producer.join(timeout=5)
+    assert producer.dead
+    assert writer.drain(5)
+    os.close(w)
+    os.close(r)
+    gevent.sleep(0)
+
+
+def test_writer_drops_discarded_tagged_items_and_sweep_frees_room():
+    r, w = os.pipe()
+    filled = _fill_pipe(w)
+    dropped = set()
+    writer = Writer(w, limit=10_000, discard=lambda tag: tag in dropped)
+    for n in range(50):
+        writer.put(b"chunk %d\n" % n, tag="turn-1")
+        writer.put(b"state %d\n" % n)
+    queued = writer.queued_bytes
+    dropped.add("turn-1")
+    writer.sweep()
+    assert writer.queued_bytes < queued
+    reader = open_reader(r)
+    data = b""
+    with gevent.Timeout(5):
+        while data.count(b"state") < 50:
+            data += reader.read(1 << 16)
+    assert b"chunk" not in data[filled:]
+    assert data[filled:].split() [::2] == [b"state"] * 50
+    assert writer.drain(5)
+    os.close(w)
+    os.close(r)
+    gevent.sleep(0)

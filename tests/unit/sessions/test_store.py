@@ -44,3 +44,98 @@ def test_store_newer_schema_is_refused(tmp_path):
 
     with pytest.raises(StoreError, match="newer than this term2acp"):
         Store(str(path)).open()
+
+
+@pytest.mark.parametrize("content", [b"", b"garbage, not SQLite" * 64])
+def test_store_a_damaged_file_is_moved_aside_once_and_said_so(tmp_path, content):
+    from term2acp.sessions.errors import StoreRecovered
+
+    path = tmp_path / "sessions.sqlite3"
+    path.write_bytes(content)
+    store = Store(str(path))
+    with pytest.raises(StoreRecovered) as caught:
+        store.open()
+    moved = list(tmp_path.glob("sessions.sqlite3.damaged-*"))
+    assert len(moved) == 1 and moved[0].read_bytes() == content
+    assert str(moved[0]) in str(caught.value)
+    assert store.open() is store  # the fresh store works from now on
+    store.create_session("s1", "/w", None, None)
+    assert store.list_sessions()[0][0]["id"] == "s1"
+    store.close()
+
+
+def test_store_a_locked_store_is_not_taken_for_a_damaged_one(tmp_path):
+    from term2acp.sessions.errors import StoreError
+
+    path = tmp_path / "sessions.sqlite3"
+    Store(str(path)).open().close()
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("PRAGMA journal_mode = DELETE")
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        store = Store(str(path))
+        with pytest.raises(StoreError, match="locked"):
+            store.open()
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert not list(tmp_path.glob("*.damaged-*"))
+
+
+def test_store_text_with_lone_surrogates_is_stored_replaced(tmp_path):
+    store = Store(str(tmp_path / "s.sqlite3")).open()
+    store.create_session("s1", "/w", "prov\udc80", None)
+    store.touch("s1", "title \ud800 here")
+    store.commit()
+    assert store.list_sessions()[0][0]["title"] == "title \ufffd here"
+    assert store.get_session("s1")["provider"] == "prov\ufffd"
+    store.close()
+
+
+def _manager(tmp_path, **overrides):
+    settings = Settings.load(env={"TERM2ACP_HOME": str(tmp_path / "home")})
+    for key, value in overrides.items():
+        setattr(settings, key, value)
+    return SessionManager(settings, Catalog(settings), dict)
+
+
+def test_manager_a_session_new_that_fails_after_the_row_leaves_no_row(tmp_path, monkeypatch):
+    manager = _manager(tmp_path)
+    monkeypatch.setattr(manager, "_workdir", lambda sid: (_ for _ in ()).throw(OSError("full")))
+    with pytest.raises(OSError):
+        manager.new(str(tmp_path))
+    assert manager.list()[0] == [] and manager.live == {}
+    manager.shutdown(1)
+
+
+def test_manager_caps_live_sessions(tmp_path):
+    from term2acp.sessions.errors import SessionLimit
+
+    manager = _manager(tmp_path, max_live_sessions=2, idle_session_timeout=0)
+    manager.new(str(tmp_path))
+    manager.new(str(tmp_path))
+    with pytest.raises(SessionLimit):
+        manager.new(str(tmp_path))
+    assert len(manager.list()[0]) == 2
+    manager.shutdown(1)
+
+
+def test_manager_idle_sessions_close_and_reopen_with_their_grants(tmp_path):
+    import gevent
+
+    manager = _manager(tmp_path, idle_session_timeout=0.05)
+    session = manager.new(str(tmp_path))
+    session.access.allow_edit_folder("/elsewhere")
+    session.sink = sink = object()
+    with gevent.Timeout(5):
+        while session.id in manager.live:
+            gevent.sleep(0.02)
+    assert session.closed and session.lock.fd is None
+    again = manager.get(session.id)  # a prompt's admission reopens it
+    assert again is not session and again.sink is sink and again.access.can_edit("/elsewhere/x")
+    assert manager.close(again.id)
+    from term2acp.sessions.errors import SessionNotFound
+
+    with pytest.raises(SessionNotFound):
+        manager.get(session.id)  # closed by the client: never reopened
+    manager.shutdown(1)
