@@ -118,3 +118,56 @@ def test_turn_cancel_while_waiting_for_approval_closes_the_call(tmp_path):
     assert statuses(session)[-1] == "cancelled"
     assert session.history[-1] == {"role": "tool", "tool_call_id": "c1", "name": "asker",
                                    "is_error": True, "content": "Not run: the turn ended (cancelled)."}
+
+
+def test_turn_an_allow_after_cancel_or_close_is_a_denial(tmp_path):
+    """session/cancel or session/close marks the session in the reader; an allow that the
+    gate returns afterwards (read in the same chunk) must not run the tool or grant."""
+    def decide(interaction):
+        session.stopping = True
+        return approvals.Decision(True, "allow-edit-folder-session")
+    session, turn = make_turn(tmp_path, [CALL, DONE], Gate(decide))
+    with pytest.raises(TurnAborted):
+        turn.run("go")
+    assert statuses(session) == ["pending", "failed"]
+    assert not session.access.can_edit("/elsewhere/other.txt")
+
+
+def test_turn_a_cancel_while_reporting_in_progress_stops_before_the_tool_runs(tmp_path):
+    ran = []
+
+    class Runner(Asker):
+        def approval(self, args, ctx):
+            return None
+
+        def run(self, args, ctx):
+            ran.append(args)
+            return ToolResult("ran")
+    session, turn = make_turn(tmp_path, [CALL, DONE])
+    turn.tools = {"asker": Runner()}
+    original = session.emit
+
+    def emit(event):
+        original(event)
+        if isinstance(event, ev.ToolCallReported) and event.status == "in_progress":
+            session.stopping = True  # the emit waited for room; a cancel was read meanwhile
+    session.emit = emit
+    with pytest.raises(TurnAborted):
+        turn.run("go")
+    assert ran == [] and statuses(session)[-1] == "failed"
+
+
+def test_turn_tool_arguments_nesting_too_deep_fail_without_being_stored(tmp_path):
+    deep = '{"x":' * 100 + "1" + "}" * 100
+    session, turn = make_turn(tmp_path, [[pb.ToolCall("c1", "asker", deep), pb.Stop("tool_use")],
+                                         DONE])
+    assert turn.run("go") == "end_turn"
+    assert statuses(session) == ["pending", "failed"]
+    assert all(e.raw_input is None for e in session.events if isinstance(e, ev.ToolCallReported))
+    assert "deeper than 64 levels" in session.history[2]["content"]
+
+
+def test_turn_commits_the_store_before_a_tool_runs(tmp_path):
+    session, turn = make_turn(tmp_path, [CALL, DONE],
+                              Gate(lambda i: approvals.Decision(True, "allow-once")))
+    assert turn.run("go") == "end_turn" and session.commits == 1
