@@ -13,7 +13,6 @@ by ``[sandbox] tmpfs_mb``.
 
 import logging
 import os
-import pwd
 import re
 import shutil
 import tempfile
@@ -183,13 +182,6 @@ def scrub_env(env):
         if allowed and not SECRET_SHAPED.search(key) and "\x00" not in value:
             out[key] = value
     out.setdefault("PATH", DEFAULT_PATH)
-    out.setdefault("HOME", _passwd_home() or "/")
+    out.setdefault("HOME", view.passwd_home() or "/")
     out["TMPDIR"] = "/tmp"
     return out
-
-
-def _passwd_home():
-    try:
-        return pwd.getpwuid(os.getuid()).pw_dir
-    except KeyError:
-        return None

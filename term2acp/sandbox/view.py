@@ -29,6 +29,7 @@ session is masked from the next command on.
 
 import logging
 import os
+import pwd
 import sys
 import threading
 import time
@@ -116,7 +117,7 @@ _plans_lock = threading.Lock()
 
 
 def _plan(root, settings):
-    logical = os.path.normpath(settings.env.get("HOME") or _passwd_home() or "/")
+    logical = os.path.normpath(settings.env.get("HOME") or passwd_home() or "/")
     own = tuple(os.path.realpath(p) for p in own_paths(settings))
     key = (root, home_of(settings), logical, tuple(toolchains_of(settings)),
            tuple(read_paths_of(settings)), own)
@@ -236,14 +237,14 @@ def writable_root(root, settings):
 
 def home_of(settings):
     """The sandbox's home: the agent's ``$HOME``, canonical (None when unset)."""
-    home = settings.env.get("HOME") or _passwd_home()
+    home = settings.env.get("HOME") or passwd_home()
     return os.path.realpath(home) if home else None
 
 
 def homes_of(settings):
     """Every home whose credentials are masked: ``$HOME`` and the passwd home."""
     out = []
-    for home in (home_of(settings), _passwd_home()):
+    for home in (home_of(settings), passwd_home()):
         if home and os.path.realpath(home) not in out and os.path.realpath(home) != "/":
             out.append(os.path.realpath(home))
     return out
@@ -257,7 +258,7 @@ def toolchains_of(settings):
 def read_paths_of(settings):
     """Extra read-only paths, absolute, ``~`` meaning the agent's ``$HOME``."""
     config = getattr(settings, "sandbox", None)
-    home = settings.env.get("HOME") or ""
+    home = settings.env.get("HOME") or passwd_home() or ""
     out = []
     for raw in getattr(config, "read_paths", ()):
         path = home + raw[1:] if raw == "~" or raw.startswith("~/") else raw
@@ -268,9 +269,8 @@ def read_paths_of(settings):
     return out
 
 
-def _passwd_home():
-    import pwd
-
+def passwd_home():
+    """The agent user's home from the password database (None if it has no entry)."""
     try:
         return pwd.getpwuid(os.getuid()).pw_dir
     except KeyError:
