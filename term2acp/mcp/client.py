@@ -154,6 +154,6 @@ class McpClient:
             self.on_change(self)
         elif method == "notifications/message" and isinstance(params, dict):
             log.info("mcp %s log (%s): %s", self.name, params.get("level"),
-                     str(params.get("data"))[:2000])
+                     self.config.redact(str(params.get("data"))[:2000]))
         else:
             log.debug("mcp %s: notification %s", self.name, method)

@@ -9,6 +9,7 @@ import urllib.parse
 from dataclasses import dataclass, field
 
 STDIO, HTTP, SSE = "stdio", "http", "sse"
+MIN_SECRET = 4  # shorter values (flags like "1", "true") are too common to mask
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,14 @@ class ServerConfig:
         if parts.port:
             host = f"{host}:{parts.port}"
         return urllib.parse.urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+    def redact(self, text):
+        """``text`` with every secret of this entry (env and header values) masked; for
+        what the server itself says (stderr, error bodies) before it reaches the log."""
+        for secret in (*self.env.values(), *self.headers.values()):
+            if len(secret) >= MIN_SECRET and secret in text:
+                text = text.replace(secret, "<redacted>")
+        return text
 
     def describe(self):
         """Names and transports only: what the store and ``_meta`` may show."""

@@ -92,7 +92,8 @@ class _HttpBase:
         try:
             message = json.loads(text)
         except ValueError:
-            log.warning("mcp %s: ignored a body that is not JSON: %r", self.config.name, text[:200])
+            log.warning("mcp %s: ignored a body that is not JSON: %r", self.config.name,
+                        self.config.redact(text[:200]))
             return False
         self.connection.receive(message)
         return answer_to is not None and isinstance(message, dict) and \
@@ -140,7 +141,7 @@ class StreamableHttpTransport(_HttpBase):
             self.connection.lost(f"{self.config.safe_url}: the server ended the MCP session")
             raise self._fail("the server ended the MCP session")
         if response.status >= 400:
-            text = response.read(ERROR_BODY_CAP).decode("utf-8", "replace")
+            text = self.config.redact(response.read(ERROR_BODY_CAP).decode("utf-8", "replace"))
             raise McpError(f"{self.config.safe_url}: HTTP {response.status} {response.reason}"
                            + (f": {text}" if text else ""))
         kind = (response.getheader("Content-Type") or "").split(";")[0].strip().lower()
@@ -250,7 +251,7 @@ class SseTransport(_HttpBase):
             conn.request("POST", target, body=json.dumps(message, ensure_ascii=False).encode(),
                          headers=self._headers({"Content-Type": "application/json"}))
             response = conn.getresponse()
-            text = response.read(ERROR_BODY_CAP).decode("utf-8", "replace")
+            text = self.config.redact(response.read(ERROR_BODY_CAP).decode("utf-8", "replace"))
             if response.status >= 400:
                 raise McpError(f"{self.config.safe_url}: HTTP {response.status} {response.reason}"
                                + (f": {text}" if text else ""))

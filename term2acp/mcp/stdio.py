@@ -163,8 +163,8 @@ class StdioTransport:
                 try:
                     message = json.loads(line)
                 except ValueError:
-                    log.warning("mcp %s: ignored a stdout line that is not JSON: %r",
-                                self.config.name, line[:200])
+                    log.warning("mcp %s: ignored a stdout line that is not JSON: %r", self.config.name,
+                                self.config.redact(line[:200].decode("utf-8", "replace")))
                     continue
                 self.connection.receive(message)
         finally:
@@ -172,7 +172,7 @@ class StdioTransport:
 
     def _read_stderr(self, fd):
         for line in self._lines(fd):
-            text = line.decode("utf-8", "replace").rstrip()[:STDERR_LINE_CAP]
+            text = self.config.redact(line.decode("utf-8", "replace").rstrip())[:STDERR_LINE_CAP]
             if text:
                 self.stderr_tail.append(text)
                 log.info("mcp %s stderr: %s", self.config.name, text)

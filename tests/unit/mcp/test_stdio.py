@@ -120,11 +120,13 @@ def test_stderr_goes_to_the_log_and_secrets_nowhere(make_hub, caplog, capfd):
     caplog.set_level(logging.DEBUG, "term2acp.mcp")
     hub = ready_hub(make_hub, stdio_entry(env={"API_TOKEN": "s3cret-value"}))
     with LogWaiter("term2acp.mcp", "Tool 'fail' failed") as waiter:
-        hub.tools()["mcp__test__fail"].run({"message": "to stderr"}, None)
+        # The server echoes the message on its stderr: a secret in it is masked in our log.
+        hub.tools()["mcp__test__fail"].run({"message": "to stderr s3cret-value"}, None)
         assert waiter.seen.wait(10)  # stderr is read concurrently with stdout
     out, _err = capfd.readouterr()
     assert "to stderr" not in out  # never our stdout
-    assert "mcp test stderr: Tool 'fail' failed" in caplog.text
+    assert "mcp test stderr: Tool 'fail' failed: 'Error executing tool fail: to stderr " \
+           "<redacted>'" in caplog.text
     assert "s3cret-value" not in caplog.text and "s3cret-value" not in repr(hub.clients[0].config)
     assert hub.describe() == [{"name": "test", "transport": "stdio", "command": sys.executable}]
 
