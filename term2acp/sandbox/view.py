@@ -3,12 +3,13 @@
 The policy (the README's "Shell sandbox" section says the same for users):
 
 * read-write: the workspace root (read-only when it is, or contains, a home directory, or
-  lies in a system tree; ``/``, ``/proc``, ``/sys`` and ``/dev`` are refused);
+  lies in a system tree; ``/``, ``/tmp``, ``/var/tmp`` and roots in ``/proc``, ``/sys``,
+  ``/dev`` or ``/run`` are refused);
 * read-only: the system directories (``SYSTEM_DIRS``), the toolchains kept in the home
   directory (``[sandbox] toolchains``, relative to ``$HOME``), the extra read paths
   (``[sandbox] read_paths``) and the agent's own Python installation (``run_code`` runs it);
 * private: ``/tmp``, ``/dev/shm`` and ``$HOME`` are fresh tmpfs bounded by ``[sandbox]
-  tmpfs_mb``, ``/run`` is an empty read-only tmpfs, ``/proc`` and ``/dev`` are the
+  tmpfs_mb``, ``/run`` is an empty read-only directory, ``/proc`` and ``/dev`` are the
   sandbox's own; nothing else of the host exists (the rest of the home, other projects,
   ``/var``, ``/srv``, ``/mnt``, ``/root``, ``/sys``, host sockets in ``/run`` and ``/tmp``);
 * masked wherever it is visible (an empty read-only tmpfs on a directory, ``/dev/null`` on
@@ -17,8 +18,8 @@ The policy (the README's "Shell sandbox" section says the same for users):
   be 0), the credential and start-up files of ``core.sensitive`` (also when the root is
   ``$HOME``), the agent's own config and data directories, and host unix sockets and
   FIFOs: all of those in ``/etc``, and those in the top ``SCAN_DEPTH`` levels of the
-  toolchains and read paths (``scan.py``). Inside the workspace, sockets and FIFOs stay
-  usable.
+  toolchains and read paths (``scan.py``), and in a workspace root that is, or holds, a
+  home directory. Inside any other workspace, sockets and FIFOs stay usable.
 
 Cost: the bind list is computed once per workspace and settings and reused for
 ``PLAN_TTL`` seconds, the scans (``/etc``, sockets in the read-only trees) once per tree
@@ -41,7 +42,8 @@ from term2acp.settings import SandboxSettings
 log = logging.getLogger(__name__)
 
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
-REFUSED_TREES = ("/proc", "/sys", "/dev")
+REFUSED_TREES = ("/proc", "/sys", "/dev", "/run", "/var/run")
+SHARED_SCRATCH = ("/tmp", "/var/tmp")  # every program's sockets live there (ssh-agent...)
 PLAN_TTL = 60.0
 _PLANS_MAX = 64
 # A workspace root at one of these (or inside the trees) stays read-only.
@@ -63,6 +65,10 @@ def check_root(root):
         if _within(tree, root):
             raise Refused(f"the workspace root {root} is inside {tree}, which the sandbox "
                           "replaces with its own; open a project directory instead")
+    if os.path.normpath(root) in SHARED_SCRATCH:
+        raise Refused(f"the workspace root is {root}, which every program on this machine "
+                      "shares (their sockets, such as ssh-agent's, live there); open a "
+                      "project directory instead (a directory inside it is fine)")
 
 
 def flags(root, settings, tmpfs_bytes, network=False):
@@ -152,6 +158,10 @@ def _make_plan(root, home, logical_home, toolchains, read_paths, own):
     for src, _ in binds:
         if not _in_system(src):
             masks += scan.cached("sockets", src)
+    if (home and _within(root, home)) or root in _PROTECTED_EXACT:
+        # a home (or what holds one) is no project: its sockets are the host's (e.g.
+        # ~/.docker/run/docker.sock), so they are masked like those of the read paths
+        masks += scan.cached("sockets", root)
     for prefix in sorted({os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix)}):
         _add_bind(binds, prefix, home, own, why="the agent's Python")  # install tree: no scan
     return Plan(symlinks, home_tmpfs, binds, masks)

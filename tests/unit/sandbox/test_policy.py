@@ -235,3 +235,22 @@ def test_root_slash_is_refused_clearly(tree):
     for root in ("/proc", "/dev/shm", "/sys/fs"):
         with pytest.raises(sandbox.Refused):
             sandbox.check_root(root)
+
+
+def test_root_at_home_masks_the_host_sockets_in_it(tree):
+    place = tree.path("home", ".docker", "run", "docker.sock")  # root-equivalent on a host
+    os.makedirs(os.path.dirname(place))
+    server = UnixServer(place)
+    try:
+        result, out = run(tree, exchange(place), root=tree.home)
+        assert result.exit_code != 0 and "EXCHANGED" not in out
+        assert server.accepted == []
+    finally:
+        server.close()
+
+
+def test_shared_scratch_and_runtime_roots_are_refused():
+    for root in ("/tmp", "/var/tmp", "/run", "/run/user/1000"):
+        with pytest.raises(sandbox.Refused, match="open a project directory"):
+            sandbox.check_root(root)
+    sandbox.check_root("/tmp/project")  # a directory inside /tmp is an ordinary workspace
