@@ -97,7 +97,12 @@ class AcpAgent:
         return self._sessions.manager if self._sessions is not None else None
 
     def _session_call(self, name, params):
-        return getattr(self.sessions, name)(params)
+        handler = getattr(self.sessions, name)
+        if name != "new_session":
+            return handler(params)
+        # whatever fails after the row was created (either face), no row stays listed
+        with self.sessions.manager.undo_new_on_failure():
+            return handler(params)
 
     # ------------------------------------------------------------ router protocol
     def admit(self, method, batch_size):

@@ -5,6 +5,7 @@ Runtime only: it raises domain errors (``SessionNotFound``, ``SessionBusy`` ...)
 ``sink``.
 """
 
+import contextlib
 import logging
 import os
 import shutil
@@ -47,6 +48,7 @@ class SessionManager:
         self._flush_timer = None
         self._idle_timer = None
         self._dormant = {}  # session id -> state of a session idle-closed by this process
+        self._creating = {}  # greenlet -> ids it created inside undo_new_on_failure()
         # The writer commits before each batch of lines; if it is stuck on a client that
         # stopped reading, an open transaction would block other term2-acp processes
         # sharing the store, so a transaction never stays open longer than this.
@@ -162,10 +164,29 @@ class SessionManager:
         session_id = str(uuid.uuid4())
         row = self.store.create_session(session_id, root, provider, model)
         try:
-            return self._attach(row)
+            session = self._attach(row)
         except BaseException:
             self.discard(session_id)
             raise
+        created = self._creating.get(gevent.getcurrent())
+        if created is not None:
+            created.append(session_id)
+        return session
+
+    @contextlib.contextmanager
+    def undo_new_on_failure(self):
+        """Sessions created inside this block are discarded if the block fails (the
+        front end's session/new does more after :meth:`new`, and may fail)."""
+        me = gevent.getcurrent()
+        self._creating[me] = created = []
+        try:
+            yield
+        except BaseException:
+            for session_id in created:
+                self.discard(session_id)
+            raise
+        finally:
+            self._creating.pop(me, None)
 
     def discard(self, session_id):
         """Undo a session/new that failed after the row was created: no row stays listed."""

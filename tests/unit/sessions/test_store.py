@@ -139,3 +139,14 @@ def test_manager_idle_sessions_close_and_reopen_with_their_grants(tmp_path):
     with pytest.raises(SessionNotFound):
         manager.get(session.id)  # closed by the client: never reopened
     manager.shutdown(1)
+
+
+def test_manager_undo_new_on_failure_removes_what_the_front_end_created(tmp_path):
+    manager = _manager(tmp_path)
+    kept = manager.new(str(tmp_path))
+    with pytest.raises(RuntimeError):
+        with manager.undo_new_on_failure():
+            manager.new(str(tmp_path))
+            raise RuntimeError("e.g. an MCP server failed to start")
+    assert [r["id"] for r in manager.list()[0]] == [kept.id] and list(manager.live) == [kept.id]
+    manager.shutdown(1)
