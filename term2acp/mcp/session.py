@@ -8,7 +8,8 @@
 * :func:`close` when the session is released: stop every server, bounded;
   :func:`close_all` for shutdown: every session's servers in parallel.
 
-The hub lives on ``session.mcp``; sessions without servers never import the transports.
+The configs live on ``session.mcp_servers``, the running hub on ``session.mcp``; sessions
+without servers never import this package.
 """
 
 import logging
@@ -23,18 +24,29 @@ log = logging.getLogger(__name__)
 
 
 def connect(session, configs, call_timeout=CALL_TIMEOUT):
+    """Start ``configs`` for the session (the previous servers stop); returns at once."""
     close(session)
-    if configs:
-        session.mcp = McpHub(configs, session.root, call_timeout=call_timeout).start()
+    session.mcp_servers = list(configs or ())
+    _start(session, call_timeout)
+
+
+def _start(session, call_timeout=CALL_TIMEOUT):
+    if session.mcp_servers:
+        session.mcp = McpHub(session.mcp_servers, session.root, call_timeout=call_timeout).start()
         log.info("session %s: connecting MCP servers %s", session.id,
-                 ", ".join(c.name for c in configs))
+                 ", ".join(c.name for c in session.mcp_servers))
 
 
-def turn_tools(session, builtin, new_id, ready_timeout=READY_TIMEOUT):
-    """``builtin`` plus the session's MCP tools; emits one agent message with any notices."""
-    hub = getattr(session, "mcp", None)
-    if not hub:
+def turn_tools(session, builtin, new_id, ready_timeout=READY_TIMEOUT, call_timeout=CALL_TIMEOUT):
+    """``builtin`` plus the session's MCP tools; emits one agent message with any notices.
+
+    A session whose servers were stopped while it idled (and is used again) restarts them.
+    """
+    if not getattr(session, "mcp_servers", None):
         return builtin
+    if session.mcp is None:
+        _start(session, call_timeout)
+    hub = session.mcp
     hub.wait_ready(ready_timeout)
     notices = hub.notices()
     if notices:
@@ -43,6 +55,8 @@ def turn_tools(session, builtin, new_id, ready_timeout=READY_TIMEOUT):
 
 
 def close(session):
+    """Stop the session's servers (``mcp_servers`` is kept: an idle-closed session that is
+    used again restarts them)."""
     hub = getattr(session, "mcp", None)
     session.mcp = None
     if hub:

@@ -79,7 +79,7 @@ def test_session_glue_connects_tells_once_and_closes(root, tmp_path):
     from term2acp.mcp.config import from_acp
 
     class Live:
-        id, mcp = "s1", None
+        id, mcp, mcp_servers = "s1", None, ()
 
         def __init__(self):
             self.root, self.events = root, []
@@ -99,9 +99,13 @@ def test_session_glue_connects_tells_once_and_closes(root, tmp_path):
     glue.turn_tools(live, {}, lambda p: p)
     assert len(live.events) == 1  # told once
     pid = first.clients[1].transport.pid
-    glue.connect(live, [])  # a resume without servers closes the old ones
+    glue.close(live)  # idle close: the servers stop, the session remembers them
     assert live.mcp is None and first.closed and not alive(pid)
-    glue.close(live)
+    assert "mcp__test__echo" in glue.turn_tools(live, {}, lambda p: p)  # used again: restarted
+    second = live.mcp
+    glue.connect(live, [])  # a resume without servers closes the running ones
+    assert live.mcp is None and second.closed and live.mcp_servers == []
+    assert glue.turn_tools(live, {"x": 1}, lambda p: p) == {"x": 1}
 
 
 def test_close_all_stops_every_session_in_parallel(root):
@@ -109,7 +113,7 @@ def test_close_all_stops_every_session_in_parallel(root):
     from term2acp.mcp.config import from_acp
 
     class Live:
-        mcp = None
+        mcp, mcp_servers = None, ()
 
         def __init__(self, sid):
             self.id, self.root = sid, root
