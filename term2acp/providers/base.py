@@ -15,63 +15,97 @@ blocking point, so implementations close their HTTP streams in ``finally``. Fail
 show (never an API key).
 """
 
-from dataclasses import dataclass, field
-
 from term2acp.providers.errors import ProviderError, ProviderNotConfigured  # noqa: F401
 
 
-@dataclass
-class TextDelta:
-    text: str
+class _Record:
+    """A small value record: fields in ``__slots__`` order, defaults in ``_defaults`` (a
+    callable default makes a fresh value), equality and repr by fields, like a dataclass.
+    Plain classes because creating seven dataclasses costs milliseconds, and this module
+    is imported on the first prompt's path."""
+
+    __slots__ = ()
+    _defaults = {}
+    __hash__ = None
+
+    def __init__(self, *args, **kwargs):
+        names = self.__slots__
+        if len(args) > len(names):
+            raise TypeError(f"{type(self).__name__}() takes {len(names)} arguments")
+        for name, value in zip(names, args):
+            if name in kwargs:
+                raise TypeError(f"{type(self).__name__}() got {name!r} twice")
+            setattr(self, name, value)
+        for name in names[len(args):]:
+            if name in kwargs:
+                value = kwargs.pop(name)
+            elif name in self._defaults:
+                value = self._defaults[name]
+                value = value() if callable(value) else value
+            else:
+                raise TypeError(f"{type(self).__name__}() is missing {name!r}")
+            setattr(self, name, value)
+        if kwargs:
+            raise TypeError(f"{type(self).__name__}() got unexpected {sorted(kwargs)}")
+
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return all(getattr(self, n) == getattr(other, n) for n in self.__slots__)
+
+    def __repr__(self):
+        fields = ", ".join(f"{n}={getattr(self, n)!r}" for n in self.__slots__)
+        return f"{type(self).__name__}({fields})"
 
 
-@dataclass
-class ThoughtDelta:
-    text: str
+class TextDelta(_Record):
+    __slots__ = ("text",)
+
+    def __init__(self, text):
+        self.text = text
 
 
-@dataclass
-class ToolCall:
-    call_id: str
-    name: str
-    arguments: str  # raw JSON text as the model produced it (may be malformed)
+class ThoughtDelta(_Record):
+    __slots__ = ("text",)
+
+    def __init__(self, text):
+        self.text = text
 
 
-@dataclass
-class Usage:
-    input_tokens: int = 0
-    output_tokens: int = 0
-    thought_tokens: int = 0
-    cached_tokens: int = 0
-    cost_usd: float | None = None
+class ToolCall(_Record):
+    # arguments: raw JSON text as the model produced it (may be malformed)
+    __slots__ = ("call_id", "name", "arguments")
 
 
-@dataclass
-class Retrying:
+class Usage(_Record):
+    __slots__ = ("input_tokens", "output_tokens", "thought_tokens", "cached_tokens", "cost_usd")
+    _defaults = {"input_tokens": 0, "output_tokens": 0, "thought_tokens": 0, "cached_tokens": 0,
+                 "cost_usd": None}  # cost_usd: float | None
+
+
+class Retrying(_Record):
     """The request failed with a retryable error; it is sent again after ``delay`` seconds.
 
     Only ever yielded before the first content event. A consumer may show it ("retrying in
-    N s (reason)") or ignore it.
+    N s (reason)") or ignore it. ``attempt`` is 1 for the first retry; ``reason`` e.g.
+    "HTTP 429 Too Many Requests", "connection reset".
     """
 
-    attempt: int  # 1 for the first retry
-    delay: float
-    reason: str  # e.g. "HTTP 429 Too Many Requests", "connection reset"
+    __slots__ = ("attempt", "delay", "reason")
 
 
-@dataclass
-class Stop:
-    reason: str  # end_turn | tool_use | max_tokens | refusal
+class Stop(_Record):
+    __slots__ = ("reason",)  # end_turn | tool_use | max_tokens | refusal
+
+    def __init__(self, reason):
+        self.reason = reason
 
 
-@dataclass
-class ModelRequest:
-    model: str
-    system: str
-    messages: list
-    tools: list = field(default_factory=list)  # [{"name", "description", "parameters"}]
-    effort: str = "default"  # default none minimal low medium high xhigh
-    max_output_tokens: int | None = None
+class ModelRequest(_Record):
+    # tools: [{"name", "description", "parameters"}]; effort: default none minimal low
+    # medium high xhigh
+    __slots__ = ("model", "system", "messages", "tools", "effort", "max_output_tokens")
+    _defaults = {"tools": list, "effort": "default", "max_output_tokens": None}
 
 
 class Provider:

@@ -17,9 +17,8 @@ PLACEHOLDER_KEY = "not-needed"  # what a keyless loopback server receives
 # messages of Anthropic, vLLM, LM Studio and OpenRouter.
 OVERFLOW_CODES = frozenset({"context_length_exceeded", "exceed_context_size_error",
                             "string_above_max_length"})
-OVERFLOW_TEXT = re.compile(
-    r"context.length|context.window|maximum context|prompt is too long|context size"
-    r"|input length and .max_tokens. exceed", re.IGNORECASE)
+OVERFLOW_TEXT = (r"context.length|context.window|maximum context|prompt is too long"
+                 r"|context size|input length and .max_tokens. exceed")
 
 
 class ProviderError(Exception):
@@ -82,7 +81,7 @@ def is_overflow(status, body):
         return False
     if error_code(body) in OVERFLOW_CODES:
         return True
-    return bool(OVERFLOW_TEXT.search(server_message(body, "")))
+    return bool(re.search(OVERFLOW_TEXT, server_message(body, ""), re.IGNORECASE))
 
 
 def scrub(text, secret):
