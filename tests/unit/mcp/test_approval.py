@@ -26,6 +26,11 @@ class Session:
         self.context_window = 1000
         self.cost = 0.0
         self.workdir = root
+        self.stopping = False
+        self.commits = 0
+
+    def commit(self):
+        self.commits += 1
 
     def emit(self, event):
         self.events.append(event)
