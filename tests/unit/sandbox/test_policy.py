@@ -254,3 +254,15 @@ def test_shared_scratch_and_runtime_roots_are_refused():
         with pytest.raises(sandbox.Refused, match="open a project directory"):
             sandbox.check_root(root)
     sandbox.check_root("/tmp/project")  # a directory inside /tmp is an ordinary workspace
+
+
+def test_credentials_inside_a_toolchain_are_masked(tree):
+    """The one list (core.sensitive) applies inside read-only trees too: here ~/.config is
+    configured as a toolchain; its gh token and auth.json stay hidden, the rest is read."""
+    tree.write("home/.config/gh/hosts.yml", SECRET)
+    tree.write("home/.config/tool/auth.json", SECRET)
+    tree.write("home/.config/editor/settings.json", "editor settings\n")
+    settings = tree.settings(sandbox={"toolchains": [".config"]})
+    _, out = run(tree, "cat ~/.config/gh/hosts.yml ~/.config/tool/auth.json "
+                       "~/.config/editor/settings.json", settings)
+    assert "editor settings" in out and SECRET not in out
