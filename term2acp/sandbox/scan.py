@@ -13,12 +13,15 @@ import os
 import stat
 import time
 
+import gevent
+
 log = logging.getLogger(__name__)
 
 ROOT_ONLY = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers",
              "/etc/sudoers.d")  # masked even if a distribution made them world-readable
 SCAN_DEPTH = 4  # levels below a read-only tree searched for sockets and FIFOs
 SCAN_BUDGET = 50_000  # directory entries per walk, so a huge tree cannot stall a command
+YIELD_EVERY = 2_000  # entries between yields to the hub: a walk never starves the agent
 TTL = 60.0  # seconds a scan's result is reused (by every workspace that shows the tree)
 
 _results = {}
@@ -76,6 +79,8 @@ def _walk(top, depth, files):
         with entries:
             for entry in entries:
                 seen += 1
+                if seen % YIELD_EVERY == 0:
+                    gevent.sleep(0)
                 if seen > SCAN_BUDGET:
                     log.warning("sandbox: stopped scanning %s after %d entries", top, seen)
                     return

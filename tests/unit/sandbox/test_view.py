@@ -84,3 +84,33 @@ def test_home_given_through_a_link_is_the_sandbox_home(tree):
                             "cat scratch", settings)
     assert result.exit_code == 0 and out == "3.11\nx\n"
     assert not os.path.exists(tree.path("home", "scratch"))  # the sandbox home is private
+
+
+def test_a_large_tree_scan_yields_to_the_hub_and_stops_at_its_budget(tree, monkeypatch):
+    import gevent
+
+    from term2acp.sandbox import scan
+
+    for i in range(60):
+        os.makedirs(tree.path("big", f"d{i}", "sub"))
+        for j in range(50):
+            open(tree.path("big", f"d{i}", "sub", f"f{j}"), "w").close()
+    os.mkfifo(tree.path("big", "d0", "pipe"))
+    monkeypatch.setattr(scan, "YIELD_EVERY", 100)
+    ticks = []
+
+    def tick():
+        while True:
+            ticks.append(1)
+            gevent.sleep(0)
+
+    ticker = gevent.spawn(tick)
+    gevent.sleep(0)
+    try:
+        found = scan.special_files(tree.path("big"))
+    finally:
+        ticker.kill()
+    assert found == [tree.path("big", "d0", "pipe")]
+    assert len(ticks) > 10  # other greenlets ran during the walk
+    monkeypatch.setattr(scan, "SCAN_BUDGET", 500)
+    assert len(list(scan._walk(tree.path("big"), depth=None, files=True))) <= 500
