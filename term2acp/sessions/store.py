@@ -81,7 +81,10 @@ def decode_cursor(cursor):
     return updated_at, session_id
 
 
+SQLITE_BUSY = 5
+SQLITE_LOCKED = 6
 SQLITE_CORRUPT = 11
+BUSY_WAIT = 5.0  # seconds a statement waits for another process's write lock
 SQLITE_NOTADB = 26
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -95,6 +98,11 @@ def clean_text(text):
         return text
     except UnicodeEncodeError:
         return _SURROGATE.sub("\ufffd", text)
+
+
+def _busy(exc):
+    """SQLITE_BUSY or SQLITE_LOCKED (any extended code)."""
+    return (getattr(exc, "sqlite_errorcode", 0) & 0xFF) in (SQLITE_BUSY, SQLITE_LOCKED)
 
 
 class _Corrupt(Exception):
@@ -195,6 +203,7 @@ class Store:
             db.execute("PRAGMA journal_mode = WAL")
             db.execute("PRAGMA synchronous = NORMAL")
             self._migrate(db)
+            db.execute("PRAGMA busy_timeout = 0")  # from now on _execute waits cooperatively
         except sqlite3.Error as exc:
             db.close()
             if getattr(exc, "sqlite_errorcode", None) in (SQLITE_CORRUPT, SQLITE_NOTADB):
@@ -251,12 +260,24 @@ class Store:
 
     # ------------------------------------------------------------ plumbing
     def _execute(self, sql, args=()):
+        """Run one statement. When another process holds the write lock, wait for it
+        cooperatively (SQLite's own busy handler sleeps in C and would stall every
+        greenlet), for at most BUSY_WAIT seconds."""
         if self._db is None:
             self.open()
-        try:
-            return self._db.execute(sql, args)
-        except sqlite3.Error as exc:
-            raise StoreError(f"session store error: {exc}") from None
+        delay, deadline = 0.002, None
+        while True:
+            try:
+                return self._db.execute(sql, args)
+            except sqlite3.Error as exc:
+                if not _busy(exc):
+                    raise StoreError(f"session store error: {exc}") from None
+                if deadline is None:
+                    deadline = time.monotonic() + BUSY_WAIT
+                elif time.monotonic() >= deadline:
+                    raise StoreError(f"session store error: {exc}") from None
+            gevent.sleep(delay)
+            delay = min(delay * 2, 0.05)
 
     def _write(self, sql, args=()):
         """A write inside the open batch transaction (committed by :meth:`commit`)."""
@@ -269,11 +290,14 @@ class Store:
 
     def commit(self):
         if self._dirty and self._db is not None:
-            self._dirty = False
             try:
-                self._db.execute("COMMIT")
-            except sqlite3.Error as exc:
+                self._execute("COMMIT")
+            except StoreError as exc:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")  # never leave a half-open transaction
                 raise StoreError(f"session store commit failed: {exc}") from None
+            finally:
+                self._dirty = False
 
     # ------------------------------------------------------------ sessions
     def create_session(self, session_id, cwd, provider, model):

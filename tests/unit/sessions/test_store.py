@@ -150,3 +150,23 @@ def test_manager_undo_new_on_failure_removes_what_the_front_end_created(tmp_path
             raise RuntimeError("e.g. an MCP server failed to start")
     assert [r["id"] for r in manager.list()[0]] == [kept.id] and list(manager.live) == [kept.id]
     manager.shutdown(1)
+
+
+def test_store_waits_for_another_writer_cooperatively(tmp_path):
+    """Another process's write lock must not stall the hub: other greenlets keep running
+    while a write waits for it, and the write goes through once it is released."""
+    import gevent
+
+    store = Store(str(tmp_path / "s.sqlite3")).open()
+    holder = sqlite3.connect(store.path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    ticks = []
+    ticker = gevent.spawn(lambda: [ticks.append(gevent.sleep(0.01)) for _ in range(20)])
+    writer = gevent.spawn(store.create_session, "s1", "/w", None, None)
+    ticker.join(timeout=5)
+    assert len(ticks) == 20 and not writer.dead  # the hub ran while the write waited
+    holder.execute("ROLLBACK")
+    writer.join(timeout=5)
+    assert writer.successful() and store.get_session("s1")["cwd"] == "/w"
+    holder.close()
+    store.close()
