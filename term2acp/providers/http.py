@@ -45,7 +45,7 @@ from term2acp.providers.errors import (
     scrub,
     server_message,
 )
-from term2acp.providers.net import Target, proxy_for, ssl_context
+from term2acp.providers.net import Target, open_socket, proxy_for, ssl_context
 
 log = logging.getLogger(__name__)
 
@@ -185,6 +185,7 @@ class HTTPClient:
                                                context=ssl_context())
         else:
             conn = http.client.HTTPConnection(host, port, timeout=self.connect_timeout)
+        conn._create_connection = open_socket  # http.client's per-connection hook
         if proxy:
             conn.set_tunnel(target.host, target.port, headers=proxy[2])
         try:

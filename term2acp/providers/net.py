@@ -5,6 +5,9 @@
   ``http://[user:pass@]host:port`` proxy reached with ``CONNECT``), ``NO_PROXY`` (host
   suffixes, IPs, CIDRs, ``*``, optional ``:port``); loopback hosts never use a proxy: a
   proxy cannot reach the user's own loopback server;
+* :func:`open_socket`: connects without a name lookup when the host is an IP literal or
+  ``localhost`` (the first lookup through gevent's resolver starts its thread pool, ~15 ms
+  on the first prompt of a local-server user);
 * :func:`ssl_context`: verification against the system CAs, or ``SSL_CERT_FILE`` /
   ``REQUESTS_CA_BUNDLE`` (a bundle that replaces them, as in requests) / ``SSL_CERT_DIR``.
 """
@@ -12,11 +15,38 @@
 import base64
 import ipaddress
 import os
+import socket
 from urllib.parse import unquote, urlsplit
 
 from term2acp.providers.errors import ConnectionFailed, ProviderNotConfigured
 
 _ssl_contexts = {}  # (cafile, capath) -> ssl.SSLContext
+
+
+def open_socket(address, timeout, source_address=None):
+    """``socket.create_connection`` (cooperative under the patch), minus the lookup for
+    literal addresses; ``localhost`` tries 127.0.0.1, then ::1."""
+    host, port = address
+    if host == "localhost":
+        candidates = ("127.0.0.1", "::1")
+    else:
+        try:
+            candidates = (str(ipaddress.ip_address(host.strip("[]"))),)
+        except ValueError:
+            return socket.create_connection(address, timeout, source_address)
+    for number, ip in enumerate(candidates):
+        sock = socket.socket(socket.AF_INET6 if ":" in ip else socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(timeout)
+            if source_address:
+                sock.bind(source_address)
+            sock.connect((ip, port))
+            return sock
+        except BaseException as exc:
+            sock.close()
+            if number + 1 == len(candidates) or not isinstance(exc, OSError):
+                raise
+    raise OSError("no address to connect to")  # not reached
 
 
 def is_loopback(host):

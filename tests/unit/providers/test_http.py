@@ -335,3 +335,9 @@ def test_a_configured_provider_sends_its_headers_and_timeouts(server, tmp_path):
     sent = server.requests[0]
     assert sent.headers["x-title"] == "term2acp" and sent.headers["anthropic-version"]
     assert len(server.requests) == 1
+
+
+def test_localhost_and_literal_addresses_connect_without_a_lookup(server):
+    server.enqueue(answer(), answer())
+    assert run(f"http://localhost:{server.port}/v1")[0] == TextDelta("secure")
+    assert run(f"http://[::ffff:127.0.0.1]:{server.port}/v1")[0] == TextDelta("secure")
