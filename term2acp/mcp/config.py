@@ -56,21 +56,18 @@ class ServerConfig:
 
 
 def _pairs(value, what):
-    """ACP sends env and headers as ``[{name, value}]``; a dict is accepted too."""
+    """ACP sends env and headers as ``[{name, value}]`` (strings)."""
     if value is None:
         return {}
-    if isinstance(value, dict):
-        items = value.items()
-    elif isinstance(value, list):
-        items = []
-        for pair in value:
-            if not isinstance(pair, dict) or not isinstance(pair.get("name"), str) \
-                    or not isinstance(pair.get("value"), str):
-                raise ValueError(f"{what} entries must be {{name, value}} strings")
-            items.append((pair["name"], pair["value"]))
-    else:
-        raise ValueError(f"{what} must be a list of {{name, value}}")
-    return {str(k): str(v) for k, v in items}
+    if not isinstance(value, list):
+        raise ValueError(f"{what} must be an array of {{name, value}}")
+    out = {}
+    for pair in value:
+        if not isinstance(pair, dict) or not isinstance(pair.get("name"), str) \
+                or not isinstance(pair.get("value"), str) or not pair["name"]:
+            raise ValueError(f"{what} entries must be {{name, value}} strings")
+        out[pair["name"]] = pair["value"]
+    return out
 
 
 def from_acp(entry):

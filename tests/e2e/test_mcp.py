@@ -70,9 +70,25 @@ def mcp_agent(acp_agent, workspace, home):
     return _start
 
 
-def test_initialize_advertises_mcp(agent):
+@pytest.mark.parametrize("protocol", [2, 1])
+def test_initialize_advertises_mcp(acp_agent, protocol):
+    agent = acp_agent(initialize=False, protocol=protocol)
     result = agent.request("initialize", agent.initialize_params)["result"]
-    assert result["agentCapabilities"]["session"]["mcp"] == {"stdio": {}, "http": {}}
+    if protocol == 2:
+        assert result["capabilities"]["session"]["mcp"] == {"stdio": {}, "http": {}}
+    else:
+        assert result["agentCapabilities"]["mcpCapabilities"] == {"http": True, "sse": True}
+
+
+@pytest.mark.parametrize("entry, message", [
+    ({"name": "rel", "command": "bin/server"}, "mcpServers[0] ('rel'): command must be an absolute path"),
+    ({"type": "sse", "name": "old", "url": "http://127.0.0.1:9/sse"},
+     "mcpServers[0] ('old'): the sse transport is not supported here"),
+    ({"name": "bad", "command": "/bin/x", "env": {"A": 1}}, "mcpServers[0] ('bad'): env"),
+])
+def test_v2_refuses_a_malformed_entry_naming_it(agent, workspace, entry, message):
+    answer = agent.request("session/new", {"cwd": workspace, "mcpServers": [entry]})
+    assert answer["error"]["code"] == -32602 and message in answer["error"]["message"]
 
 
 def test_mcp_tool_asks_once_then_runs_for_the_session(mcp_agent, home):

@@ -60,6 +60,9 @@ def test_acp_entries_become_configs_and_secrets_stay_hidden():
     ({"name": "a"}, "command is required"),
     ({"name": "a", "command": "/x", "args": [1]}, "args must be strings"),
     ({"name": "a", "command": "/x", "env": [{"name": "A"}]}, "env entries"),
+    ({"name": "a", "command": "/x", "env": {"A": "1"}}, "env must be an array"),
+    ({"type": "http", "name": "a", "url": "http://h", "headers": [{"name": "", "value": "v"}]},
+     "headers entries"),
     ({"type": "http", "name": "a", "url": "ftp://h"}, "url must be http"),
     ({"type": "ws", "name": "a", "url": "ws://h"}, "unknown type"),
 ])
