@@ -52,6 +52,17 @@ class SSEDecoder:
                 self._event = None
         return out
 
+    def finish(self):
+        """At the end of the body: the last event even without its blank line (some local
+        servers close right after it)."""
+        if self._pending.strip(b"\r"):
+            self._field(self._pending.strip(b"\r"))
+        self._pending = b""
+        if not self._data:
+            return []
+        event, self._event, self._data, self._size = (self._event, "\n".join(self._data)), None, [], 0
+        return [event]
+
     def _field(self, line):
         name, _, value = line.partition(b":")
         if value.startswith(b" "):
@@ -69,18 +80,27 @@ class SSEDecoder:
 def events(response, read_size=65536):
     """``(event, data)`` pairs from a streamed HTTP response body, paced for the hub."""
     decoder = SSEDecoder()
-    last = time.monotonic()
+    pace = Pacer()
     while True:
         chunk = response.read1(read_size)
         if not chunk:
+            yield from decoder.finish()
             return
         for item in decoder.feed(chunk):
             yield item
-            now = time.monotonic()
-            if now - last >= YIELD_EVERY:
-                gevent.sleep(0)
-                last = time.monotonic()
-        now = time.monotonic()
-        if now - last >= YIELD_EVERY:
+            pace()
+        pace()
+
+
+class Pacer:
+    """Call it often; it lets other greenlets run once ``YIELD_EVERY`` has passed."""
+
+    __slots__ = ("last",)
+
+    def __init__(self):
+        self.last = time.monotonic()
+
+    def __call__(self):
+        if time.monotonic() - self.last >= YIELD_EVERY:
             gevent.sleep(0)
-            last = time.monotonic()
+            self.last = time.monotonic()

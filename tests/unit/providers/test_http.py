@@ -297,6 +297,9 @@ def test_sse_decoder_handles_split_lines_crlf_comments_and_multiline_data():
         out += decoder.feed(stream[index:index + 1])
     assert out == [("a", "one\ntwo"), (None, '{"x": 1}')]
     assert SSEDecoder().feed(b"data: a\r\rdata:b\n\n") == [(None, "a"), (None, "b")]
+    cut = SSEDecoder()  # a server that closes right after its last data line
+    assert cut.feed(b"data: 1\n\ndata: 2") == [(None, "1")]
+    assert cut.finish() == [(None, "2")] and cut.finish() == []
 
 
 # ---------------------------------------------------------------- pacing (issue 10 item 3)
