@@ -113,9 +113,12 @@ def _launch(argv, cwd, env, out_fd, pass_fds, limits, group):
     os.close = original
     try:
         command = sh.Command(argv[0])
-        return command(*argv[1:], _cwd=cwd, _env=env, _in=devnull, _out=out_fd, _err=out_fd,
+        # sh encodes arguments strictly with _encoding; as latin-1 text they come out as
+        # the exact bytes of the path, so non-UTF-8 names (surrogate-escaped) pass intact
+        args = [os.fsencode(arg).decode("latin-1") for arg in argv[1:]]
+        return command(*args, _cwd=cwd, _env=env, _in=devnull, _out=out_fd, _err=out_fd,
                        _bg=True, _bg_exc=False, _new_session=True, _pass_fds=set(pass_fds),
-                       _preexec_fn=_in_child(limits, group))
+                       _preexec_fn=_in_child(limits, group), _encoding="latin-1")
     except sh.CommandNotFound as exc:
         raise LaunchError(errno.ENOENT, f"command not found: {exc}") from None
     except sh.ForkException as exc:

@@ -266,3 +266,19 @@ def test_credentials_inside_a_toolchain_are_masked(tree):
     _, out = run(tree, "cat ~/.config/gh/hosts.yml ~/.config/tool/auth.json "
                        "~/.config/editor/settings.json", settings)
     assert "editor settings" in out and SECRET not in out
+
+
+def test_odd_byte_names_neither_break_nor_escape_the_sandbox(tree):
+    """A host socket with a non-UTF-8 name inside a toolchain is masked like any other,
+    and a workspace whose name is not UTF-8 still runs commands."""
+    place = tree.path("home", ".local", "share", os.fsdecode(b"app\xff"), "run.sock")
+    os.makedirs(os.path.dirname(place))
+    server = UnixServer(place)
+    root = tree.path(os.fsdecode(b"caf\xe9"))
+    os.mkdir(root)
+    try:
+        result, out = run(tree, exchange(place) + "; pwd; echo hi > made", root=root)
+        assert "EXCHANGED" not in out and server.accepted == []
+        assert os.path.exists(os.path.join(root, "made"))
+    finally:
+        server.close()

@@ -134,3 +134,14 @@ def test_memory_limit_applies_to_the_child_only():
     assert result.exit_code != 0 and b"ALLOCATED" not in out
     big = bytearray(300 << 20)  # the agent itself is not limited
     assert len(big) == 300 << 20
+
+
+def test_arguments_pass_as_exact_bytes_even_when_not_utf8(tmp_path):
+    name = os.fsdecode(b"caf\xe9-\xff")  # surrogate-escaped, as os.listdir returns it
+    out = bytearray()
+    result = process.run(["/bin/sh", "-c", 'printf %s "$1"', "sh", name, "ünïcode"],
+                         on_output=out.extend, timeout=10)
+    assert result.exit_code == 0 and out == b"caf\xe9-\xff"
+    out.clear()
+    process.run(["/bin/echo", "ünïcode"], on_output=out.extend, timeout=10)
+    assert out == "ünïcode\n".encode()
