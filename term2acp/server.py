@@ -120,14 +120,14 @@ class Server:
         bound = self.settings.shutdown_timeout
         reader.kill(block=False)
         self.endpoint.close()
-        self.pool.join(timeout=bound * 0.2)  # let requests already received finish
+        self.endpoint.join(timeout=bound * 0.2)  # let requests already received finish
         try:
             if self.manager is not None:
                 self.manager.shutdown(bound * 0.7)
         except Exception:  # noqa: BLE001
             log.exception("shutdown failed")
         self.endpoint.cancel_incoming()
-        self.pool.join(timeout=0.5)
+        self.endpoint.join(timeout=0.5)
         if not self.writer.drain(bound * 0.2):
             log.warning("could not flush every message to stdout before exiting")
 

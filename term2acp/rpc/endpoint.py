@@ -11,7 +11,7 @@ import math
 import re
 
 import gevent
-from gevent.pool import Pool
+from gevent.pool import Group, Pool
 
 from term2acp.core.nesting import MAX_DEPTH, may_be_too_deep, too_deep
 from term2acp.rpc.errors import (
@@ -19,6 +19,7 @@ from term2acp.rpc.errors import (
     InvalidParamsError,
     InvalidRequestError,
     MethodNotFoundError,
+    OverloadedError,
     ParseError,
     RequestCancelledError,
     RpcError,
@@ -105,6 +106,7 @@ class Endpoint:
         self._reader = None  # the greenlet feeding receive_line
         self._pool = pool if pool is not None else Pool(256)
         self._active = {}  # id key -> greenlet of an incoming request
+        self._collectors = Group()  # one per batch with spawned entries (bounded by the pool)
         self._outgoing = OutgoingRequests()
         self.max_line = max_line
 
@@ -162,6 +164,11 @@ class Endpoint:
     @property
     def pool(self):
         return self._pool
+
+    def join(self, timeout=None):
+        """Wait (bounded) for in-flight requests and the batches collecting their answers."""
+        self._pool.join(timeout=timeout)
+        self._collectors.join(timeout=timeout)
 
     # ------------------------------------------------------------------ input
     def receive_line(self, line):
@@ -246,7 +253,8 @@ class Endpoint:
             if responses:
                 self.send(responses)
 
-        self._pool.spawn(collect).name = "rpc-batch"
+        # not from the pool: its entries may have filled it, and the reader must not wait
+        self._collectors.spawn(collect).name = "rpc-batch"
 
     def _dispatch(self, msg, batch_size, batched=False):
         """Returns a response dict, a greenlet that will produce one (batches), or None."""
@@ -282,6 +290,10 @@ class Endpoint:
             self._mark(method, route, value)
         if route.inline:
             return self._outcome(msg_id, method, route, value)
+        if self._pool.full():  # spawning would block the reader (and a cancel behind it)
+            return _error_response(msg_id, OverloadedError(
+                f"{self._pool.size} requests are already in flight; wait for their responses "
+                "before sending more"))
         key = _id_key(msg_id)
         greenlet = self._pool.spawn(self._run_request, key, msg_id, method, route, value, batched)
         greenlet.name = f"req-{msg_id}-{method}"
@@ -344,6 +356,8 @@ class Endpoint:
         try:
             if route.inline:
                 route.handler(value)
+            elif self._pool.full():
+                self._drop(method, OverloadedError())
             else:
                 self._pool.spawn(self._run_notification, method, route, value).name = f"note-{method}"
         except Exception:  # noqa: BLE001 - notifications never answer

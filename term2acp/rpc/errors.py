@@ -83,6 +83,13 @@ class ResourceNotFoundError(RpcError):
     MESSAGE = "Resource not found"
 
 
+class OverloadedError(RpcError):
+    """Too many requests in flight: refused at once, so the reader never waits for room."""
+
+    CODE = -32003
+    MESSAGE = "Too many requests in flight"
+
+
 class DisconnectedError(RpcError):
     """Local only: the peer went away before answering one of our requests."""
 

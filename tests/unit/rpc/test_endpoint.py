@@ -55,7 +55,7 @@ def make():
 
 
 def settle(endpoint):
-    endpoint.pool.join(timeout=5)
+    endpoint.join(timeout=5)
 
 
 def test_endpoint_request_gets_result():
@@ -215,3 +215,21 @@ def test_endpoint_notify_waits_for_room_except_in_the_reader():
     endpoint.notify("n", {"tag": "t2"})
     assert waited == ["t1"] and len(plain) == 1
     settle(endpoint)
+
+
+def test_endpoint_a_full_request_pool_is_refused_without_blocking_the_reader():
+    from gevent.pool import Pool
+
+    out = []
+    router = Router()
+    endpoint = Endpoint(router, lambda data: out.append(json.loads(data)), pool=Pool(1))
+    endpoint.receive({"jsonrpc": "2.0", "id": 1, "method": "block"})
+    endpoint.receive({"jsonrpc": "2.0", "id": 2, "method": "block"})  # returns at once
+    endpoint.receive([{"jsonrpc": "2.0", "id": 3, "method": "echo"}])
+    assert [(m[0]["id"] if isinstance(m, list) else m["id"]) for m in out] == [2, 3]
+    assert out[0]["error"]["code"] == -32003 and "in flight" in out[0]["error"]["message"]
+    endpoint.receive({"jsonrpc": "2.0", "method": "note", "params": {"n": 1}})  # inline: runs
+    assert router.notes == [{"n": 1}]
+    router.released.set()
+    settle(endpoint)
+    assert out[-1] == {"jsonrpc": "2.0", "id": 1, "result": {}}
