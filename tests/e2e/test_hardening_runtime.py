@@ -158,6 +158,40 @@ def test_kill_9_during_a_tool_call_is_closed_as_interrupted_on_resume(spawn, wor
         server.stop()
 
 
+@needs_bwrap
+def test_kill_9_during_a_shell_command_replays_it_failed_and_the_session_continues(spawn, home, workspace, tmp_path):
+    os.mkfifo(os.path.join(workspace, "fifo"))
+    script = write_script(tmp_path, [
+        [{"tool_call": {"id": "call_sh", "name": "shell", "arguments": {"command": "cat fifo"}}}],
+        [{"text": "after the crash"}]])
+    agent = spawn(script=script)
+    agent.initialize()
+    sid = agent.new_session(workspace)
+    agent.prompt_async(sid, "read the fifo")
+    agent.wait_update("terminal_update", timeout=30)  # cat is blocked on the FIFO
+    os.kill(agent.proc.pid, signal.SIGKILL)
+    agent.wait(5)
+
+    again = spawn(script=script)
+    again.initialize()
+    again.request("session/resume", {"sessionId": sid, "cwd": workspace,
+                                     "replayFrom": {"type": "start"}}, timeout=30)
+    assert list(statuses(again, sid).values()) == ["failed"]
+    terminal = [m["params"]["update"] for m in again.messages if m.get("method") == "session/update"
+                and m["params"]["update"]["sessionUpdate"] == "terminal_update"]
+    assert terminal and terminal[-1]["exitStatus"] == {"signal": "SIGKILL"}
+    _, updates, idle = again.prompt(sid, "go on", timeout=30)
+    assert idle["params"]["update"]["stopReason"] == "end_turn"
+    assert [u["content"]["text"] for u in updates if u["sessionUpdate"] == "agent_message_chunk"] == [
+        "after the crash"]
+    again.close()
+    db = sqlite3.connect(home / "sessions.sqlite3")
+    history = [json.loads(r[0]) for r in db.execute(
+        "SELECT message FROM history WHERE session_id = ? ORDER BY seq", (sid,))]
+    assert [(m["role"], m.get("tool_call_id")) for m in history] == [
+        ("user", None), ("assistant", None), ("tool", "call_sh"), ("user", None), ("assistant", None)]
+
+
 # ---------------------------------------------------------------- client that stops reading
 def _rss_kib(pid, field="VmRSS"):
     with open(f"/proc/{pid}/status") as fh:
