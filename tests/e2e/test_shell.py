@@ -313,9 +313,10 @@ def test_shell_at_home_root_masks_credentials(started, host):
     agent.close()
 
 
-def test_root_slash_gives_a_clear_message(started):
+@pytest.mark.parametrize("root", ["/", "/tmp"])
+def test_root_slash_gives_a_clear_message(started, root):
     agent, _ = started([[shell("echo ran")], [{"text": "ok"}]])
-    response = agent.request("session/new", {"cwd": "/"})
+    response = agent.request("session/new", {"cwd": root})
     if "error" in response:  # session/new refuses / itself
         assert response["error"]["code"] == -32602
         assert "bwrap" not in response["error"]["message"]
@@ -325,7 +326,8 @@ def test_root_slash_gives_a_clear_message(started):
     failed = [u for u in updates if u["sessionUpdate"] == "tool_call_update"
               and u.get("status") == "failed"]
     text = failed[0]["content"][0]["content"]["text"]
-    assert "workspace root is /" in text and "bwrap" not in text
+    assert f"workspace root is {root}" in text and "bwrap" not in text
+    assert "ran" not in terminal_output(updates)
     agent.close()
 
 
