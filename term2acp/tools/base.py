@@ -102,6 +102,12 @@ class ToolContext:
         if editor is None or not editor.can_write or not self._inside(real):
             return False
         parent = os.path.dirname(real)
+        base = parent
+        while not os.path.lexists(base) and base != os.path.dirname(base):
+            base = os.path.dirname(base)  # the deepest directory that exists
+        if os.path.realpath(base) != base or not self._inside(base):
+            raise ToolError(f"{base} changed while being checked (a symlink on the way?); "
+                            "nothing was written.")
         try:
             os.makedirs(parent, exist_ok=True)
             st = os.lstat(real)

@@ -258,6 +258,23 @@ def test_outside_the_root_and_without_the_capability_io_stays_local(acp_agent, a
     agent.close()
 
 
+def test_a_symlink_leaving_the_root_is_written_locally_after_approval(v1, acp_workspace,
+                                                                      tmp_path):
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    os.symlink(outside, os.path.join(acp_workspace, "link"))
+    agent, sid = v1([[call("create_file", path="link/x.txt", content="via link\n")],
+                     [{"text": "ok"}]])
+    asked = []
+    _, updates, _ = agent.prompt(sid, "go", on_request=lambda m: asked.append(m) or {
+        "outcome": {"outcome": "selected", "optionId": "allow-once"}}
+        if m["method"] == "session/request_permission" else None)
+    assert len(asked) == 1  # outside the root: the path policy asked first
+    assert [m["method"] for m in agent.fs_requests] == []  # and the editor never wrote it
+    assert (outside / "x.txt").read_text() == "via link\n"
+    agent.close()
+
+
 # ---------------------------------------------------------------- MCP servers
 def test_mcp_servers_are_accepted_logged_once_and_the_user_told_once(v1, acp_workspace):
     servers = [{"name": "github", "command": "/usr/bin/gh-mcp", "args": [], "env": []},
