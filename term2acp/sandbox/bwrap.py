@@ -20,6 +20,7 @@ import threading
 from dataclasses import dataclass, replace
 
 from term2acp.sandbox import cgroup, process, view
+from term2acp.settings import SandboxSettings
 
 log = logging.getLogger(__name__)
 
@@ -32,8 +33,6 @@ ENV_ALLOWED = frozenset({"PATH", "HOME", "LANG", "TERM", "TZ", "USER", "SHELL"})
 SECRET_SHAPED = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH", re.IGNORECASE)
 
 MIB = 1024 * 1024
-DEFAULT_MEMORY_MB = 2048  # per command; see cgroup.py for the mechanism
-DEFAULT_TMPFS_MB = 512  # each of /tmp, /dev/shm and $HOME in the sandbox
 PROBE_TMPFS = 1 * MIB
 
 _HARDENING = ("--unshare-user", "--cap-drop", "ALL", "--unshare-pid", "--unshare-ipc",
@@ -148,13 +147,17 @@ def build_argv(argv, root, settings):
 
 def limits_of(settings):
     """The tasks and memory one command may use (``[sandbox] memory_mb``)."""
-    memory_mb = getattr(getattr(settings, "sandbox", None), "memory_mb", DEFAULT_MEMORY_MB)
+    memory_mb = _sandbox_settings(settings).memory_mb
     return cgroup.Limits(PIDS_MAX, memory_mb * MIB if memory_mb else None)
 
 
 def tmpfs_bytes(settings):
-    tmpfs_mb = getattr(getattr(settings, "sandbox", None), "tmpfs_mb", DEFAULT_TMPFS_MB)
-    return tmpfs_mb * MIB
+    """The size of each sandbox tmpfs (``[sandbox] tmpfs_mb``)."""
+    return _sandbox_settings(settings).tmpfs_mb * MIB
+
+
+def _sandbox_settings(settings):
+    return getattr(settings, "sandbox", None) or SandboxSettings()
 
 
 def _for_settings(argv, root, settings, availability):
