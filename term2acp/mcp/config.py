@@ -74,25 +74,27 @@ def from_acp(entry):
     """One ACP ``McpServer`` object (already validated at the edge) -> ServerConfig.
 
     stdio: ``{name, command, args, env}`` (``type`` absent or ``"stdio"``);
-    http/sse: ``{type, name, url, headers}``. Raises ValueError for anything else.
+    http/sse: ``{type, name, url, headers}``. Raises ValueError for anything else (the
+    message does not name the entry: ``parse_servers`` does).
     """
     if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or not entry["name"]:
         raise ValueError("an MCP server needs a non-empty name")
+    name = entry["name"]
     kind = entry.get("type") or STDIO
     if kind == STDIO:
         command, args = entry.get("command"), entry.get("args") or []
         if not isinstance(command, str) or not command:
-            raise ValueError(f"MCP server {entry['name']!r}: command is required")
+            raise ValueError("command is required")
         if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
-            raise ValueError(f"MCP server {entry['name']!r}: args must be strings")
-        return ServerConfig(entry["name"], STDIO, command=command, args=tuple(args),
+            raise ValueError("args must be strings")
+        return ServerConfig(name, STDIO, command=command, args=tuple(args),
                             env=_pairs(entry.get("env"), "env"))
     if kind in (HTTP, SSE):
         url = entry.get("url")
         if not isinstance(url, str) or urllib.parse.urlsplit(url).scheme not in ("http", "https"):
-            raise ValueError(f"MCP server {entry['name']!r}: url must be http(s)")
-        return ServerConfig(entry["name"], kind, url=url, headers=_pairs(entry.get("headers"), "headers"))
-    raise ValueError(f"MCP server {entry['name']!r}: unknown type {kind!r}")
+            raise ValueError("url must be http(s)")
+        return ServerConfig(name, kind, url=url, headers=_pairs(entry.get("headers"), "headers"))
+    raise ValueError(f"unknown type {kind!r}")
 
 
 def parse_servers(entries, absolute_command=True, transports=(STDIO, HTTP, SSE)):
