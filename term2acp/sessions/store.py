@@ -128,8 +128,8 @@ class _InitLock:
     def __enter__(self):
         try:
             self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        except OSError as exc:
-            raise StoreError(f"cannot open the session store {self.path}: {exc}") from None
+        except OSError:
+            return self  # e.g. a read-only data dir: opening then says what is wrong
         deadline = time.monotonic() + self.timeout
         while True:
             try:
@@ -143,8 +143,9 @@ class _InitLock:
                 gevent.sleep(0.01)
 
     def __exit__(self, *exc):
-        fcntl.flock(self.fd, fcntl.LOCK_UN)
-        os.close(self.fd)
+        if self.fd is not None:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+            os.close(self.fd)
 
 
 class Store:
