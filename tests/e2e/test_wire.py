@@ -26,8 +26,9 @@ def test_initialize_result_is_exact(spawn):
     assert agent.close() == 0
 
 
-@pytest.mark.parametrize("version", [1, 3, 0, 65535])
-def test_initialize_always_answers_version_2(spawn, version):
+@pytest.mark.parametrize("version", [2, 3, 65535])
+def test_initialize_answers_version_2_from_2_up(spawn, version):
+    """2 and above speak v2 (the answer says 2); 1 and 0 are covered in test_v1_initialize."""
     agent = spawn()
     response = agent.request("initialize", dict(INIT, protocolVersion=version))
     assert response["result"]["protocolVersion"] == 2
