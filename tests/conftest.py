@@ -39,18 +39,25 @@ class _TrackedGreenlet(_Greenlet):
 def _track_spawned_greenlets():
     """Route every spawn path the code and gevent's helpers use through the tracked class:
     ``gevent.spawn``/``spawn_later``, ``Greenlet(...)`` looked up through ``gevent``,
-    ``Group``/``Pool.spawn`` and ``StreamServer``'s default spawn."""
+    ``Group``/``Pool.spawn``, ``StreamServer``'s default spawn, and the modules that keep
+    their own reference: patched threads (``gevent.thread``), ``gevent.subprocess``'s pipe
+    readers and the thread pool's manager."""
     import gevent.baseserver
     import gevent.greenlet
     import gevent.pool
+    import gevent.subprocess
+    import gevent.thread
+    import gevent.threadpool
 
     if gevent.Greenlet is _TrackedGreenlet:
         return
     gevent.Greenlet = gevent.greenlet.Greenlet = _TrackedGreenlet
-    gevent.spawn = _TrackedGreenlet.spawn
+    gevent.spawn = gevent.subprocess.spawn = _TrackedGreenlet.spawn
     gevent.spawn_later = _TrackedGreenlet.spawn_later
     gevent.pool.Group.greenlet_class = _TrackedGreenlet
     gevent.baseserver.BaseServer._spawn = _TrackedGreenlet.spawn
+    for module in (gevent.thread, gevent.subprocess, gevent.threadpool):
+        module.Greenlet = _TrackedGreenlet
 
 
 @pytest.fixture(autouse=True)
