@@ -145,7 +145,7 @@ def _skip_lines(fh, count):
         partial = not chunk.endswith(b"\n")
         done += not partial
         if done % 4096 == 0:
-            gevent.sleep(0)
+            gevent.idle()  # let I/O (cancel) in: sleep(0) runs ready greenlets only
     return done
 
 
@@ -248,7 +248,7 @@ def _list(fd):
         for number, entry in enumerate(it, 1):
             entries.append((_entry_line(entry, fd), entry.is_dir(follow_symlinks=False)))
             if number % 1024 == 0:
-                gevent.sleep(0)  # a huge directory must not starve the hub
+                gevent.idle()  # a huge directory must not starve the hub (or its I/O)
             if number >= MAX_LISTED:
                 break
     return entries

@@ -11,12 +11,16 @@ Subjects are UTF-8 bytes. Text that cannot be encoded (a file name with a non-UT
 byte arrives surrogate-escaped) is matched with U+FFFD in place of each bad byte.
 """
 
+import gevent
 import re2
 
 MAX_MEM = 8 << 20  # bytes of compiled program per pattern (RE2's default)
+MAX_PROGRAM = 4000  # RE2 instructions in a grep program (``\pL+`` is about 1200)
 MAX_GLOB = 1024  # characters in a glob pattern
-SET_CHUNK = 256  # .gitignore rules per RE2 set
+MAX_RULE = 256  # characters in one .gitignore rule (longer lines are dropped)
 MAX_RULES = 4096  # .gitignore rules read from one file
+MAX_RULE_TEXT = 32 * 1024  # characters of rules read from one file
+SET_TEXT = 4096  # characters of rules compiled into one RE2 set (one short hub slice)
 
 _ANCHORED = re2._Anchor.ANCHOR_BOTH  # noqa: SLF001 (the wrapper's public fullmatch is slower)
 
@@ -66,7 +70,7 @@ def compile_grep(pattern, fixed=False, ignore_case=False):
                    case_sensitive=not ignore_case)
     source = subject(pattern) if fixed else b"(?m)" + subject(pattern)
     try:
-        return re2.compile(source, opts)
+        regex = re2.compile(source, opts)
     except re2.error as exc:
         reason = _reason(exc)
         for needle, what in _UNSUPPORTED:
@@ -77,6 +81,13 @@ def compile_grep(pattern, fixed=False, ignore_case=False):
                     "fixed_strings to true to search for the text literally.") from None
         raise PatternError(f"invalid regular expression {pattern!r}: {reason}. Fix it, or set "
                            "fixed_strings to true to search for the text literally.") from None
+    if regex.programsize > MAX_PROGRAM:
+        raise PatternError(
+            f"the pattern is too complex to search in bounded time (it compiles to "
+            f"{regex.programsize} RE2 instructions; the limit is {MAX_PROGRAM}). Use smaller "
+            "repetition counts such as {1000} or fewer Unicode classes, or search for a "
+            "simpler pattern and narrow the results.")
+    return regex
 
 
 def _reason(exc):
@@ -192,21 +203,31 @@ def path_matcher(pattern):
 class IgnoreRules:
     """The rules of one ``.gitignore`` file, matched in one RE2 pass per set of rules.
 
-    Lines RE2 cannot compile are dropped; at most MAX_RULES lines count.
+    Repository content is hostile input: lines RE2 cannot compile and lines above
+    MAX_RULE characters are dropped, at most MAX_RULES rules and MAX_RULE_TEXT characters
+    of them count, and the rules compile in sets of about SET_TEXT characters with a
+    yield to the hub between two sets, so compiling and matching stay short and bounded.
     """
 
     def __init__(self, lines):
         self.meta = []  # (negate, dir_only) per rule, in file order
         self.sets = []  # (first rule index, compiled RE2 set)
-        pending = []
+        batch, batch_text, total, count = [], 0, 0, 0
         for line in lines:
             rule = _rule(line)
-            if rule is not None:
-                pending.append(rule)
-            if len(pending) >= MAX_RULES:
+            if rule is None:
+                continue
+            size = len(rule[0])
+            count, total = count + 1, total + size
+            if count > MAX_RULES or total > MAX_RULE_TEXT:
                 break
-        for start in range(0, len(pending), SET_CHUNK):
-            self._add_set(pending[start:start + SET_CHUNK])
+            if batch and batch_text + size > SET_TEXT:
+                self._add_set(batch)
+                batch, batch_text = [], 0
+            batch.append(rule)
+            batch_text += size
+        if batch:
+            self._add_set(batch)
 
     def _add_set(self, rules):
         compiled = re2.Set.FullMatchSet(options(dot_nl=True))
@@ -225,6 +246,7 @@ class IgnoreRules:
             return
         self.sets.append((len(self.meta), compiled))
         self.meta.extend(kept)
+        gevent.idle()  # one set is one bounded slice of work; I/O runs in between
 
     def __bool__(self):
         return bool(self.sets)
@@ -249,7 +271,7 @@ def _rule(line):
     line = line[1:] if negate else line.removeprefix("\\")
     dir_only = line.endswith("/")
     line = line.rstrip("/")
-    if not line or len(line) > MAX_GLOB:
+    if not line or len(line) > MAX_RULE:
         return None
     prefix = "" if "/" in line else "(?:.*/)?"
     return prefix + glob_regex(line.lstrip("/"), braces=False), negate, dir_only

@@ -51,7 +51,7 @@ class Pacer:
     def tick(self):
         now = time.monotonic()
         if now - self.last >= SLICE:
-            gevent.sleep(0)  # cancel arrives here as a GreenletExit
+            gevent.idle()  # I/O (cancel, other requests) and timers run here; not sleep(0)
             self.last = now = time.monotonic()
         if now > self.deadline:
             self.expired = True

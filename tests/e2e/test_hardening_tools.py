@@ -113,6 +113,26 @@ def test_hostile_patterns_never_stall_the_agent(started, workspace, attack):
     agent.close()
 
 
+def test_one_long_search_answers_requests_and_cancels_mid_call(started, workspace):
+    for i in range(16):  # 32 MiB of one-line files: seconds of (bounded, paced) RE2 work
+        with open(os.path.join(workspace, f"q{i}.txt"), "w") as fh:
+            fh.write("q" * ((2 << 20) - 1) + "\n")
+    agent, sid = started([[call("grep", pattern=r"\w{1000}x\w{300}0")], HANG])
+    agent.prompt_async(sid, "search")
+    agent.wait_update("tool_call_update", status="in_progress", timeout=30)
+    listed = agent.request("session/list", {}, timeout=5)  # served during the one call
+    assert [s["sessionId"] for s in listed["result"]["sessions"]] == [sid]
+    cancelled_at = time.monotonic()
+    agent.notify("session/cancel", {"sessionId": sid})
+    idle = agent.wait_update(state="idle", timeout=5)
+    assert idle["stopReason"] == "cancelled"
+    [grep] = statuses([m["params"]["update"] for m in agent.messages
+                       if m.get("method") == "session/update"])
+    assert grep["status"] == "cancelled"  # ended inside the search, not after it
+    assert settles(agent.proc.pid, within=2 - (time.monotonic() - cancelled_at) + 0.5)
+    agent.close()
+
+
 def test_unsupported_regex_syntax_is_a_clear_failed_call(started, workspace):
     with open(os.path.join(workspace, "a.txt"), "w") as fh:
         fh.write("abab\n")

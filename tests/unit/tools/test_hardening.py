@@ -162,6 +162,41 @@ def test_grep_yields_to_the_hub_and_dies_promptly_when_killed(ctx, root, monkeyp
     assert worker.dead and isinstance(worker.value, gevent.GreenletExit)  # not a result
 
 
+def test_grep_refuses_a_pattern_too_complex_to_bound(ctx, root):
+    write(root, "a.txt", "x\n")
+    with pytest.raises(ToolError, match=r"too complex to search in bounded time \(it compiles "
+                                        r"to \d+ RE2 instructions; the limit is 4000\)"):
+        run(GrepTool(), ctx, pattern=r"[a-z]{1000}" * 5)
+
+
+def test_worst_case_program_on_a_long_line_keeps_hub_slices_short(ctx, root):
+    """A program near the cap that defeats RE2's DFA costs ~35 ns per byte and instruction:
+    grep slices the work (windows of long lines) so the hub is never held for long."""
+    with open(os.path.join(root, "q.txt"), "w") as fh:
+        fh.write("q" * ((2 << 20) - 1) + "\n")
+    stamps = []
+
+    def ticker():
+        while True:
+            stamps.append(time.monotonic())
+            gevent.sleep(0.002)
+    watcher = gevent.spawn(ticker)
+    try:
+        text = run(GrepTool(), ctx, pattern=r"\w{1000}x\w{300}0")
+    finally:
+        watcher.kill()
+    assert text == r"No matches for \w{1000}x\w{300}0 in .."
+    gaps = [b - a for a, b in zip(stamps, stamps[1:])]
+    assert len(stamps) > 1 and max(gaps) < 0.25  # timers (and I/O) ran throughout
+
+
+def test_long_lines_are_searched_in_overlapping_windows(ctx, root):
+    write(root, "a.txt", "x" * 500_000 + "needle" + "y" * 500_000 + "\nnext needle$\n")
+    assert run(GrepTool(), ctx, pattern=r"x{100}needle")[:13] == "a.txt:1: xxxx"
+    assert run(GrepTool(), ctx, pattern=r"^needle").startswith("No matches")  # anchors see the line
+    assert run(GrepTool(), ctx, pattern=r"needle\$$").splitlines() == ["a.txt:2: next needle$"]
+
+
 def test_search_stops_at_its_time_budget(ctx, root, monkeypatch):
     monkeypatch.setattr(tree, "SEARCH_SECONDS", 0.0)
     for i in range(5):
