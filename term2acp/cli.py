@@ -2,6 +2,7 @@
 
 Usage:
   term2-acp [--provider <provider>] [--model <model>] [--effort <effort>]
+  term2-acp --login
   term2-acp -h | --help
   term2-acp --version
 
@@ -10,6 +11,8 @@ Options:
                          declared in the config file.
   --model <model>        Exact model id or <provider>/<model>.
   --effort <effort>      Reasoning effort: default none minimal low medium high xhigh.
+  --login                Store a provider's API key in the user's config (a short
+                         prompt in the terminal; the file is readable only by you).
   -h --help              Show this help and exit.
   --version              Show the version and exit.
 
@@ -37,6 +40,10 @@ def check_argv(argv):
     for token in tokens:
         if token in ("-h", "--help", "--version"):
             continue
+        if token == "--login":
+            if len(argv) != 1:
+                raise UsageError("--login takes no other arguments")
+            continue
         if not token.startswith("-") or token == "-":
             raise UsageError(f'unexpected argument "{token}"')
         if token not in FLAGS:
@@ -59,6 +66,8 @@ def parse(argv):
     if "--version" in argv:
         sys.stdout.write(f"term2-acp {__version__}\n")
         return 0
+    if argv == ["--login"]:
+        return {"login": True}
     # Repeated flags: the last one wins (docopt would refuse repeats).
     last = {}
     for i in range(0, len(argv), 2):
@@ -91,10 +100,15 @@ def main(argv=None):
 
     diagnostics.configure()
     try:
-        settings = Settings.load({k: v for k, v in flags.items() if v is not None})
+        settings = Settings.load({k: v for k, v in flags.items()
+                                  if v is not None and k != "login"})
     except SettingsError as exc:
         return fail(str(exc))
     catalog = Catalog(settings)
+    if flags.get("login"):
+        from term2acp.auth import login_main
+
+        return login_main(settings, catalog)
     if settings.provider and settings.provider not in catalog.provider_ids():
         lines = [f'unknown provider "{settings.provider}".', "Available providers:"]
         lines += [f"  - {pid}  ({label})" for pid, label in catalog.describe_providers()]

@@ -32,6 +32,7 @@ class Server:
                                  send_wait=self.writer.put_wait)
         self.endpoint.tag_of = self._chunk_tag
         self.agent = AcpAgent(self._sessions, ClientProxy(self.endpoint), settings)
+        self.agent.catalog = catalog  # authMethods name its providers' key variables
         self.endpoint.router = self.agent
         # The sandbox probe (a bwrap run, and importing sh) must not delay the answer to
         # initialize: it starts once that answer has been written.

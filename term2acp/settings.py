@@ -5,7 +5,11 @@ The config file is TOML at ``$TERM2ACP_CONFIG`` or ``$XDG_CONFIG_HOME/term2acp/c
     provider = "openai"            # default provider
     model = "gpt-4.1-mini"         # default model
     effort = "default"
+    mode = "auto"                  # read-only | ask | auto (the editor's mode picker)
     max_turn_requests = 50         # model round trips per prompt
+    context_window = 32000         # tokens, overrides the model catalog; past
+                                   # 80 % the conversation is compacted (agent/context.py)
+    images = true                  # the model accepts images (default: the catalog's word)
     approval_timeout = 0           # seconds; 0 = wait until the turn is cancelled
     max_live_sessions = 256        # sessions live at once in one process
     idle_session_timeout = 600     # seconds unused before a session is closed (0: never);
@@ -92,10 +96,13 @@ class Settings:
         self.provider = None
         self.model = None
         self.effort = "default"
+        self.mode = "auto"  # default session mode: read-only | ask | auto
         self.data_dir = data_dir
         self.config_path = config_path
         self.max_line_bytes = 64 * 1024 * 1024
         self.max_turn_requests = 50
+        self.context_window = None  # tokens; None: the catalog's or learned (agent/context.py)
+        self.images = None  # True/False: the model accepts images; None: the catalog says
         self.approval_timeout = None
         self.shutdown_timeout = 10.0
         self.max_live_sessions = 256  # sessions live at once in one process
@@ -112,6 +119,9 @@ class Settings:
         settings = cls(data_dir=data_dir(env), config_path=config_path(env), env=env)
         settings._apply_file(settings.config_path)
         settings._apply_env(env)
+        from term2acp.auth import apply_stored_keys  # keys saved by term2-acp --login
+
+        apply_stored_keys(settings)
         for key, value in (flags or {}).items():
             if value is not None:
                 setattr(settings, key, value)
@@ -136,8 +146,15 @@ class Settings:
         for key in ("provider", "model", "effort"):
             if isinstance(data.get(key), str):
                 setattr(self, key, data[key])
+        if data.get("mode") in ("read-only", "ask", "auto"):
+            self.mode = data["mode"]
         if isinstance(data.get("max_turn_requests"), int) and data["max_turn_requests"] > 0:
             self.max_turn_requests = data["max_turn_requests"]
+        window = data.get("context_window")
+        if isinstance(window, int) and not isinstance(window, bool) and window > 0:
+            self.context_window = window
+        if isinstance(data.get("images"), bool):
+            self.images = data["images"]
         if isinstance(data.get("max_live_sessions"), int) and data["max_live_sessions"] > 0:
             self.max_live_sessions = data["max_live_sessions"]
         idle = data.get("idle_session_timeout")

@@ -53,7 +53,9 @@ ERRORS = {
     WorkspaceError: lambda exc: InvalidParamsError(str(exc)),
     PromptError: lambda exc: InvalidParamsError(str(exc)),
     CatalogError: lambda exc: InvalidParamsError(str(exc)),
-    ProviderNotConfigured: lambda exc: AuthRequiredError(str(exc)),
+    ProviderNotConfigured: lambda exc: AuthRequiredError(str(exc), data={
+        "authRequired": True, "reason": "no usable API key for the model provider",
+        "signIn": "set the provider's API key variable, or run term2-acp --login"}),
     StoreError: lambda exc: InternalError(str(exc)),
     SessionLimit: lambda exc: SessionLimitError(
         f"this term2-acp process already has {exc.args[0]} live sessions (the "

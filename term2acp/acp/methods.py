@@ -7,6 +7,9 @@ SESSION_RESUME = "session/resume"
 SESSION_PROMPT = "session/prompt"
 SESSION_CANCEL = "session/cancel"
 SESSION_CLOSE = "session/close"
+SESSION_SET_CONFIG_OPTION = "session/set_config_option"
+AUTH_LOGIN = "auth/login"
+AUTH_LOGOUT = "auth/logout"
 
 SESSION_UPDATE = "session/update"
 SESSION_REQUEST_PERMISSION = "session/request_permission"
@@ -14,6 +17,8 @@ SESSION_REQUEST_PERMISSION = "session/request_permission"
 # ACP v1 only (gone in v2)
 SESSION_LOAD = "session/load"
 AUTHENTICATE = "authenticate"
+LOGOUT = "logout"
+SESSION_SET_MODE = "session/set_mode"
 FS_READ_TEXT_FILE = "fs/read_text_file"
 FS_WRITE_TEXT_FILE = "fs/write_text_file"
 

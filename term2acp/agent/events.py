@@ -78,3 +78,43 @@ class UsageReported:
 class SessionInfoChanged:
     title: str | None = None
     updated_at: str | None = None
+
+
+@dataclass
+class ConfigChanged:
+    """The session's choices changed (model, effort, mode); ``options`` is the full list
+    as :mod:`term2acp.sessions.options` describes it (runtime-neutral)."""
+
+    options: list
+
+
+@dataclass
+class PlanUpdated:
+    """The whole plan: ``entries`` are ``{"content", "status", "priority"}``."""
+
+    plan_id: str
+    entries: list
+
+
+@dataclass
+class Notice:
+    """A message from term2 itself, not the model (an error that ended the turn, a retry,
+    the project instructions it read): an agent message on the wire, never in the model's
+    history."""
+
+    message_id: str
+    text: str
+
+
+@dataclass
+class CompactionReported:
+    """A context compaction (``agent/context.py``): ``in_progress``, then ``completed`` (with
+    the summary), ``failed`` (with the error) or ``cancelled``. ``text`` is what a client
+    without compaction support reads instead (an agent message)."""
+
+    compaction_id: str
+    status: str
+    summary: str | None = None
+    error: str | None = None
+    text: str | None = None
+    reason: str | None = None  # manual | threshold | overflow

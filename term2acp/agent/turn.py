@@ -13,8 +13,10 @@ import uuid
 
 import gevent
 
-from term2acp.agent import approvals
+from term2acp.agent import approvals, commands
+from term2acp.agent import modes
 from term2acp.agent import events as ev
+from term2acp.agent.context import ContextGuard
 from term2acp.agent.prompt import scrub_text
 from term2acp.core.nesting import MAX_DEPTH, too_deep
 from term2acp.providers import base as pb
@@ -49,9 +51,15 @@ class Turn:
         self._pending_results = []  # model tool calls whose results are not in the history
         self.cost = 0.0
         self.tokens = None  # summed over the turn's model rounds, once a provider reports
+        self.context = ContextGuard(session, provider, settings)  # size, compaction
 
     # ------------------------------------------------------------ the loop
     def run(self, user_text):
+        prompt = commands.run(self, user_text)  # a slash command: answered, or a prompt
+        if prompt == "":
+            return "end_turn"
+        if prompt is not None:
+            user_text = prompt
         self.session.append_history({"role": "user", "content": user_text})
         for _ in range(self.settings.max_turn_requests):
             stop, calls = self._model_round()
@@ -63,14 +71,16 @@ class Turn:
 
     def _model_round(self):
         session = self.session
-        request = pb.ModelRequest(model=session.model, system=self.system,
-                                  messages=list(session.history),
+        request = pb.ModelRequest(model=session.model,
+                                  system=self.system + modes.system_note(getattr(session, "mode", None)),
+                                  messages=[],
                                   tools=[tool.spec() for tool in self.tools.values()],
                                   effort=session.effort)
+        request.messages = self.context.messages(request.system)
         message_id, thought_id = new_id("msg"), new_id("thought")
         text, thought, calls, stop = [], [], [], None
         try:
-            for item in self.provider.stream(request):
+            for item in self.context.stream(request):
                 kind = type(item)
                 if kind is pb.TextDelta:
                     if item.text:
@@ -119,7 +129,7 @@ class Turn:
         self._pending_results.remove(call)
         self.session.append_history({"role": "tool", "tool_call_id": call.call_id,
                                      "name": call.name,
-                                     "content": scrub_text(result.text[:MODEL_RESULT_CAP]),
+                                     "content": scrub_text(self.context.cap_result(result.text, MODEL_RESULT_CAP)),
                                      "is_error": result.is_error})
 
     def run_tool(self, call_id, name, arguments):
@@ -154,6 +164,9 @@ class Turn:
             request = tool.approval(args, ctx)
         except ToolError as exc:
             return self._finish(call_id, ToolResult(str(exc), is_error=True))
+        refusal, request = modes.check(getattr(session, "mode", modes.AUTO), tool, title, request)
+        if refusal is not None:
+            return self._finish(call_id, ToolResult(refusal, is_error=True))
         if request is not None:
             decision = self.ask(call_id, tool, raw, title, locations, request)
             if not decision.allowed:

@@ -6,6 +6,7 @@ Chunks are appended in memory and written back as whole records when the store c
 """
 
 import base64
+import uuid
 
 from term2acp.agent import events as ev
 
@@ -34,6 +35,18 @@ class Recorder:
             self.flush()  # keep the journal in reporting order
             self._store.journal_put(self._sid, "user_message", event.message_id,
                                     {"message_id": event.message_id, "content": event.content})
+        elif kind is ev.PlanUpdated:
+            self.flush()  # keep the journal in reporting order
+            self._store.journal_put(self._sid, "plan", f"plan:{uuid.uuid4().hex}",
+                                    {"plan_id": event.plan_id, "entries": event.entries})
+        elif kind is ev.Notice:  # replayed as the agent message the user saw
+            self._messages[event.message_id] = ["agent_message", [event.text]]
+            self._dirty[("m", event.message_id)] = None
+        elif kind is ev.CompactionReported:
+            self.flush()  # keep the journal in reporting order
+            self._store.journal_put(self._sid, "compaction", event.compaction_id, {
+                "compaction_id": event.compaction_id, "status": event.status,
+                "summary": event.summary, "error": event.error, "text": event.text})
         elif kind is ev.ToolCallReported:
             merged = self._calls.setdefault(event.call_id, {"call_id": event.call_id})
             for field in ("title", "kind", "status", "raw_input", "locations", "content",

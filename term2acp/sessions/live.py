@@ -54,8 +54,11 @@ class LiveSession:
         self.title = row.get("title")
         self.provider_id = row.get("provider")
         self.model = row.get("model")
-        self.effort = "default"
+        self.effort = row.get("effort") or "default"
+        self.mode = row.get("mode") or "auto"  # agent/modes.py: read-only | ask | auto
+        self.controls = None  # sessions.options.Controls, set by the front end
         self.context_window = None
+        self.window_learned = None  # tokens, from an overflow error (agent/context.py)
         self.store = store
         self.lock = lock
         self.workdir = workdir

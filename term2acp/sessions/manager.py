@@ -15,6 +15,7 @@ import uuid
 
 import gevent
 
+from term2acp.agent import context, failures
 from term2acp.agent import events as ev
 from term2acp.agent.prompt import prompt_to_text, system_prompt, title_from
 from term2acp.agent.turn import Turn, TurnAborted, TurnCancelled, new_id
@@ -32,7 +33,7 @@ log = logging.getLogger(__name__)
 PAGE_SIZE = 50
 MAX_DORMANT = 4096  # idle-closed sessions remembered for a transparent reopen
 DORMANT_STATE = ("sink", "access", "effort", "provider_id", "model", "context_window", "cost",
-                 "title", "interaction_seq")
+                 "title", "interaction_seq", "mode", "controls", "window_learned")
 MAX_TRANSACTION = 0.2  # seconds a batch transaction may stay open
 
 
@@ -92,7 +93,8 @@ class SessionManager:
         except BaseException:
             lock.release()
             raise
-        session.effort = self.settings.effort
+        session.effort = row.get("effort") or self.settings.effort  # a stored choice wins
+        session.mode = row.get("mode") or getattr(self.settings, "mode", "auto")
         self.live[session.id] = session
         self._arm_idle_timer()
         return session
@@ -247,7 +249,7 @@ class SessionManager:
             history, repaired = repair.history(self.store.load_history(session.id))
             if repaired:
                 self.store.replace_history(session.id, history)
-            session.history = history
+            context.restore(session, history)  # from the last compaction on
             for kind, key, payload in repair.journal(self.store.journal(
                     session.id, ("tool_call", "terminal"))):
                 self.store.journal_put(session.id, kind, key, payload)
@@ -331,11 +333,20 @@ class SessionManager:
         except ProviderError as exc:
             log.error("session %s: model provider failed: %s", session.id, exc)
             reason, meta = "_term2_error", {"term2": {"error": str(exc)[:500]}}
+            self._tell(session, exc)
         except Exception as exc:  # noqa: BLE001 - a turn never takes the agent down
             log.exception("session %s: turn failed", session.id)
             reason, meta = "_term2_error", {"term2": {"error": f"internal error ({type(exc).__name__})"}}
+            self._tell(session, exc)
         finally:
             self._settle(session, turn, reason, meta)
+
+    def _tell(self, session, exc):
+        """A failed turn says why as an agent message (besides the stop reason)."""
+        try:
+            session.emit(ev.Notice(new_id("msg"), failures.message(exc)))
+        except Exception:  # noqa: BLE001 - the stop reason still carries the error
+            log.exception("session %s: could not report the failure", session.id)
 
     def _settle(self, session, turn, reason, meta):
         usage = None

@@ -27,7 +27,7 @@ from term2acp.sessions.errors import InvalidCursor, StoreError, StoreRecovered
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 MIGRATIONS = {
     1: """
     CREATE TABLE sessions (
@@ -56,6 +56,11 @@ MIGRATIONS = {
         PRIMARY KEY (session_id, seq),
         UNIQUE (session_id, key)
     );
+    """,
+    # 2: the session's choices (the editor's pickers); NULL = the config file's default
+    2: """
+    ALTER TABLE sessions ADD COLUMN effort TEXT;
+    ALTER TABLE sessions ADD COLUMN mode TEXT
     """,
 }
 
@@ -318,12 +323,18 @@ class Store:
         self.commit()
 
     def get_session(self, session_id):
-        row = self._execute("SELECT id, cwd, title, updated_at, provider, model FROM sessions"
-                            " WHERE id = ?", (session_id,)).fetchone()
+        row = self._execute("SELECT id, cwd, title, updated_at, provider, model, effort, mode"
+                            " FROM sessions WHERE id = ?", (session_id,)).fetchone()
         if row is None:
             return None
-        keys = ("id", "cwd", "title", "updated_at", "provider", "model")
+        keys = ("id", "cwd", "title", "updated_at", "provider", "model", "effort", "mode")
         return dict(zip(keys, row))
+
+    def set_choices(self, session_id, provider, model, effort, mode):
+        """The session's picker choices (restored on resume)."""
+        self._write("UPDATE sessions SET provider = ?, model = ?, effort = ?, mode = ?"
+                    " WHERE id = ?", (clean_text(provider), clean_text(model), effort, mode,
+                                      session_id))
 
     def touch(self, session_id, title=None):
         stamp = now()

@@ -22,6 +22,7 @@ RESULT_TYPES = {
     "session/resume": "ResumeSessionResponse",
     "session/close": "CloseSessionResponse",
     "session/prompt": "PromptResponse",
+    "session/set_config_option": "SetSessionConfigOptionResponse",
 }
 NOTIFICATION_TYPES = {"session/update": "UpdateSessionNotification",
                       "$/cancel_request": "CancelRequestNotification"}
@@ -29,9 +30,13 @@ REQUEST_TYPES = {"session/request_permission": "RequestPermissionRequest"}
 
 # version -> (results by request method, notifications by method, agent requests by method)
 TYPES = {
-    2: (RESULT_TYPES, NOTIFICATION_TYPES, REQUEST_TYPES),
+    2: (dict(RESULT_TYPES, **{"auth/login": "LoginAuthResponse",
+                              "auth/logout": "LogoutAuthResponse"}),
+        NOTIFICATION_TYPES, REQUEST_TYPES),
     1: (dict(RESULT_TYPES, **{"session/load": "LoadSessionResponse",
-                              "authenticate": "AuthenticateResponse"}),
+                              "authenticate": "AuthenticateResponse",
+                              "logout": "LogoutResponse",
+                              "session/set_mode": "SetSessionModeResponse"}),
         {"session/update": "SessionNotification",
          "$/cancel_request": "CancelRequestNotification"},
         dict(REQUEST_TYPES, **{"fs/read_text_file": "ReadTextFileRequest",

@@ -18,6 +18,7 @@ import logging
 from term2acp.tools.base import Tool
 from term2acp.tools.edit import CreateFileTool, EditFileTool
 from term2acp.tools.files import ListDirectoryTool, ReadFileTool
+from term2acp.tools.plan import UpdatePlanTool
 from term2acp.tools.plugins import KINDS, TOOL_NAME
 from term2acp.tools.search import GlobTool, GrepTool
 
@@ -31,7 +32,7 @@ OPTIONAL_BUILTINS = ("term2acp.tools.shell:ShellTool", "term2acp.tools.run_code:
 def builtin_tools():
     """Fresh instances of every built-in tool whose module is importable."""
     tools = [ReadFileTool(), ListDirectoryTool(), GlobTool(), GrepTool(), CreateFileTool(),
-             EditFileTool()]
+             EditFileTool(), UpdatePlanTool()]
     for target in OPTIONAL_BUILTINS:
         tool = _optional_builtin(target)
         if tool is not None:

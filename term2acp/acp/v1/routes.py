@@ -1,6 +1,7 @@
 """The v1 route table: what a connection that initialized with version 1 can call."""
 
 from term2acp.acp import methods as m
+from term2acp.acp.schemas import controls as cs
 from term2acp.acp.schemas import session as ss
 from term2acp.acp.v1 import schemas as v1
 
@@ -15,5 +16,9 @@ def routes(route):
         m.SESSION_PROMPT: route("prompt", ss.PromptRequestSchema()),
         m.SESSION_CANCEL: route("cancel", ss.CancelNotificationSchema(), inline=True),
         m.SESSION_CLOSE: route("close_session", ss.CloseSessionRequestSchema()),
-        m.AUTHENTICATE: route("authenticate", v1.AuthenticateRequestSchema(), inline=True),
+        m.AUTHENTICATE: route("authenticate", cs.LoginRequestSchema()),
+        m.LOGOUT: route("logout", cs.LogoutRequestSchema()),
+        m.SESSION_SET_MODE: route("set_mode", cs.SetModeRequestSchema()),
+        m.SESSION_SET_CONFIG_OPTION: route("set_config_option",
+                                           cs.SetConfigOptionRequestSchema()),
     }

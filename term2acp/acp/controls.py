@@ -1,0 +1,196 @@
+"""The editor controls on the wire, for both faces: config options (model, effort, mode),
+v1 modes, slash commands (``available_commands_update``), plans and sign-in.
+
+:class:`ControlHandlers` is mixed into each face's session handlers
+(``acp/sessions.py``, ``acp/v1/sessions.py``); ``VERSION`` picks the shapes:
+
+* config options: v1 names the option ``id``, v2 ``configId``; both are ``select``s;
+* v1 also has ``modes`` in new/load/resume results, ``session/set_mode`` and
+  ``current_mode_update``: the same state as the ``mode`` option (a change of either
+  sends both ``config_option_update`` and ``current_mode_update``);
+* a command's input is ``{hint}`` in v1, ``{type: "text", hint}`` in v2;
+* auth methods: v1 ``id`` (``agent`` has no ``type``), v2 ``methodId`` + ``type``.
+
+Errors: a prompt without a usable key is ACP's auth-required error (-32000, ``data``
+``{"authRequired": true, ...}``); a busy session keeps its own -32000 message
+("Session is already processing foreground work").
+"""
+
+import logging
+
+from term2acp import auth
+from term2acp.acp.errors import domain_errors
+from term2acp.agent import commands
+from term2acp.agent import events as ev
+from term2acp.agent.modes import MODES
+from term2acp.rpc.errors import AuthRequiredError, InvalidParamsError
+from term2acp.sessions.options import Controls, InvalidChoice
+
+log = logging.getLogger(__name__)
+
+
+# ---------------------------------------------------------------- shapes
+def config_options(options, version):
+    key = "id" if version == 1 else "configId"
+    out = []
+    for option in options:
+        values = []
+        for value, name, description in option["values"]:
+            item = {"value": value, "name": name}
+            if description:
+                item["description"] = description
+            values.append(item)
+        out.append({key: option["id"], "name": option["name"],
+                    "description": option["description"], "category": option["category"],
+                    "type": "select", "currentValue": option["current"], "options": values})
+    return out
+
+
+def modes_state(session):
+    return {"currentModeId": session.mode,
+            "availableModes": [{"id": m, "name": name, "description": desc}
+                               for m, name, desc in MODES]}
+
+
+def commands_update(version):
+    listed = []
+    for command in commands.available().values():
+        item = {"name": command.name, "description": command.description}
+        if command.hint:
+            item["input"] = {"hint": command.hint} if version == 1 else \
+                {"type": "text", "hint": command.hint}
+        listed.append(item)
+    return {"sessionUpdate": "available_commands_update", "availableCommands": listed}
+
+
+def auth_methods(catalog, terminal, version):
+    out = []
+    for kind, method_id, name, description in auth.methods(catalog, terminal):
+        if version == 1:
+            item = {"id": method_id, "name": name, "description": description}
+            if kind == "terminal":
+                item.update(type="terminal", args=[auth.LOGIN_FLAG])
+        else:
+            item = {"type": kind, "methodId": method_id, "name": name,
+                    "description": description}
+            if kind == "terminal":
+                item["args"] = [auth.LOGIN_FLAG]
+        out.append(item)
+    return out
+
+
+def plan_update(event, version):
+    if version == 1:
+        return {"sessionUpdate": "plan", "entries": [dict(e) for e in event.entries]}
+    return {"sessionUpdate": "plan_update",
+            "plan": {"type": "items", "planId": event.plan_id,
+                     "entries": [dict(e) for e in event.entries]}}
+
+
+def config_updates(event, session_mode, version):
+    updates = [{"sessionUpdate": "config_option_update",
+                "configOptions": config_options(event.options, version)}]
+    if version == 1 and session_mode is not None:
+        updates.append({"sessionUpdate": "current_mode_update", "currentModeId": session_mode})
+    return updates
+
+
+def replay_plan(payload, version):
+    return plan_update(ev.PlanUpdated(payload["plan_id"], payload["entries"]), version)
+
+
+def auth_required(message, catalog):
+    return AuthRequiredError(message, data={
+        "authRequired": True,
+        "methods": [m[1] for m in auth.methods(catalog, False)],
+        "hint": "sign in: set the provider's API key variable, or run term2-acp --login"})
+
+
+# ---------------------------------------------------------------- handlers
+class ControlHandlers:
+    """Mixed into a face's handlers (which have ``manager``, ``client``, ``settings``)."""
+
+    VERSION = 2
+    _controls = None
+
+    @property
+    def controls(self):
+        if self._controls is None:
+            self._controls = Controls(self.manager.catalog, self.settings)
+            self._controls.on_listed = self._models_listed
+        return self._controls
+
+    def _models_listed(self, provider):
+        for session in list(self.manager.live.values()):
+            if session.provider_id == provider and session.controls is self._controls:
+                session.emit(ev.ConfigChanged(self.controls.options(session)))
+
+    def started(self, session):
+        """A session started (new/resume/load): its controls, the model listing, and (after
+        the answer, which is written first) the slash commands."""
+        session.controls = self.controls
+        self.controls.list_models(session.provider_id)
+        version = self.VERSION
+        session.group.spawn(self.client.update, session.id, commands_update(version))
+
+    def setup_result(self, session, result):
+        result["configOptions"] = config_options(self.controls.options(session), self.VERSION)
+        if self.VERSION == 1:
+            result["modes"] = modes_state(session)
+        return result
+
+    @domain_errors
+    def set_config_option(self, params):
+        session = self.manager.get(params["session_id"])
+        value = params["value"]
+        if not isinstance(value, str):
+            raise InvalidParamsError(f'"{params["config_id"]}" takes a value id (a string)')
+        try:
+            self.controls.set(session, params["config_id"], value)
+        except InvalidChoice as exc:
+            raise InvalidParamsError(str(exc)) from None
+        return {"configOptions": config_options(self.controls.options(session), self.VERSION)}
+
+    @domain_errors
+    def set_mode(self, params):
+        session = self.manager.get(params["session_id"])
+        try:
+            self.controls.set(session, "mode", params["mode_id"])
+        except InvalidChoice as exc:
+            raise InvalidParamsError(str(exc)) from None
+        return {}
+
+    # ------------------------------------------------------------ sign-in
+    def login(self, params):
+        catalog = self.manager.catalog
+        method_id = params["method_id"]
+        known = {m[1] for m in auth.methods(catalog, True)}
+        if method_id not in known:
+            raise InvalidParamsError(f'unknown authentication method "{method_id}"; the '
+                                     f'methods are: {", ".join(sorted(known))}')
+        problem = auth.login_check(catalog, self.settings, method_id)
+        if problem is not None:
+            raise auth_required(problem, catalog)
+        self._reset_providers()
+        return {}
+
+    def logout(self, params):
+        auth.forget_keys(self.settings)
+        self._reset_providers()
+        return {}
+
+    def _reset_providers(self):
+        """Live sessions build their provider again with the keys now known."""
+        for session in list(self.manager.live.values()):
+            if not session.busy:
+                session.provider = None
+
+
+def control_updates(session, event, version):
+    """The updates for a control event (config change, plan), or None for other events."""
+    kind = type(event)
+    if kind is ev.ConfigChanged:
+        return config_updates(event, session.mode, version)
+    if kind is ev.PlanUpdated:
+        return [plan_update(event, version)]
+    return None

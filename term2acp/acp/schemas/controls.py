@@ -1,0 +1,27 @@
+"""session/set_config_option, v1 session/set_mode, authenticate / auth/login, logout."""
+
+from marshmallow import fields, validate
+
+from term2acp.acp.schemas.base import WireSchema
+
+_ID = dict(required=True, validate=validate.Length(min=1, max=256))
+
+
+class SetConfigOptionRequestSchema(WireSchema):
+    session_id = fields.String(**_ID)
+    config_id = fields.String(**_ID)
+    value = fields.Raw(required=True)
+    type = fields.String(load_default=None, allow_none=True)
+
+
+class SetModeRequestSchema(WireSchema):
+    session_id = fields.String(**_ID)
+    mode_id = fields.String(**_ID)
+
+
+class LoginRequestSchema(WireSchema):
+    method_id = fields.String(**_ID)
+
+
+class LogoutRequestSchema(WireSchema):
+    pass

@@ -1,0 +1,244 @@
+"""Slash commands: ``/compact``, ``/init``, ``/model <id>``, ``/mode <id>`` and plug-ins.
+
+A prompt whose text starts with a known ``/name`` runs that command in the turn; an
+unknown ``/word`` goes to the model unchanged. A command's turn ends with ``end_turn``
+and is replayed like any prompt (the user's message is recorded before it runs). A
+command either answers itself (shown as the agent's message) or hands the model a
+prompt (``/init``), which then runs through the normal tools and approvals.
+
+Plug-in commands come from the entry-point group ``term2acp.commands`` (next to the tool
+plug-ins' ``term2acp.tools``); an entry point names a :class:`Command`, e.g. one made
+with :func:`function_command`::
+
+    @function_command(name="hello", description="Say hello", hint="name")
+    def hello(argument, ctx):
+        return f"Hello {argument or 'world'} from {ctx.root}"
+
+The function returns text to show, or :class:`ModelPrompt` to ask the model.
+"""
+
+import importlib
+import importlib.metadata
+import logging
+import re
+
+from term2acp.agent import events as ev
+from term2acp.agent import modes
+
+log = logging.getLogger(__name__)
+
+GROUP = "term2acp.commands"
+NAME = re.compile(r"[A-Za-z0-9_-]{1,64}\Z")
+_COMMAND_LINE = re.compile(r"/([A-Za-z0-9_-]{1,64})(?:\s+(.*))?\Z", re.S)
+
+INIT_PROMPT = (
+    "Write or update AGENTS.md at the root of this project ({root}): concise instructions "
+    "for coding agents working here. Read the project first (README, build and test "
+    "configuration, the layout of the source). Cover: what the project is, how to build, "
+    "run and test it, the code layout, and the conventions a contributor must follow. If "
+    "AGENTS.md exists, keep what is still true and improve it. Use the file tools to write "
+    "the file.")
+
+
+class ModelPrompt:
+    """A command's answer that is sent to the model as the user's request."""
+
+    def __init__(self, text):
+        self.text = text
+
+
+class CommandContext:
+    """What a running command may use."""
+
+    def __init__(self, turn):
+        self.turn = turn
+        self.session = turn.session
+        self.root = turn.session.root
+        self.controls = getattr(turn.session, "controls", None)
+
+
+class Command:
+    name = ""
+    description = ""
+    hint = None  # text input hint, or None when the command takes no input
+
+    def run(self, argument, ctx):
+        raise NotImplementedError
+
+    def wire(self):
+        """Runtime-neutral description: name, description, hint."""
+        return {"name": self.name, "description": self.description, "hint": self.hint}
+
+
+class _FunctionCommand(Command):
+    def __init__(self, function, name, description, hint):
+        self.function, self.name, self.description, self.hint = function, name, description, hint
+
+    def run(self, argument, ctx):
+        return self.function(argument, ctx)
+
+
+def function_command(name, description, hint=None):
+    def wrap(function):
+        return _FunctionCommand(function, name, description, hint)
+    return wrap
+
+
+# ---------------------------------------------------------------- built-ins
+class CompactCommand(Command):
+    name = "compact"
+    description = "Compact the conversation now (summarize older turns to free context)"
+
+    def run(self, argument, ctx):
+        try:
+            context = importlib.import_module("term2acp.agent.context")
+        except ImportError:
+            context = None
+        hook = getattr(context, "compact_now", None)
+        if hook is None:
+            return "Compaction is not available yet in this version of term2; nothing changed."
+        result = hook(ctx.turn)
+        return result if isinstance(result, str) and result else "The conversation was compacted."
+
+
+class InitCommand(Command):
+    name = "init"
+    description = "Ask the agent to write or update AGENTS.md for this project"
+
+    def run(self, argument, ctx):
+        if getattr(ctx.session, "mode", modes.AUTO) == modes.READ_ONLY:
+            return ("/init writes AGENTS.md, and the session is in read-only mode: switch the "
+                    "mode to ask or auto (/mode ask) and run /init again.")
+        text = INIT_PROMPT.format(root=ctx.root)
+        if argument.strip():
+            text += f"\n\nThe user adds: {argument.strip()}"
+        return ModelPrompt(text)
+
+
+class _OptionCommand(Command):
+    option = ""
+
+    def run(self, argument, ctx):
+        from term2acp.sessions.options import InvalidChoice
+
+        value = argument.strip()
+        if ctx.controls is None:
+            return f"/{self.name} is not available in this session."
+        current = {o["id"]: o for o in ctx.controls.options(ctx.session)}.get(self.option)
+        if not value:
+            if current is None:
+                return f"There is no {self.option} to choose in this session."
+            choices = ", ".join(v for v, _n, _d in current["values"])
+            return f"Current {self.option}: {current['current']}. Choices: {choices}."
+        try:
+            changed = ctx.controls.set(ctx.session, self.option, value)
+        except InvalidChoice as exc:
+            return f"/{self.name}: {exc}"
+        now = getattr(ctx.session, self.option)
+        return f"{self.option.capitalize()} set to {now}." if changed else \
+            f"{self.option.capitalize()} is already {now}."
+
+
+class ModelCommand(_OptionCommand):
+    name = "model"
+    option = "model"
+    description = "Switch the model (from the next model request)"
+    hint = "model id"
+
+
+class ModeCommand(_OptionCommand):
+    name = "mode"
+    option = "mode"
+    description = "Switch the mode: read-only, ask or auto"
+    hint = "read-only | ask | auto"
+
+
+BUILTINS = (CompactCommand(), InitCommand(), ModelCommand(), ModeCommand())
+
+
+# ---------------------------------------------------------------- the registry
+_loaded = None
+
+
+def available():
+    """``name -> Command``: built-ins, then plug-ins (a taken name is skipped)."""
+    global _loaded
+    if _loaded is None:
+        commands = {c.name: c for c in BUILTINS}
+        for entry_point in _entry_points():
+            command = _load(entry_point)
+            if command is None:
+                continue
+            if command.name in commands:
+                log.warning("command plug-in %s skipped: /%s is already taken",
+                            entry_point.value, command.name)
+                continue
+            commands[command.name] = command
+        _loaded = commands
+    return _loaded
+
+
+def _entry_points():
+    try:
+        return sorted(importlib.metadata.entry_points(group=GROUP),
+                      key=lambda ep: (ep.name, ep.value))
+    except Exception:  # noqa: BLE001 - broken metadata of some distribution
+        log.warning("cannot read %s entry points", GROUP, exc_info=True)
+        return []
+
+
+def _load(entry_point):
+    try:
+        target = entry_point.load()
+        command = target() if isinstance(target, type) and issubclass(target, Command) else target
+    except Exception as exc:  # noqa: BLE001 - a plug-in never takes the agent down
+        log.warning("command plug-in %s skipped: %s: %s", entry_point.value,
+                    type(exc).__name__, exc)
+        return None
+    if not isinstance(command, Command) or not NAME.match(str(command.name)) \
+            or not command.description:
+        log.warning("command plug-in %s skipped: not a Command with a name and a description",
+                    entry_point.value)
+        return None
+    return command
+
+
+def parse(text):
+    """``(command, argument)`` for a prompt that starts with a known command, else None."""
+    match = _COMMAND_LINE.match(text.strip())
+    if match is None:
+        return None
+    command = available().get(match.group(1))
+    if command is None:
+        return None
+    return command, match.group(2) or ""
+
+
+def run(turn, text):
+    """Run the command ``text`` names, if any. Returns None (not a command: the model gets
+    ``text``), ``""`` (the command answered; the turn ends) or a prompt for the model."""
+    found = parse(text)
+    if found is None:
+        return None
+    command, argument = found
+    try:
+        answer = command.run(argument, CommandContext(turn))
+    except Exception as exc:  # noqa: BLE001 - a command's failure is an answer
+        log.exception("command /%s failed", command.name)
+        answer = f"/{command.name} failed: {type(exc).__name__}: {exc}"
+    if isinstance(answer, ModelPrompt):
+        return answer.text  # the turn puts it in the history as the user's request
+    turn.session.append_history({"role": "user", "content": text})
+    say(turn, "" if answer is None else str(answer))
+    return ""
+
+
+def say(turn, text):
+    """Show ``text`` as the agent's message (recorded for replay and in the history)."""
+    if not text:
+        return
+    from term2acp.agent.turn import new_id
+
+    turn.session.emit(ev.TextChunk(new_id("msg"), text))
+    turn.session.append_history({"role": "assistant", "content": text, "thought": None,
+                                 "tool_calls": []})

@@ -1,0 +1,70 @@
+"""Session modes: how much the agent may do without asking.
+
+* ``read-only``: no writes and no commands. Calls of tools that could change anything
+  (every kind but read, search, think and fetch) are refused without asking, and the
+  model is told so in its instructions.
+* ``ask``: every such call asks the editor, whatever the tool's own policy says, and
+  session grants ("allow for this session") are not consulted.
+* ``auto`` (the default): today's policy: writes inside the workspace and sandboxed
+  commands run; everything else asks.
+
+No mode runs commands unsandboxed or skips the fail-closed rules.
+"""
+
+from term2acp.agent.approvals import ORDINARY, ApprovalRequest
+
+READ_ONLY, ASK, AUTO = "read-only", "ask", "auto"
+MODES = (
+    (READ_ONLY, "Read only", "Reads and searches only: no file changes, no commands"),
+    (ASK, "Ask", "Asks before every file change and every command"),
+    (AUTO, "Auto", "Changes files in the workspace and runs sandboxed commands; asks for "
+                   "anything else"),
+)
+MODE_IDS = tuple(m[0] for m in MODES)
+SAFE_KINDS = frozenset({"read", "search", "think", "fetch"})
+
+READ_ONLY_REFUSAL = (
+    "Refused: the session is in read-only mode, so {name} (which could change files or run "
+    "commands) is not allowed. Do not retry it: answer from what you can read, or tell the "
+    "user which change to make or to switch the mode to ask or auto.")
+
+_NOTES = {
+    READ_ONLY: ("\n\nThe session is in READ-ONLY mode: you may read and search files, but "
+                "you must not create or edit files or run commands (such calls are refused). "
+                "Describe the changes you would make instead."),
+    ASK: ("\n\nThe session is in ASK mode: the user approves every file change and every "
+          "command before it runs."),
+}
+
+
+def normal(mode):
+    return mode if mode in MODE_IDS else AUTO
+
+
+def system_note(mode):
+    """What the model is told about the mode (appended to the system prompt)."""
+    return _NOTES.get(mode, "")
+
+
+def changes_things(tool):
+    return getattr(tool, "kind", "other") not in SAFE_KINDS
+
+
+def check(mode, tool, title, request):
+    """Apply the mode to one call: ``(refusal text or None, approval request or None)``.
+
+    ``request`` is what the tool's own policy asks (None: it would run without asking).
+    """
+    if not changes_things(tool):
+        return None, request
+    if mode == READ_ONLY:
+        return READ_ONLY_REFUSAL.format(name=tool.name), None
+    if mode == ASK:
+        if request is not None and request.variant == ORDINARY:
+            return None, request
+        # Grants are not consulted: one ordinary question, whatever the tool's policy.
+        base = request or ApprovalRequest()
+        return None, ApprovalRequest(variant=ORDINARY, path=None,
+                                     title=base.title or title or f"Run {tool.name}?",
+                                     content=list(base.content))
+    return None, request

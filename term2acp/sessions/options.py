@@ -1,0 +1,198 @@
+"""A session's choices: model, reasoning effort and mode (the editor's pickers).
+
+Runtime only. :class:`Controls` describes the choices as plain dicts (``acp/controls.py``
+turns them into each protocol version's config options) and applies a change: it
+validates the value, updates the live session, persists the choice with the session (so
+resume restores it) and reports :class:`~term2acp.agent.events.ConfigChanged`.
+
+* ``model`` lists the models of the session's provider: the catalog, the config file, and
+  what an OpenAI-compatible server lists at ``/models`` (fetched in the background with a
+  timeout through the provider's own HTTP client; never on the path of ``session/new``).
+  A change applies from the next model request.
+* ``effort`` lists only what the chosen model supports; a model change resets it to a value
+  the new model supports.
+* ``mode``: ``read-only``, ``ask`` or ``auto`` (see ``agent/modes.py``).
+"""
+
+import logging
+
+import gevent
+
+from term2acp.agent import events as ev
+from term2acp.agent.modes import MODES
+from term2acp.settings import EFFORTS
+
+log = logging.getLogger(__name__)
+
+LIST_TIMEOUT = 10.0  # seconds a /models listing may take
+REASONING_EFFORTS = ("default", "low", "medium", "high")
+GPT5_EFFORTS = ("default", "minimal", "low", "medium", "high")
+
+
+class InvalidChoice(ValueError):
+    """A value the option does not offer; the message lists the choices."""
+
+
+def efforts_for(info):
+    """The efforts a model supports (``info``: the catalog's ModelInfo)."""
+    reasoning = info.reasoning
+    if isinstance(reasoning, (list, tuple)):
+        values = ["default"] + [e for e in reasoning if e in EFFORTS and e != "default"]
+        return tuple(values)
+    if reasoning is True:
+        return GPT5_EFFORTS if info.id.startswith("gpt-5") else REASONING_EFFORTS
+    if reasoning is False:
+        return ("default",)
+    return EFFORTS  # unknown model (a server's own id): every effort, the server decides
+
+
+class Controls:
+    def __init__(self, catalog, settings):
+        self.catalog = catalog
+        self.settings = settings
+        self.listed = {}  # provider id -> model ids its server listed
+        self._listing = {}  # provider id -> greenlet fetching its /models
+        self.on_listed = None  # callable(provider id) when a listing added models
+
+    # ------------------------------------------------------------ describing
+    def models(self, session):
+        provider = session.provider_id
+        ids = [m.id for m in self.catalog.models if m.provider == provider]
+        if session.model and session.model not in ids:
+            ids.insert(0, session.model)
+        for model in self.listed.get(provider, ()):
+            if model not in ids:
+                ids.append(model)
+        return ids
+
+    def efforts(self, session):
+        if not session.provider_id:
+            return ("default",)
+        return efforts_for(self.catalog.info(session.provider_id, session.model))
+
+    def options(self, session):
+        """The session's options, runtime-neutral: id, name, category, current, values."""
+        options = []
+        if session.provider_id and session.model:
+            options.append({
+                "id": "model", "name": "Model", "category": "model",
+                "description": f"Model of the {session.provider_id} provider",
+                "current": session.model,
+                "values": [(m, m, None) for m in self.models(session)]})
+            options.append({
+                "id": "effort", "name": "Reasoning effort", "category": "thought_level",
+                "description": "How much the model reasons before answering",
+                "current": session.effort if session.effort in self.efforts(session) else "default",
+                "values": [(e, e, None) for e in self.efforts(session)]})
+        options.append({
+            "id": "mode", "name": "Mode", "category": "mode",
+            "description": "What the agent may do without asking",
+            "current": session.mode,
+            "values": [(m, name, desc) for m, name, desc in MODES]})
+        return options
+
+    # ------------------------------------------------------------ changing
+    def set(self, session, option, value):
+        """Apply one choice; returns True when something changed."""
+        if option == "model":
+            changed = self.set_model(session, value)
+        elif option == "effort":
+            changed = self.set_effort(session, value)
+        elif option == "mode":
+            changed = self.set_mode(session, value)
+        else:
+            known = ", ".join(o["id"] for o in self.options(session))
+            raise InvalidChoice(f'unknown config option "{option}"; the options are: {known}')
+        if changed:
+            self.persist(session)
+            session.emit(ev.ConfigChanged(self.options(session)))
+        return changed
+
+    def set_mode(self, session, mode):
+        ids = [m[0] for m in MODES]
+        if mode not in ids:
+            raise InvalidChoice(f'unknown mode "{mode}"; the modes are: {", ".join(ids)}')
+        changed = session.mode != mode
+        session.mode = mode
+        return changed
+
+    def set_effort(self, session, effort):
+        allowed = self.efforts(session)
+        if effort not in allowed:
+            raise InvalidChoice(f'effort "{effort}" is not supported by {session.model}; '
+                                f'choose one of: {", ".join(allowed)}')
+        changed = session.effort != effort
+        session.effort = effort
+        return changed
+
+    def set_model(self, session, model):
+        """A model of the active provider (listed, or any id on an OpenAI-compatible
+        server), else one the catalog resolves (``<provider>/<model>`` included)."""
+        if not isinstance(model, str) or not model.strip():
+            raise InvalidChoice("the model id must be a non-empty string")
+        provider = session.provider_id
+        if provider and (model in self.models(session) or self.catalog.passthrough(provider)):
+            target = (provider, model)
+        else:
+            from term2acp.providers.catalog import CatalogError
+
+            try:
+                target = self.catalog.resolve(None, model)
+            except CatalogError as exc:
+                raise InvalidChoice(str(exc)) from None
+        if target == (session.provider_id, session.model):
+            return False
+        if target[0] != session.provider_id:
+            session.provider = None  # created again for the new provider at the next prompt
+        session.provider_id, session.model = target
+        info = self.catalog.info(*target)
+        session.context_window = info.context_window
+        if session.effort not in efforts_for(info):
+            session.effort = "default"
+        self.list_models(session.provider_id)
+        return True
+
+    def persist(self, session):
+        session.store.set_choices(session.id, session.provider_id, session.model,
+                                  session.effort, session.mode)
+        session.store.commit()
+
+    # ------------------------------------------------------------ /models
+    def list_models(self, provider):
+        """Start fetching ``provider``'s ``/models`` once (OpenAI-compatible servers only)."""
+        if not provider or provider in self._listing or not self._lists_models(provider):
+            return
+        greenlet = gevent.spawn(self._fetch, provider)
+        greenlet.name = f"models-{provider}"
+        self._listing[provider] = greenlet
+
+    def _lists_models(self, provider):
+        if provider == "openai":
+            return bool(self.catalog.env.get("OPENAI_BASE_URL"))
+        cfg = self.catalog.custom.get(provider)
+        return bool(cfg) and cfg.get("type", "openai") == "openai" and bool(cfg.get("base_url"))
+
+    def _fetch(self, provider):
+        try:
+            instance = self.catalog.create(provider)
+            lister = getattr(instance, "list_models", None)
+            if lister is None:
+                return
+            with gevent.Timeout(LIST_TIMEOUT):
+                ids = lister(LIST_TIMEOUT)
+        except gevent.Timeout:
+            log.info("%s: listing models took longer than %ss; using the catalog", provider,
+                     LIST_TIMEOUT)
+            return
+        except Exception as exc:  # noqa: BLE001 - the catalog's list still works
+            log.info("%s: could not list models (%s); using the catalog", provider, exc)
+            return
+        fresh = [m for m in ids if isinstance(m, str) and m][:500]
+        if fresh and fresh != self.listed.get(provider):
+            self.listed[provider] = fresh
+            if self.on_listed is not None:
+                self.on_listed(provider)
+
+    def stop(self):
+        for greenlet in self._listing.values():
+            greenlet.kill(block=False)

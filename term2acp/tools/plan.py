@@ -1,0 +1,64 @@
+"""``update_plan``: the model keeps a plan the editor shows (v2 ``plan_update``, v1 ``plan``).
+
+Each call sends the whole plan; the explanation is shown as a short agent thought. The
+plan id is stable within the session, so the editor replaces one plan. The plan is
+journaled, so replay shows it.
+"""
+
+from marshmallow import Schema, fields, validate
+
+from term2acp.agent import events as ev
+from term2acp.tools.base import Tool, ToolError, ToolResult
+
+STATUSES = ("pending", "in_progress", "completed")
+MAX_STEPS = 100
+EXPLANATION_CAP = 500
+
+
+class StepParams(Schema):
+    step = fields.String(required=True, validate=validate.Length(min=1, max=2000),
+                         metadata={"description": "What this step does, in a short sentence."})
+    status = fields.String(required=True, validate=validate.OneOf(STATUSES),
+                           metadata={"description": "pending, in_progress or completed."})
+
+
+class UpdatePlanParams(Schema):
+    explanation = fields.String(load_default=None, allow_none=True, metadata={
+        "description": "Optional: why the plan changed, in one short sentence."})
+    plan = fields.List(fields.Nested(StepParams), required=True,
+                       validate=validate.Length(max=MAX_STEPS),
+                       metadata={"description": "The whole plan, every step with its status."})
+
+
+def plan_id(session_id):
+    return f"plan-{session_id}"
+
+
+class UpdatePlanTool(Tool):
+    name = "update_plan"
+    kind = "think"
+    Params = UpdatePlanParams
+    description = (
+        "Keep a plan for multi-step work, shown to the user. For any task that takes more "
+        "than a couple of steps, call it first with the steps (one in_progress), then again "
+        "whenever a step starts or finishes, always with the whole plan. At most one step is "
+        "in_progress at a time. Skip it for simple one-step requests.")
+
+    def title(self, args):
+        return "Update the plan"
+
+    def run(self, args, ctx):
+        steps = args["plan"]
+        if sum(1 for s in steps if s["status"] == "in_progress") > 1:
+            raise ToolError("at most one step may be in_progress; send the plan again with "
+                            "one step in_progress")
+        explanation = (args.get("explanation") or "").strip()
+        if explanation:
+            from term2acp.agent.turn import new_id
+
+            ctx.emit(ev.ThoughtChunk(new_id("thought"), explanation[:EXPLANATION_CAP]))
+        entries = [{"content": s["step"], "status": s["status"], "priority": "medium"}
+                   for s in steps]
+        ctx.emit(ev.PlanUpdated(plan_id(ctx.session_id), entries))
+        done = sum(1 for s in steps if s["status"] == "completed")
+        return ToolResult(f"Plan updated: {done}/{len(steps)} steps completed.")
