@@ -59,21 +59,25 @@ def _race(agent, workspace, target, how, rounds):
         sid = agent.new_session(workspace)
         agent.prompt_async(sid, "write outside")
         request = agent.wait_for(is_permission, timeout=30)
-        if how == "cancel":
+        if how.startswith("cancel"):
             stop = line({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}})
         else:
             stop = line({"jsonrpc": "2.0", "id": f"close-{n}", "method": "session/close",
                          "params": {"sessionId": sid}})
-        agent.send_raw(stop + answer(request["id"], ALLOW))  # one write: read before scheduling
+        if how.endswith("-split"):  # two writes, the allow right behind
+            agent.send_raw(stop)
+            agent.send_raw(answer(request["id"], ALLOW))
+        else:  # one write: the agent reads both before anything else is scheduled
+            agent.send_raw(stop + answer(request["id"], ALLOW))
         idle = agent.wait_for(lambda m: is_idle(m, sid), timeout=30)
         assert idle["params"]["update"]["stopReason"] == "cancelled", (how, n)
-        if how == "close":
+        if how.startswith("close"):
             agent.wait_for(lambda m: m.get("id") == f"close-{n}", timeout=30)
         assert not os.path.exists(target), f"{how} round {n}: the allow won"
         assert "completed" not in statuses(agent, sid).values()
 
 
-@pytest.mark.parametrize("how", ["cancel", "close"])
+@pytest.mark.parametrize("how", ["cancel", "close", "cancel-split", "close-split"])
 def test_cancel_or_close_in_the_same_write_as_an_allow_never_writes(spawn, workspace, tmp_path, how):
     target = str(tmp_path / "outside" / "leak.txt")
     os.makedirs(os.path.dirname(target))
