@@ -168,12 +168,17 @@ class GrepTool(_SearchTool):
             raise ToolError(f"{display_path(ctx, top)} is not a regular file; grep searches "
                             "regular files and directories.")
         hits = []
-        for path, opener in opens:
-            data = _searchable(opener, state)
-            for lineno, line in matching_lines(regex, data, MAX_MATCHES + 1 - len(hits), pacer):
-                hits.append(f"{display_path(ctx, path)}:{lineno}: {_cut(line)}")
-            if len(hits) > MAX_MATCHES or not pacer.tick():
-                break
+        try:
+            for path, opener in opens:
+                data = _searchable(opener, state)
+                for lineno, line in matching_lines(regex, data, MAX_MATCHES + 1 - len(hits),
+                                                   pacer):
+                    hits.append(f"{display_path(ctx, path)}:{lineno}: {_cut(line)}")
+                if len(hits) > MAX_MATCHES or not pacer.tick():
+                    break
+        finally:
+            if walk is not None:
+                opens.close()  # the walk's directory fds, now (also on cancel)
         return ToolResult(self._report(args, ctx, top, hits, state, walk, pacer),
                           locations=[{"path": top}])
 

@@ -197,6 +197,25 @@ def test_long_lines_are_searched_in_overlapping_windows(ctx, root):
     assert run(GrepTool(), ctx, pattern=r"needle\$$").splitlines() == ["a.txt:2: next needle$"]
 
 
+def test_walk_fds_are_closed_after_early_stops_and_kills(ctx, root, monkeypatch):
+    for i in range(30):
+        write(root, f"a/b/c/f{i}.txt", "hit\n" * 20)
+    def open_fds():
+        gevent.idle()  # gevent defers os.close to the hub
+        return len(os.listdir("/proc/self/fd"))
+    before = open_fds()
+    assert "[showing the first 200 matches" in run(GrepTool(), ctx, pattern="hit")
+    assert open_fds() == before
+    monkeypatch.setattr(tree, "SLICE", 0.0)
+    worker = gevent.spawn(run, GrepTool(), ctx, pattern="nothing")
+    while len(os.listdir("/proc/self/fd")) < before + 4:
+        gevent.idle()  # until the walk is inside a/b/c, holding four directory fds
+        assert not worker.dead
+    worker.kill(block=True, timeout=1)
+    assert isinstance(worker.value, gevent.GreenletExit)
+    assert open_fds() == before
+
+
 def test_search_stops_at_its_time_budget(ctx, root, monkeypatch):
     monkeypatch.setattr(tree, "SEARCH_SECONDS", 0.0)
     for i in range(5):
