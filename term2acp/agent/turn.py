@@ -79,6 +79,7 @@ class Turn:
         request.messages = self.context.messages(request.system)
         message_id, thought_id = new_id("msg"), new_id("thought")
         text, thought, calls, stop = [], [], [], None
+        session.commit()  # no store write transaction stays open while the model streams
         try:
             for item in self.context.stream(request):
                 kind = type(item)
