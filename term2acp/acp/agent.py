@@ -38,6 +38,14 @@ class ClientFiles:
         self.write = fs.get("writeTextFile") is True
 
 
+def advertises_compaction(capabilities):
+    """``session.compaction`` is an object in the client's capabilities (v1's
+    ``ClientSessionCapabilities.compaction``; v2 has no field yet, so the same shape under
+    ``capabilities.session`` is honoured there)."""
+    session = (capabilities or {}).get("session") if isinstance(capabilities, dict) else None
+    return isinstance(session, dict) and isinstance(session.get("compaction"), dict)
+
+
 class AcpAgent:
     def __init__(self, manager_factory, client, settings):
         self._manager_factory = manager_factory
@@ -48,10 +56,12 @@ class AcpAgent:
         self.version = None  # fixed by initialize: 1 or 2
         self.client_info = None
         self.client_files = ClientFiles(None)
+        self.client_compaction = False  # compaction_update allowed (else agent messages)
         self.on_initialized = None  # start-up work deferred until initialize is answered
-        # Images reach the model only when the runtime can pass them on; it cannot yet
-        # (agent/prompt.py refuses image blocks), so no default model "takes images".
-        self.accepts_images = lambda: False
+        # Images are advertised when the default model takes them (catalog or config
+        # ``images``); agent/content.py refuses them with -32602 for a model that does not.
+        self.accepts_images = lambda: (getattr(self, "catalog", None) is not None
+                                       and self.catalog.accepts_images())
         self._schemas = {1: InitializeV1RequestSchema(), 2: InitializeRequestSchema()}
         self.routes = {m.INITIALIZE: Route(self.initialize, self._load_initialize, inline=True)}
 
@@ -89,6 +99,7 @@ class AcpAgent:
 
                 self._sessions = SessionHandlers(self._manager_factory(), self.client,
                                                  self.settings)
+            self._sessions.compaction = self.client_compaction
         return self._sessions
 
     @property
@@ -144,11 +155,16 @@ class AcpAgent:
         if version == m.PROTOCOL_V1:
             self.client_info = params["client_info"]
             self.client_files = ClientFiles(params["client_capabilities"])
+            self.client_compaction = advertises_compaction(params["client_capabilities"])
             answer = self._v1_answer()
         else:
             self.client_info = params["info"]
+            self.client_compaction = advertises_compaction(params["capabilities"])
+            prompt = {"embeddedContext": {}}
+            if self.accepts_images():
+                prompt["image"] = {}
             answer = {"protocolVersion": m.PROTOCOL_VERSION, "info": dict(AGENT_INFO),
-                      "capabilities": {"session": {}}}
+                      "capabilities": {"session": {"prompt": prompt}}}
         if self.on_initialized is not None:
             self.on_initialized()
         return answer

@@ -22,8 +22,12 @@ class SessionHandlers:
         self.client = client
         self.settings = settings
 
+    compaction = False  # the client advertised capabilities.session.compaction (agent.py)
+
     def _sink(self, session, event):
-        self.client.update(session.id, translate.update_for(event))
+        update = translate.update_for(event, self.compaction)
+        if update is not None:
+            self.client.update(session.id, update)
 
     @domain_errors
     def new_session(self, params):
@@ -59,7 +63,7 @@ class SessionHandlers:
         session.sink = self._sink
         if replay is not None:
             for kind, payload in self.manager.journal(session):
-                update = translate.replay_update(kind, payload)
+                update = translate.replay_update(kind, payload, self.compaction)
                 if update is not None:
                     self.client.update(session.id, update)
         return {}

@@ -129,6 +129,8 @@ _EVENTS = {
                              "content": _text(e.text)},
     ev.ThoughtChunk: lambda e: {"sessionUpdate": "agent_thought_chunk", "messageId": e.message_id,
                                 "content": _text(e.text)},
+    ev.Notice: lambda e: {"sessionUpdate": "agent_message_chunk", "messageId": e.message_id,
+                          "content": _text(e.text)},
     ev.ToolCallReported: _tool_event,
     ev.TerminalStarted: lambda e: {"sessionUpdate": "terminal_update", "terminalId": e.terminal_id,
                                    "command": e.command, "cwd": e.cwd},
@@ -141,12 +143,43 @@ _EVENTS = {
 }
 
 
-def update_for(event):
+def compaction_update(compaction_id, status, summary=None, error=None, text=None,
+                      supported=False):
+    """A compaction as ``compaction_update`` when the client advertised compaction support
+    (``capabilities.session.compaction``), else the agent message ``text`` (or nothing)."""
+    if supported:
+        update = {"sessionUpdate": "compaction_update", "compactionId": compaction_id,
+                  "status": status}
+        if status == "completed" and summary:
+            update["summary"] = [_text(summary)]
+        if status == "failed" and error:
+            update["error"] = error
+        return update
+    if not text:
+        return None
+    return {"sessionUpdate": "agent_message_chunk", "messageId": f"msg_{compaction_id}",
+            "content": _text(text)}
+
+
+def update_for(event, compaction=False):
+    """The update for a runtime event (None: nothing to send). ``compaction``: the client
+    advertised compaction support."""
+    if type(event) is ev.CompactionReported:
+        return compaction_update(event.compaction_id, event.status, event.summary, event.error,
+                                 event.text, compaction)
     return _EVENTS[type(event)](event)
 
 
-def replay_update(kind, payload):
+def replay_update(kind, payload, compaction=False):
     """A journal record as the update that restores it on the client."""
+    if kind == "compaction":
+        update = compaction_update(payload["compaction_id"], payload["status"],
+                                   payload.get("summary"), payload.get("error"),
+                                   payload.get("text"), compaction)
+        if update is not None and update["sessionUpdate"] == "agent_message_chunk":
+            update = {"sessionUpdate": "agent_message", "messageId": update["messageId"],
+                      "content": [update["content"]]}
+        return update
     if kind == "user_message":
         return {"sessionUpdate": "user_message", "messageId": payload["message_id"],
                 "content": payload["content"]}

@@ -103,9 +103,10 @@ class Stop(_Record):
 
 class ModelRequest(_Record):
     # tools: [{"name", "description", "parameters"}]; effort: default none minimal low
-    # medium high xhigh
-    __slots__ = ("model", "system", "messages", "tools", "effort", "max_output_tokens")
-    _defaults = {"tools": list, "effort": "default", "max_output_tokens": None}
+    # medium high xhigh; purpose: "turn", or "compaction" for a summary request
+    # (agent/context.py)
+    __slots__ = ("model", "system", "messages", "tools", "effort", "max_output_tokens", "purpose")
+    _defaults = {"tools": list, "effort": "default", "max_output_tokens": None, "purpose": "turn"}
 
 
 class Provider:

@@ -23,6 +23,7 @@ class ModelInfo(NamedTuple):
     provider: str
     context_window: int | None
     reasoning: bool | None = False  # None: unknown (ids the catalog only hosts)
+    images: bool | None = False  # accepts image input; None: unknown
 
 
 BUILTIN_PROVIDERS = {
@@ -38,16 +39,16 @@ BUILTIN_PROVIDERS = {
 }
 
 BUILTIN_MODELS = (
-    ModelInfo("gpt-4.1", "openai", 1_047_576),
-    ModelInfo("gpt-4.1-mini", "openai", 1_047_576),
-    ModelInfo("gpt-4o", "openai", 128_000),
-    ModelInfo("gpt-4o-mini", "openai", 128_000),
-    ModelInfo("o4-mini", "openai", 200_000, True),
-    ModelInfo("gpt-5", "openai", 400_000, True),
-    ModelInfo("gpt-5-mini", "openai", 400_000, True),
-    ModelInfo("claude-sonnet-4-5", "anthropic", 200_000, True),
-    ModelInfo("claude-opus-4-1", "anthropic", 200_000, True),
-    ModelInfo("claude-haiku-4-5", "anthropic", 200_000, True),
+    ModelInfo("gpt-4.1", "openai", 1_047_576, False, True),
+    ModelInfo("gpt-4.1-mini", "openai", 1_047_576, False, True),
+    ModelInfo("gpt-4o", "openai", 128_000, False, True),
+    ModelInfo("gpt-4o-mini", "openai", 128_000, False, True),
+    ModelInfo("o4-mini", "openai", 200_000, True, True),
+    ModelInfo("gpt-5", "openai", 400_000, True, True),
+    ModelInfo("gpt-5-mini", "openai", 400_000, True, True),
+    ModelInfo("claude-sonnet-4-5", "anthropic", 200_000, True, True),
+    ModelInfo("claude-opus-4-1", "anthropic", 200_000, True, True),
+    ModelInfo("claude-haiku-4-5", "anthropic", 200_000, True, True),
     ModelInfo("smollm2-135m-instruct", "local", 8192),
     ModelInfo("scripted", "scripted", 128_000, True),
 )
@@ -78,7 +79,7 @@ class Catalog:
             for model in cfg.get("models") or ():
                 if isinstance(model, str):
                     self.models.append(ModelInfo(model, name, cfg.get("context_window"),
-                                                 cfg.get("reasoning")))
+                                                 cfg.get("reasoning"), cfg.get("images")))
 
     # ------------------------------------------------------------ providers
     def provider_ids(self):
@@ -166,10 +167,29 @@ class Catalog:
         return bundled_gguf() is not None
 
     def info(self, provider, model):
-        for m in self.models:
-            if m.provider == provider and m.id == model:
-                return m
-        return ModelInfo(model, provider, None, None)
+        """What the catalog knows of a model; the config file's top-level
+        ``context_window`` and ``images`` override it."""
+        found = next((m for m in self.models if m.provider == provider and m.id == model), None)
+        if found is None:
+            cfg = self.custom.get(provider) or {}
+            found = ModelInfo(model, provider, cfg.get("context_window"), None,
+                              cfg.get("images"))
+        window = getattr(self.settings, "context_window", None)
+        images = getattr(self.settings, "images", None)
+        if window:
+            found = found._replace(context_window=window)
+        if images is not None:
+            found = found._replace(images=images)
+        return found
+
+    def accepts_images(self, provider=None, model=None):
+        """Whether the default (or given) model takes image input."""
+        if provider is None:
+            try:
+                provider, model = self.resolve(self.settings.provider, self.settings.model)
+            except CatalogError:
+                return False
+        return bool(provider and self.info(provider, model).images)
 
     # ------------------------------------------------------------ instances
     def create(self, provider):

@@ -25,6 +25,15 @@ the conversation so far, so a resumed session continues where it left off. Steps
 * ``{"error": str}``: the provider fails with that message;
 * ``{"stop": "end_turn" | "tool_use" | "max_tokens" | "refusal"}`` (default: ``tool_use``
   when the turn made tool calls, else ``end_turn``).
+
+Optional keys for context-window tests: ``"default_turn"`` (steps played when the script
+has no turn at that index, e.g. after a compaction shortened the conversation),
+``"summary"`` (the text a compaction request gets; default a fixed sentence),
+``"context_limit"`` (characters of system prompt plus message content: a bigger request
+fails like an OpenAI-compatible server's ``context_length_exceeded``, its maximum told in
+tokens at 4 characters each; ``"context_limit_over_system"`` raises it to the system
+prompt plus that many characters when larger), and ``"record"`` (a file that gets one JSON
+line per request: purpose, characters, refused).
 """
 
 import json
@@ -32,6 +41,7 @@ import json
 import gevent
 from gevent.event import Event
 
+from term2acp.providers.errors import ContextOverflow
 from term2acp.providers.base import (
     Provider,
     ProviderError,
@@ -68,9 +78,35 @@ class ScriptedProvider(Provider):
     def context_window(self, model):
         return self.script.get("context_window", 128000)
 
+    def _limit(self, request):
+        """Refuse a request over the scripted context limit (and record every request)."""
+        size = len(request.system or "") + sum(len(m.get("content") or "")
+                                               for m in request.messages)
+        limit = self.script.get("context_limit")
+        if limit and self.script.get("context_limit_over_system"):
+            limit = max(limit, len(request.system or "") + self.script["context_limit_over_system"])
+        refused = bool(limit) and size > limit
+        if self.script.get("record"):
+            with open(self.script["record"], "a", encoding="utf-8") as fh:
+                fh.write(json.dumps({"purpose": getattr(request, "purpose", "turn"),
+                                     "chars": size, "limit": limit, "refused": refused}) + "\n")
+        if refused:
+            raise ContextOverflow(
+                f"scripted: context window exceeded: This model's maximum context length is "
+                f"{limit // 4} tokens. However, your messages resulted in {size // 4} tokens. "
+                "Please reduce the length of the messages.", 400, "context_length_exceeded")
+
     def stream(self, request):
+        self._limit(request)
+        if getattr(request, "purpose", "turn") == "compaction":
+            yield TextDelta(str(self.script.get("summary", "The user and the agent talked; "
+                                                "nothing else to keep.")))
+            yield Stop("end_turn")
+            return
         index = sum(1 for m in request.messages if m.get("role") == "assistant")
         turns = self.script["turns"]
+        if index >= len(turns) and isinstance(self.script.get("default_turn"), list):
+            turns = turns + [self.script["default_turn"]] * (index + 1 - len(turns))
         if index >= len(turns):
             raise ProviderError(f"scripted provider: the script has no turn {index + 1} "
                                 f"(it has {len(turns)})")

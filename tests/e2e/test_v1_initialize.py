@@ -76,7 +76,7 @@ def test_version_2_and_above_get_todays_v2_answer(fresh, version):
     assert result_of(agent.request("initialize", dict(V2_INIT, protocolVersion=version))) == {
         "protocolVersion": 2,
         "info": {"name": "term2", "title": "term2", "version": __version__},
-        "capabilities": {"session": {}},
+        "capabilities": {"session": {"prompt": {"embeddedContext": {}}}},
     }
     # v1-only methods do not exist on a v2 connection
     for method in ("session/load", "authenticate"):

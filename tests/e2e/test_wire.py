@@ -21,7 +21,7 @@ def test_initialize_result_is_exact(spawn):
     assert response["result"] == {
         "protocolVersion": 2,
         "info": {"name": "term2", "title": "term2", "version": __version__},
-        "capabilities": {"session": {}},
+        "capabilities": {"session": {"prompt": {"embeddedContext": {}}}},
     }
     assert agent.close() == 0
 

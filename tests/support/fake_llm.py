@@ -108,6 +108,11 @@ class FakeLLMServer:
         self._scheme = "https" if tls else "http"
         self._script = collections.deque()
         self.defaults = {}  # path -> factory of the response when the script is empty
+        self.responder = None  # callable(Recorded) -> response, when the script is empty
+        # (chars, over_system): chat requests whose message content (system included) is
+        # over max(chars, system + over_system) get OpenAI's context_length_exceeded 400
+        self.context_limit = None
+        self.refused = []  # requests refused for the context limit
         self._arrived = Event()
         self._tls = tls
         self._connections = Pool(64)  # so stop() can end kept-alive connections
@@ -160,7 +165,7 @@ class FakeLLMServer:
                     return
                 self.requests.append(request)
                 self._arrived.set()
-                response = self._next_response(request.path)
+                response = self._over_limit(request) or self._next_response(request.path, request)
                 if not self._respond(sock, response):
                     return
         except OSError:
@@ -169,9 +174,28 @@ class FakeLLMServer:
             reader.close()
             sock.close()
 
-    def _next_response(self, path):
+    def _over_limit(self, request):
+        if self.context_limit is None or not request.path.endswith("/chat/completions"):
+            return None
+        size, system = chat_content_size(request.json)
+        chars, over_system = self.context_limit
+        limit = max(chars, system + over_system)
+        request.content_chars, request.limit = size, limit
+        if size <= limit:
+            return None
+        self.refused.append(request)
+        return Status(400, {"error": {
+            "message": f"This model's maximum context length is {limit // 4} tokens. However, "
+                       f"your messages resulted in {size // 4} tokens. Please reduce the length "
+                       "of the messages.",
+            "type": "invalid_request_error", "param": "messages",
+            "code": "context_length_exceeded"}})
+
+    def _next_response(self, path, request=None):
         if self._script:
             return self._script.popleft()
+        if self.responder is not None and request is not None:
+            return self.responder(request)
         factory = self.defaults.get(path)
         if factory is not None:
             return factory()
@@ -274,6 +298,22 @@ def _event_bytes(name, data):
     text = data if isinstance(data, str) else json.dumps(data)
     prefix = f"event: {name}\n" if name else ""
     return f"{prefix}data: {text}\n\n".encode()
+
+
+def chat_content_size(body):
+    """``(characters of all message content, characters of the system prompt)`` of a
+    chat completions request (text parts of list contents count too)."""
+    size = system = 0
+    for message in body.get("messages") or ():
+        content = message.get("content")
+        if isinstance(content, list):
+            length = sum(len(p.get("text") or "") for p in content if isinstance(p, dict))
+        else:
+            length = len(content or "")
+        size += length
+        if message.get("role") == "system":
+            system += length
+    return size, system
 
 
 # ---------------------------------------------------------------- OpenAI chunks

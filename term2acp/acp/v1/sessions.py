@@ -30,6 +30,8 @@ def mcp_names(servers):
 
 
 class V1SessionHandlers:
+    compaction = False  # the client advertised clientCapabilities.session.compaction
+
     def __init__(self, manager, client, settings, files):
         self.manager = manager
         self.client = client
@@ -43,7 +45,8 @@ class V1SessionHandlers:
     # ------------------------------------------------------------ plumbing
     def _attach(self, session, mcp_servers):
         session.sink = self._sink
-        self._views.setdefault(session.id, translate.SessionView())
+        view = self._views.setdefault(session.id, translate.SessionView())
+        view.compaction = self.compaction
         if self.files.read or self.files.write:
             attach_editor(session.id, EditorFiles(self.client, session.id, self.files.read,
                                                   self.files.write))
@@ -95,7 +98,7 @@ class V1SessionHandlers:
         """Attach a stored session and replay its whole history, then answer."""
         session, _already = self.manager.resume(params["session_id"], params["cwd"])
         self._attach(session, params["mcp_servers"])
-        for update in translate.replay_updates(self.manager.journal(session)):
+        for update in translate.replay_updates(self.manager.journal(session), self.compaction):
             self.client.update(session.id, update)
         return {}
 

@@ -138,6 +138,8 @@ def usage_of(tokens):
 class SessionView:
     """What one session's client has been told: which calls it knows, running commands."""
 
+    compaction = False  # the client advertised clientCapabilities.session.compaction
+
     def __init__(self):
         self.reported = set()  # call ids announced with tool_call
         self.running = []  # in-progress call ids, innermost last (owners of terminals)
@@ -230,7 +232,33 @@ def _info(view, e):
     return [update]
 
 
+def _compaction(view, e):
+    update = compaction_update(e.compaction_id, e.status, e.summary, e.error, e.text,
+                               view.compaction)
+    return [update] if update is not None else []
+
+
+def compaction_update(compaction_id, status, summary, error, text, supported):
+    """``compaction_update`` for a client that advertised compaction, else the agent
+    message ``text`` (None when there is nothing to say)."""
+    if supported:
+        update = {"sessionUpdate": "compaction_update", "compactionId": compaction_id,
+                  "status": status}
+        if status == "completed" and summary:
+            update["summary"] = [_text(summary)]
+        if status == "failed" and error:
+            update["error"] = error
+        return update
+    if not text:
+        return None
+    return {"sessionUpdate": "agent_message_chunk", "messageId": f"msg_{compaction_id}",
+            "content": _text(text)}
+
+
 _EVENTS = {
+    ev.Notice: lambda view, e: [{"sessionUpdate": "agent_message_chunk",
+                                 "messageId": e.message_id, "content": _text(e.text)}],
+    ev.CompactionReported: _compaction,
     ev.TextChunk: lambda view, e: [{"sessionUpdate": "agent_message_chunk",
                                     "messageId": e.message_id, "content": _text(e.text)}],
     ev.ThoughtChunk: lambda view, e: [{"sessionUpdate": "agent_thought_chunk",
@@ -245,7 +273,7 @@ _EVENTS = {
 
 
 # ---------------------------------------------------------------- session/load
-def replay_updates(records):
+def replay_updates(records, compaction=False):
     """The journal as v1 updates: message chunks, and each tool call as ``tool_call``
     (what it was) then ``tool_call_update`` (how it ended)."""
     terminals = {}
@@ -265,6 +293,14 @@ def replay_updates(records):
                    "content": _text(payload["text"])}
         elif kind == "tool_call":
             yield from _replayed_call(payload, terminals)
+        elif kind == "plan":
+            yield {"sessionUpdate": "plan", "entries": [dict(e) for e in payload["entries"]]}
+        elif kind == "compaction":
+            update = compaction_update(payload["compaction_id"], payload["status"],
+                                       payload.get("summary"), payload.get("error"),
+                                       payload.get("text"), compaction)
+            if update is not None:
+                yield update
 
 
 def _replayed_call(payload, terminals):

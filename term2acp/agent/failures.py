@@ -1,0 +1,54 @@
+"""Errors a person can see: what a failed turn tells the user, as an agent message.
+
+The stop reason and ``_meta`` (v2) or the prompt's JSON-RPC error (v1) stay as they were;
+this text comes in addition, because editors show agent messages and often nothing else.
+It says what happened and what to do, never an API key (provider messages are scrubbed
+where they are made).
+"""
+
+import re
+
+from term2acp.providers import errors as pe
+
+_RETRY_AFTER = re.compile(r"retry(?:ing)? (?:after|in) (\d+(?:\.\d+)?)\s*s", re.IGNORECASE)
+
+
+def explain(exc):
+    """The user-facing text for an exception that ended a turn."""
+    text = str(exc).strip() or type(exc).__name__
+    # CompactionFailed lives in agent/context.py; matched by name to keep this module light
+    if type(exc).__name__ == "CompactionFailed":
+        return (f"The conversation no longer fits the model's context window, and {text}. "
+                "Start a new session, or send a shorter prompt.")
+    if isinstance(exc, pe.ProviderNotConfigured):
+        return f"No model is available: {text}"
+    if isinstance(exc, pe.AuthenticationFailed):
+        return (f"The model provider rejected the API key ({text}). Check that the key is "
+                "set and valid in the agent's environment, then try again.")
+    if isinstance(exc, pe.RateLimited):
+        after = getattr(exc, "retry_after", None)
+        if after is None:
+            match = _RETRY_AFTER.search(text)
+            after = float(match.group(1)) if match else None
+        when = f"retry after {max(1, round(after))} s" if after else "wait a moment and retry"
+        return (f"The model provider is rate limiting requests ({text}); the retries ran out. "
+                f"Please {when}.")
+    if isinstance(exc, pe.ContextOverflow):
+        return (f"The request did not fit the model's context window ({text}) and compacting "
+                "did not help. Start a new session, or send a shorter prompt.")
+    if isinstance(exc, pe.ConnectionFailed):
+        return (f"Could not reach the model provider: {text}. Check the network, the "
+                "server and the base URL (e.g. OPENAI_BASE_URL), then try again.")
+    if isinstance(exc, pe.MalformedResponse):
+        return f"The model provider sent a response term2 could not read: {text}."
+    if isinstance(exc, pe.ProviderHTTPError):
+        return f"The model provider returned an error: {text}. Try again, or check the model id."
+    if isinstance(exc, pe.ProviderError):
+        return f"The model provider failed: {text}."
+    return (f"term2 hit an internal error ({type(exc).__name__}) and stopped this turn; the "
+            "details are in the agent's log (stderr). Try again.")
+
+
+def message(exc):
+    """The agent message: the explanation set apart from any partial answer."""
+    return f"\n\n**Error:** {explain(exc)}\n"
