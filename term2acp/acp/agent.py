@@ -15,6 +15,7 @@ import logging
 
 from term2acp import __version__
 from term2acp.acp import methods as m
+from term2acp.acp.schemas import controls as cs
 from term2acp.acp.schemas import session as ss
 from term2acp.acp.schemas.base import load
 from term2acp.acp.schemas.initialize import InitializeRequestSchema, InitializeV1RequestSchema
@@ -46,6 +47,14 @@ def advertises_compaction(capabilities):
     return isinstance(session, dict) and isinstance(session.get("compaction"), dict)
 
 
+def terminal_auth(capabilities, version):
+    """The client can run ``term2-acp --login`` itself (v1 ``auth.terminal: true``, v2
+    ``auth.terminal: {}``)."""
+    auth = (capabilities or {}).get("auth") if isinstance(capabilities, dict) else None
+    terminal = auth.get("terminal") if isinstance(auth, dict) else None
+    return terminal is True if version == 1 else isinstance(terminal, dict)
+
+
 class AcpAgent:
     def __init__(self, manager_factory, client, settings):
         self._manager_factory = manager_factory
@@ -56,6 +65,8 @@ class AcpAgent:
         self.version = None  # fixed by initialize: 1 or 2
         self.client_info = None
         self.client_files = ClientFiles(None)
+        self.terminal_auth = False  # the client can run term2-acp --login (auth.terminal)
+        self._catalog = None  # the server's catalog (set by the composition root)
         self.client_compaction = False  # compaction_update allowed (else agent messages)
         self.on_initialized = None  # start-up work deferred until initialize is answered
         # Images are advertised when the default model takes them (catalog or config
@@ -64,6 +75,23 @@ class AcpAgent:
                                        and self.catalog.accepts_images())
         self._schemas = {1: InitializeV1RequestSchema(), 2: InitializeRequestSchema()}
         self.routes = {m.INITIALIZE: Route(self.initialize, self._load_initialize, inline=True)}
+
+    @property
+    def catalog(self):
+        if self._catalog is None:
+            from term2acp.providers.catalog import Catalog
+
+            self._catalog = Catalog(self.settings)
+        return self._catalog
+
+    @catalog.setter
+    def catalog(self, catalog):
+        self._catalog = catalog
+
+    def _auth_methods(self, version):
+        from term2acp.acp.controls import auth_methods  # off the import path of start-up
+
+        return auth_methods(self.catalog, self.terminal_auth, version)
 
     # ------------------------------------------------------------ faces
     def _route(self, name, schema, inline=False):
@@ -79,6 +107,10 @@ class AcpAgent:
             m.SESSION_PROMPT: route("prompt", ss.PromptRequestSchema()),
             m.SESSION_CANCEL: route("cancel", ss.CancelNotificationSchema(), inline=True),
             m.SESSION_CLOSE: route("close_session", ss.CloseSessionRequestSchema()),
+            m.SESSION_SET_CONFIG_OPTION: route("set_config_option",
+                                               cs.SetConfigOptionRequestSchema()),
+            m.AUTH_LOGIN: route("login", cs.LoginRequestSchema()),
+            m.AUTH_LOGOUT: route("logout", cs.LogoutRequestSchema()),
         }
 
     def _v1_routes(self):
@@ -155,16 +187,19 @@ class AcpAgent:
         if version == m.PROTOCOL_V1:
             self.client_info = params["client_info"]
             self.client_files = ClientFiles(params["client_capabilities"])
+            self.terminal_auth = terminal_auth(params["client_capabilities"], 1)
             self.client_compaction = advertises_compaction(params["client_capabilities"])
             answer = self._v1_answer()
         else:
             self.client_info = params["info"]
+            self.terminal_auth = terminal_auth(params["capabilities"], 2)
             self.client_compaction = advertises_compaction(params["capabilities"])
             prompt = {"embeddedContext": {}}
             if self.accepts_images():
                 prompt["image"] = {}
             answer = {"protocolVersion": m.PROTOCOL_VERSION, "info": dict(AGENT_INFO),
-                      "capabilities": {"session": {"prompt": prompt}}}
+                      "capabilities": {"session": {"prompt": prompt}},
+                      "authMethods": self._auth_methods(2)}
         if self.on_initialized is not None:
             self.on_initialized()
         return answer
@@ -181,6 +216,7 @@ class AcpAgent:
                 "promptCapabilities": prompt,
                 "mcpCapabilities": {},  # stdio is v1's baseline; none is connected yet
                 "sessionCapabilities": {"list": {}, "resume": {}, "close": {}},
+                "auth": {"logout": {}},
             },
-            "authMethods": [],
+            "authMethods": self._auth_methods(1),
         }

@@ -7,6 +7,7 @@ face in ``acp/v1/``).
 import logging
 
 from term2acp.acp import translate
+from term2acp.acp.controls import ControlHandlers, control_updates, replay_plan
 from term2acp.acp.errors import domain_errors
 from term2acp.acp.permissions import PermissionBridge
 from term2acp.agent import events as ev
@@ -16,7 +17,9 @@ from term2acp.sessions.errors import InvalidCursor
 log = logging.getLogger(__name__)
 
 
-class SessionHandlers:
+class SessionHandlers(ControlHandlers):
+    VERSION = 2
+
     def __init__(self, manager, client, settings):
         self.manager = manager
         self.client = client
@@ -25,6 +28,11 @@ class SessionHandlers:
     compaction = False  # the client advertised capabilities.session.compaction (agent.py)
 
     def _sink(self, session, event):
+        controls = control_updates(session, event, 2)  # config options, plans
+        if controls is not None:
+            for update in controls:
+                self.client.update(session.id, update)
+            return
         update = translate.update_for(event, self.compaction)
         if update is not None:
             self.client.update(session.id, update)
@@ -33,7 +41,9 @@ class SessionHandlers:
     def new_session(self, params):
         session = self.manager.new(params["cwd"])
         session.sink = self._sink
-        return {"sessionId": session.id}
+        result = self.setup_result(session, {"sessionId": session.id})
+        self.started(session)
+        return result
 
     @domain_errors
     def list_sessions(self, params):
@@ -63,10 +73,13 @@ class SessionHandlers:
         session.sink = self._sink
         if replay is not None:
             for kind, payload in self.manager.journal(session):
-                update = translate.replay_update(kind, payload, self.compaction)
+                update = replay_plan(payload, 2) if kind == "plan" else \
+                    translate.replay_update(kind, payload, self.compaction)
                 if update is not None:
                     self.client.update(session.id, update)
-        return {}
+        result = self.setup_result(session, {})
+        self.started(session)
+        return result
 
     @domain_errors
     def prompt(self, params):

@@ -61,6 +61,7 @@ class Command:
     name = ""
     description = ""
     hint = None  # text input hint, or None when the command takes no input
+    in_history = True  # the command and its answer join the model's conversation
 
     def run(self, argument, ctx):
         raise NotImplementedError
@@ -88,17 +89,22 @@ def function_command(name, description, hint=None):
 class CompactCommand(Command):
     name = "compact"
     description = "Compact the conversation now (summarize older turns to free context)"
+    in_history = False  # the compaction itself is what the history keeps
 
     def run(self, argument, ctx):
         try:
             context = importlib.import_module("term2acp.agent.context")
         except ImportError:
             context = None
-        hook = getattr(context, "compact_now", None)
+        hook = getattr(context, "compact", None)
         if hook is None:
             return "Compaction is not available yet in this version of term2; nothing changed."
-        result = hook(ctx.turn)
-        return result if isinstance(result, str) and result else "The conversation was compacted."
+        turn = ctx.turn
+        try:
+            hook(ctx.session, turn.provider, turn.system, turn.settings, reason="manual")
+        except getattr(context, "CompactionFailed", ()) as exc:
+            return f"Nothing was compacted: {exc}"
+        return None  # the compaction reports itself (compaction_update or a message)
 
 
 class InitCommand(Command):
@@ -228,17 +234,21 @@ def run(turn, text):
         answer = f"/{command.name} failed: {type(exc).__name__}: {exc}"
     if isinstance(answer, ModelPrompt):
         return answer.text  # the turn puts it in the history as the user's request
-    turn.session.append_history({"role": "user", "content": text})
-    say(turn, "" if answer is None else str(answer))
+    text_answer = "" if answer is None else str(answer)
+    if command.in_history and text_answer:
+        turn.session.append_history({"role": "user", "content": text})
+    say(turn, text_answer, command.in_history)
     return ""
 
 
-def say(turn, text):
-    """Show ``text`` as the agent's message (recorded for replay and in the history)."""
+def say(turn, text, in_history=True):
+    """Show ``text`` as the agent's message (recorded for replay; in the model's history
+    when ``in_history``)."""
     if not text:
         return
     from term2acp.agent.turn import new_id
 
     turn.session.emit(ev.TextChunk(new_id("msg"), text))
-    turn.session.append_history({"role": "assistant", "content": text, "thought": None,
-                                 "tool_calls": []})
+    if in_history:
+        turn.session.append_history({"role": "assistant", "content": text, "thought": None,
+                                     "tool_calls": []})

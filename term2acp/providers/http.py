@@ -116,6 +116,29 @@ class HTTPClient:
                 yield Retrying(attempt, delay, failure.reason)
                 gevent.sleep(delay)
 
+    def get_json(self, path, timeout=10.0):
+        """GET ``path`` and decode its JSON body (e.g. ``/models``): one attempt, its own
+        connection, every socket wait bounded by ``timeout``; typed errors as for streams."""
+        url = self.target.url(path)
+        try:
+            conn = self._connect(url)
+        except _Retryable as failure:
+            raise failure.error from None
+        try:
+            conn.sock.settimeout(timeout)
+            headers = {k: v for k, v in self.headers.items() if k != "Content-Type"}
+            headers["Accept"] = "application/json"
+            conn.request("GET", self.target.path(path), headers=headers)
+            raw = conn.getresponse()
+            data = raw.read(ERROR_BODY_LIMIT * 8)
+            if raw.status != 200:
+                raise self.status_error(raw.status, None, f"HTTP {raw.status} {raw.reason}")
+            return json.loads(data)
+        except (OSError, http.client.HTTPException, ValueError) as exc:
+            raise self._transport_error(url, exc) from None
+        finally:
+            conn.close()
+
     def release(self, conn):
         old, self._idle = self._idle, (conn, time.monotonic())
         if old is not None:

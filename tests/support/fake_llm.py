@@ -108,6 +108,8 @@ class FakeLLMServer:
         self._scheme = "https" if tls else "http"
         self._script = collections.deque()
         self.defaults = {}  # path -> factory of the response when the script is empty
+        self.models = None  # model ids GET /models lists (None: 404, as many servers do)
+        self.listings = []  # GET /models requests (kept apart from ``requests``)
         self.responder = None  # callable(Recorded) -> response, when the script is empty
         # (chars, over_system): chat requests whose message content (system included) is
         # over max(chars, system + over_system) get OpenAI's context_length_exceeded 400
@@ -163,6 +165,11 @@ class FakeLLMServer:
                 request = _read_request(reader)
                 if request is None:
                     return
+                if request.method == "GET" and request.path.endswith("/models"):
+                    self.listings.append(request)  # model listings never take a scripted reply
+                    if not self._respond(sock, self._models_reply()):
+                        return
+                    continue
                 self.requests.append(request)
                 self._arrived.set()
                 response = self._over_limit(request) or self._next_response(request.path, request)
@@ -200,6 +207,12 @@ class FakeLLMServer:
         if factory is not None:
             return factory()
         return Status(400, {"error": {"message": "fake server: no scripted response left"}})
+
+    def _models_reply(self):
+        if self.models is None:
+            return Status(404, {"error": {"message": "no model listing here"}})
+        return Status(200, {"object": "list", "data": [
+            {"id": model, "object": "model", "owned_by": "fake"} for model in self.models]})
 
     def _respond(self, sock, response):
         """Send one response; False when the connection must end."""

@@ -12,6 +12,7 @@ import logging
 import gevent
 from gevent.event import AsyncResult
 
+from term2acp.acp.controls import ControlHandlers, control_updates
 from term2acp.acp.errors import domain_errors
 from term2acp.acp.permissions import PermissionBridge
 from term2acp.acp.v1 import permissions, translate
@@ -29,7 +30,8 @@ def mcp_names(servers):
     return [str(s.get("name") or s.get("url") or s.get("command") or "unnamed") for s in servers]
 
 
-class V1SessionHandlers:
+class V1SessionHandlers(ControlHandlers):
+    VERSION = 1
     compaction = False  # the client advertised clientCapabilities.session.compaction
 
     def __init__(self, manager, client, settings, files):
@@ -62,6 +64,11 @@ class V1SessionHandlers:
         view = self._views.get(session.id)
         if view is None:
             return
+        controls = control_updates(session, event, 1)  # config options, modes, plans
+        if controls is not None:
+            for update in controls:
+                self.client.update(session.id, update)
+            return
         if type(event) is ev.StateChanged:
             if event.state == "idle":
                 view.turn_ended()
@@ -91,7 +98,9 @@ class V1SessionHandlers:
     def new_session(self, params):
         session = self.manager.new(params["cwd"])
         self._attach(session, params["mcp_servers"])
-        return {"sessionId": session.id}
+        result = self.setup_result(session, {"sessionId": session.id})
+        self.started(session)
+        return result
 
     @domain_errors
     def load_session(self, params):
@@ -100,13 +109,17 @@ class V1SessionHandlers:
         self._attach(session, params["mcp_servers"])
         for update in translate.replay_updates(self.manager.journal(session), self.compaction):
             self.client.update(session.id, update)
-        return {}
+        result = self.setup_result(session, {})
+        self.started(session)
+        return result
 
     @domain_errors
     def resume_session(self, params):
         session, _already = self.manager.resume(params["session_id"], params["cwd"])
         self._attach(session, params["mcp_servers"])
-        return {}
+        result = self.setup_result(session, {})
+        self.started(session)
+        return result
 
     @domain_errors
     def list_sessions(self, params):
@@ -141,21 +154,14 @@ class V1SessionHandlers:
         self.manager.cancel(params["session_id"])
 
     def authenticate(self, params):
-        raise InvalidParamsError(
-            "term2 has no authentication methods (authMethods is empty): nothing to "
-            "authenticate. Put the model provider's API key (e.g. OPENAI_API_KEY or "
-            "ANTHROPIC_API_KEY) in the agent's environment in the editor's agent settings.")
+        return self.login(params)
 
     # ------------------------------------------------------------ prompt
     @domain_errors
     def prompt(self, params):
         """Run one turn; answer ``{stopReason}`` when it has ended."""
-        blocks = params["prompt"]
-        for block in blocks:
-            if block.get("type") == "image":
-                raise InvalidParamsError("The current model does not accept images (the "
-                                         "agent does not advertise promptCapabilities.image); "
-                                         "send the prompt without the image.")
+        blocks = params["prompt"]  # images: agent/content.py refuses them (-32602) unless
+        # the model takes them
         session = self.manager.admit(params["session_id"])
         text = self.manager.prepare(session, blocks)
         done = self._turns[session.id] = AsyncResult()
