@@ -18,7 +18,7 @@ from gevent.event import AsyncResult
 
 log = logging.getLogger(__name__)
 
-CANCEL_SEND_TIMEOUT = 2.0
+CANCEL_SEND_TIMEOUT = 2.0  # also bounds answering the server's own requests
 
 
 class McpError(Exception):
@@ -143,8 +143,9 @@ class Connection:
             reply = {"jsonrpc": "2.0", "id": message["id"],
                      "error": {"code": -32601, "message": f"Method not found: {message['method']}"}}
         try:
-            self.transport.send(reply)
-        except (McpError, OSError) as exc:
+            with gevent.Timeout(CANCEL_SEND_TIMEOUT, _Expired):
+                self.transport.send(reply)
+        except (_Expired, McpError, OSError) as exc:
             log.info("mcp %s: could not answer %s: %s", self.name, message["method"], exc)
 
     def lost(self, reason):
