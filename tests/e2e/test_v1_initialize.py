@@ -18,9 +18,22 @@ V1_ANSWER = {
         "promptCapabilities": {"embeddedContext": True},
         "mcpCapabilities": {},
         "sessionCapabilities": {"list": {}, "resume": {}, "close": {}},
+        "auth": {"logout": {}},
     },
-    "authMethods": [],
+    "authMethods": [
+        {"id": "openai", "name": "OpenAI (or an OpenAI-compatible server) API key",
+         "description": "Set OPENAI_API_KEY in the agent's environment (the editor's agent "
+                        "settings), or store it with term2-acp --login; then sign in again."},
+        {"id": "anthropic", "name": "Anthropic API key",
+         "description": "Set ANTHROPIC_API_KEY in the agent's environment (the editor's agent "
+                        "settings), or store it with term2-acp --login; then sign in again."},
+    ],
 }
+# Zed advertises auth.terminal: it also gets the terminal method (term2-acp --login)
+TERMINAL_V1 = {"type": "terminal", "id": "term2-login", "name": "Enter an API key in a terminal",
+               "args": ["--login"],
+               "description": "Runs term2-acp --login: a short prompt that stores the key in "
+                              "your term2acp config (auth.json, readable only by you)."}
 V2_INIT = {"protocolVersion": 2, "info": {"name": "t", "version": "1"}}
 
 
@@ -61,7 +74,9 @@ CLIENTS = {
 @pytest.mark.parametrize("client", sorted(CLIENTS))
 def test_v1_clients_get_the_v1_answer(fresh, client, acp_workspace):
     agent = fresh(1)
-    assert result_of(agent.request("initialize", CLIENTS[client])) == V1_ANSWER
+    expected = dict(V1_ANSWER, authMethods=V1_ANSWER["authMethods"] + (
+        [TERMINAL_V1] if client == "zed" else []))
+    assert result_of(agent.request("initialize", CLIENTS[client])) == expected
     # the connection now speaks v1: session/new needs no v2 field, session/load exists
     listed = result_of(agent.request("session/list", {}))
     assert listed == {"sessions": []}
@@ -77,6 +92,8 @@ def test_version_2_and_above_get_todays_v2_answer(fresh, version):
         "protocolVersion": 2,
         "info": {"name": "term2", "title": "term2", "version": __version__},
         "capabilities": {"session": {"prompt": {"embeddedContext": {}}}},
+        "authMethods": [dict(m, type="agent", methodId=m.pop("id")) for m in
+                        [dict(m) for m in V1_ANSWER["authMethods"]]],
     }
     # v1-only methods do not exist on a v2 connection
     for method in ("session/load", "authenticate"):
@@ -119,10 +136,12 @@ def test_the_version_is_fixed_after_initialize(fresh, second):
     agent.close()
 
 
-def test_authenticate_without_methods_is_a_clear_error(fresh):
+def test_authenticate_with_an_unknown_method_is_a_clear_error(fresh):
+    """Superseded: "term2 has no authentication methods" (issue 15 added sign-in;
+    tests/e2e/test_auth.py covers authenticate and logout)."""
     agent = fresh(1)
     agent.initialize()
     error = error_of(agent.request("authenticate", {"methodId": "anything"}))
     assert error["code"] == -32602
-    assert "no authentication methods" in error["message"] and "API key" in error["message"]
+    assert "unknown authentication method" in error["message"] and "openai" in error["message"]
     agent.close()

@@ -1,0 +1,142 @@
+"""Sign-in over the real launcher, on v1 and v2 (issue 15): authMethods (the terminal
+method only for clients that advertise auth.terminal), ACP's auth-required error on a
+prompt without a usable key, ``term2-acp --login`` storing the key with mode 0600,
+``authenticate`` / ``auth/login`` seeing it, ``logout`` / ``auth/logout`` forgetting it,
+and no key on the wire, in the log or in the store."""
+
+import os
+import stat
+import subprocess
+
+import pytest
+
+from term2acp.testing.harness import V2_INITIALIZE, ZED_V1_INITIALIZE, default_command
+from tests.support import fake_llm as f
+from tests.support.proxy import ConnectProxy
+
+SECRET = "sk-stored-secret-0123456789"
+HOST = "llm.fake.test"  # not loopback: the server needs a key; only the proxy resolves it
+
+
+@pytest.fixture
+def server():
+    srv = f.FakeLLMServer(host=HOST).start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def proxy():
+    made = ConnectProxy(hosts={HOST: "127.0.0.1"}).start()
+    yield made
+    made.stop()
+
+
+@pytest.fixture
+def keyless(server, proxy):
+    return {"OPENAI_BASE_URL": server.openai_url, "TERM2ACP_LOCAL_MODEL": "off",
+            "HTTP_PROXY": f"http://127.0.0.1:{proxy._server.server_port}", "NO_PROXY": ""}
+
+
+def methods_of(agent):
+    return agent.initialize()["authMethods"]
+
+
+@pytest.mark.parametrize("protocol, params, terminal", [
+    (1, ZED_V1_INITIALIZE, True),
+    (1, {"protocolVersion": 1, "clientCapabilities": {"fs": {}, "terminal": False},
+         "clientInfo": {"name": "JetBrains AI Assistant", "version": "1"}}, False),
+    (2, dict(V2_INITIALIZE, capabilities={"auth": {"terminal": {}}}), True),
+    (2, V2_INITIALIZE, False),
+])
+def test_auth_methods(acp_agent, protocol, params, terminal):
+    agent = acp_agent(initialize=False, protocol=protocol)
+    methods = agent.request("initialize", params)["result"]["authMethods"]
+    key = "id" if protocol == 1 else "methodId"
+    assert [m[key] for m in methods] == ["openai", "anthropic"] + (
+        ["term2-login"] if terminal else [])
+    assert "OPENAI_API_KEY" in methods[0]["description"]
+    assert "ANTHROPIC_API_KEY" in methods[1]["description"]
+    if protocol == 2:
+        assert [m["type"] for m in methods[:2]] == ["agent", "agent"]
+    if terminal:
+        assert methods[2]["type"] == "terminal" and methods[2]["args"] == ["--login"]
+    agent.close()
+
+
+def _prompt(agent, sid):
+    return agent.request("session/prompt", {"sessionId": sid,
+                                            "prompt": [{"type": "text", "text": "hi"}]})
+
+
+def _login_in_a_terminal(env, answers):
+    return subprocess.run(default_command() + ["--login"], input=answers, env=env,
+                          capture_output=True, text=True, timeout=30)
+
+
+@pytest.mark.parametrize("protocol", [1, 2])
+def test_auth_required_then_login_then_logout(acp_agent, acp_env, acp_workspace, server,
+                                              keyless, protocol):
+    login, logout = ("authenticate", "logout") if protocol == 1 else ("auth/login", "auth/logout")
+    server.enqueue(f.openai_sse(f.oa_text("signed in"), f.oa_finish("stop")))
+    agent = acp_agent(env=keyless, protocol=protocol)
+    sid = agent.new_session(acp_workspace)
+    error = _prompt(agent, sid)["error"]
+    assert error["code"] == -32000 and error["data"]["authRequired"] is True
+    assert "OPENAI_API_KEY" in error["message"]
+    # nothing stored yet: signing in says what to do
+    error = agent.request(login, {"methodId": "openai"})["error"]
+    assert error["code"] == -32000 and "--login" in error["message"]
+    assert agent.request(login, {"methodId": "nope"})["error"]["code"] == -32602
+
+    done = _login_in_a_terminal(dict(acp_env, **keyless), f"1\n{SECRET}\n")
+    assert done.returncode == 0, done.stderr
+    stored = os.path.join(os.path.dirname(acp_env["TERM2ACP_CONFIG"]), "auth.json")
+    assert stat.S_IMODE(os.stat(stored).st_mode) == 0o600
+    assert SECRET in open(stored).read() and SECRET not in done.stdout
+
+    assert agent.request(login, {"methodId": "openai"})["result"] == {}
+    if protocol == 1:
+        assert _prompt(agent, sid)["result"]["stopReason"] == "end_turn"
+    else:
+        assert _prompt(agent, sid)["result"] == {}
+        end = agent.wait_update(state="idle", session_id=sid)
+        assert end["stopReason"] == "end_turn"
+    request = server.wait_requests(1)[0]
+    assert request.headers["authorization"] == f"Bearer {SECRET}"
+
+    assert agent.request(logout, {})["result"] == {}
+    assert SECRET not in open(stored).read()
+    assert _prompt(agent, sid)["error"]["code"] == -32000
+    agent.close()
+    wire = b"".join(agent.lines).decode()
+    assert SECRET not in wire and SECRET not in agent.stderr
+    for name in os.listdir(acp_env["TERM2ACP_HOME"]):
+        path = os.path.join(acp_env["TERM2ACP_HOME"], name)
+        if os.path.isfile(path):
+            assert SECRET.encode() not in open(path, "rb").read(), name
+
+
+def test_login_refuses_a_bad_choice_and_stores_nothing(acp_env, keyless):
+    done = _login_in_a_terminal(dict(acp_env, **keyless), "9\n")
+    assert done.returncode == 1
+    assert not os.path.exists(os.path.join(os.path.dirname(acp_env["TERM2ACP_CONFIG"]),
+                                           "auth.json"))
+
+
+def test_login_is_the_one_new_flag(acp_env):
+    for argv in (["--login", "--model", "x"], ["--logout"], ["--log"]):
+        done = subprocess.run(default_command() + argv, env=acp_env, capture_output=True,
+                              text=True, timeout=30, stdin=subprocess.DEVNULL)
+        assert done.returncode == 1 and done.stdout == "", argv
+
+
+def test_a_usable_key_in_the_environment_needs_no_sign_in(acp_agent, acp_workspace, server,
+                                                          keyless):
+    server.enqueue(f.openai_sse(f.oa_text("ok"), f.oa_finish("stop")))
+    agent = acp_agent(env=dict(keyless, OPENAI_API_KEY="sk-env-key-123"))
+    sid = agent.new_session(acp_workspace)
+    _, _, idle = agent.prompt(sid, "hi")
+    assert idle["params"]["update"]["stopReason"] == "end_turn"
+    assert agent.request("auth/login", {"methodId": "openai"})["result"] == {}
+    agent.close()
