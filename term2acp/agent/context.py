@@ -48,6 +48,7 @@ TRANSCRIPT_TEXT_CAP = 2000  # characters of one message in the summarizer's tran
 TRANSCRIPT_RESULT_CAP = 600  # characters of one tool result there
 MAX_SUMMARY_REQUESTS = 16
 MARKER = "compaction"  # the history role of a compaction marker
+IMAGE_CHARS = 4000  # what one image is counted as (about 1,000 tokens)
 
 SUMMARY_SYSTEM = (
     "You compact coding-agent conversations. Write a concise summary of the conversation "
@@ -81,6 +82,7 @@ class Compacted:
 def message_chars(message):
     size = MESSAGE_OVERHEAD + len(message.get("content") or "") + len(message.get("thought") or "")
     size += len(message.get("summary") or "")
+    size += IMAGE_CHARS * len(message.get("images") or ())
     for call in message.get("tool_calls") or ():
         size += len(call.get("name") or "") + len(call.get("arguments") or "") + MESSAGE_OVERHEAD
     return size

@@ -49,7 +49,10 @@ def scrub_text(text):
 
 
 def title_from(text, limit=80):
-    line = " ".join(text.split())
+    """The first non-blank line of the user's words, whitespace collapsed, at most
+    ``limit`` characters."""
+    first = next((line for line in (text or "").splitlines() if line.strip()), "")
+    line = " ".join(first.split())
     return line if len(line) <= limit else line[:limit - 1].rstrip() + "…"
 
 

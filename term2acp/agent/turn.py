@@ -60,7 +60,10 @@ class Turn:
             return "end_turn"
         if prompt is not None:
             user_text = prompt
-        self.session.append_history({"role": "user", "content": user_text})
+        message = {"role": "user", "content": user_text}
+        if getattr(user_text, "images", None):  # agent/content.py: images for the model
+            message["images"] = list(user_text.images)
+        self.session.append_history(message)
         for _ in range(self.settings.max_turn_requests):
             stop, calls = self._model_round()
             if not calls:

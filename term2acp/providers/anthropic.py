@@ -48,7 +48,7 @@ def anthropic_messages(messages, signed=None):
     for message in messages:
         role = message["role"]
         if role == "user":
-            _append(out, "user", _user_blocks(message["content"]))
+            _append(out, "user", _image_blocks(message) + _user_blocks(message["content"]))
         elif role == "assistant":
             _append(out, "assistant", _assistant_blocks(message, signed or {}))
         elif role == "tool":
@@ -70,6 +70,13 @@ def _append(out, role, blocks):
         out[-1]["content"].extend(blocks)
     else:
         out.append({"role": role, "content": list(blocks)})
+
+
+def _image_blocks(message):
+    """A user message's images (agent/content.py) as base64 image blocks."""
+    return [{"type": "image", "source": {"type": "base64", "media_type": image["mime_type"],
+                                         "data": image["data"]}}
+            for image in message.get("images") or ()]
 
 
 def _user_blocks(content):

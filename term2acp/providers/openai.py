@@ -102,7 +102,7 @@ def chat_messages(system, messages):
     for message in messages:
         role = message["role"]
         if role == "user":
-            out.append({"role": "user", "content": message["content"]})
+            out.append({"role": "user", "content": _user_content(message)})
         elif role == "assistant":
             out.append(_assistant_message(message))
         elif role == "tool":
@@ -114,6 +114,16 @@ def chat_messages(system, messages):
         else:
             raise ValueError(f"unsupported message role {role!r}")
     return out
+
+
+def _user_content(message):
+    """A user message's text, with its images (agent/content.py) as data-URL parts."""
+    images = message.get("images")
+    if not images:
+        return message["content"]
+    return [{"type": "text", "text": message["content"]}] + [
+        {"type": "image_url", "image_url": {"url": f"data:{image['mime_type']};base64,"
+                                                   f"{image['data']}"}} for image in images]
 
 
 def _assistant_message(message):

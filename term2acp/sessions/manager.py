@@ -15,9 +15,9 @@ import uuid
 
 import gevent
 
-from term2acp.agent import context, failures
+from term2acp.agent import content, context, failures, instructions
 from term2acp.agent import events as ev
-from term2acp.agent.prompt import prompt_to_text, system_prompt, title_from
+from term2acp.agent.prompt import system_prompt, title_from
 from term2acp.agent.turn import Turn, TurnAborted, TurnCancelled, new_id
 from term2acp.core.nesting import too_deep
 from term2acp.providers.catalog import NO_PROVIDER_HELP
@@ -284,7 +284,7 @@ class SessionManager:
     def prepare(self, session, blocks):
         """Validate content and the provider; on failure the slot is released."""
         try:
-            text = prompt_to_text(blocks)
+            content.validate(blocks)  # before the provider: a bad prompt is -32602 anyway
             if session.provider is None:
                 provider_id, model = session.provider_id, session.model
                 if provider_id is None:
@@ -298,7 +298,8 @@ class SessionManager:
                 session.context_window = info.context_window
                 if info.reasoning is False:  # e.g. gpt-4.1 rejects a reasoning effort
                     session.effort = "default"
-            return text
+            images = self.catalog.info(session.provider_id, session.model).images
+            return content.to_model(blocks, session.root, images=images, model=session.model)
         except BaseException:
             session.preparing = False
             raise
@@ -320,13 +321,14 @@ class SessionManager:
             session.turn_started = True
             title = None
             if not session.title:
-                title = session.title = title_from(text)
+                title = session.title = title_from(content.user_words(blocks)) or None
             stamp = self.store.touch(session.id, title)
             session.emit(ev.UserMessage(new_id("user"), blocks))
             session.emit(ev.SessionInfoChanged(title=title, updated_at=stamp))
             tools = self.tools()
             turn = Turn(session, session.provider, tools, self.settings,
-                        system_prompt(session.root, tools, self._note()))
+                        instructions.system_with_instructions(
+                            session, system_prompt(session.root, tools, self._note())))
             reason = turn.run(text)
         except (TurnCancelled, TurnAborted):
             reason = "cancelled"

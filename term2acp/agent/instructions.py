@@ -1,0 +1,125 @@
+"""Project instructions: ``AGENTS.md`` files, read into the system prompt.
+
+Where: the session root, then each parent directory up to the nearest one holding
+``.git`` (the repository root). Never above the user's home directory, never ``/``; when
+no ``.git`` is found on the way, only the root's own file counts. The farthest file comes
+first and the nearest last (the most specific instructions win by coming last). Each file
+is capped at :data:`FILE_CAP` characters and all of them at :data:`TOTAL_CAP`.
+
+Reading needs no approval. Files are re-read when they change (path, size, mtime); the
+user is told once which files are in use, and again when that set or a file changes.
+"""
+
+import os
+import stat
+
+NAME = "AGENTS.md"
+FILE_CAP = 32_000  # characters of one file
+TOTAL_CAP = 64_000  # characters of all of them
+
+
+def candidates(root, home=None):
+    """Directories whose AGENTS.md count, farthest first."""
+    home = os.path.realpath(home or os.path.expanduser("~"))
+    root = os.path.realpath(root)
+    chain, current = [], root
+    while True:
+        if current == os.sep:
+            break  # never at /
+        chain.append(current)
+        if os.path.exists(os.path.join(current, ".git")):
+            return list(reversed(chain))
+        parent = os.path.dirname(current)
+        if current == home or parent == current:
+            break  # never above the user's home
+        current = parent
+    return [root] if root != os.sep else []
+
+
+def _stat(path):
+    try:
+        info = os.stat(path, follow_symlinks=False)
+    except OSError:
+        return None
+    return (info.st_size, info.st_mtime_ns) if stat.S_ISREG(info.st_mode) else None
+
+
+def _read(path):
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        data = os.read(fd, FILE_CAP * 4 + 4)
+    finally:
+        os.close(fd)
+    text = data.decode("utf-8", "replace")
+    if len(text) > FILE_CAP:
+        text = text[:FILE_CAP] + f"\n[... {path} is longer; the rest was not read ...]"
+    return text
+
+
+class Instructions:
+    """One session's view of its AGENTS.md files (cached by size and mtime)."""
+
+    def __init__(self, root, home=None):
+        self.root, self.home = root, home
+        self._cache = {}  # path -> (signature, text)
+        self._told = None  # the signatures the user was told about
+
+    def load(self):
+        """``(text for the system prompt, notice for the user or None)``."""
+        found = []
+        for directory in candidates(self.root, self.home):
+            path = os.path.join(directory, NAME)
+            signature = _stat(path)
+            if signature is None:
+                continue
+            cached = self._cache.get(path)
+            if cached is None or cached[0] != signature:
+                text = _read(path)
+                if text is None:
+                    continue
+                self._cache[path] = cached = (signature, text)
+            found.append((path, cached[0], cached[1]))
+        return self._prompt(found), self._notice(found)
+
+    def _prompt(self, found):
+        if not found:
+            return ""
+        parts, left = [], TOTAL_CAP
+        for path, _signature, text in reversed(found):  # nearest first while budgeting
+            if left <= 0:
+                break
+            parts.insert(0, f'<instructions path="{path}">\n{text[:left]}\n</instructions>')
+            left -= len(text)
+        return ("\n\nProject instructions (AGENTS.md; follow them unless the user says "
+                "otherwise; the nearest file comes last and wins):\n" + "\n".join(parts))
+
+    def _notice(self, found):
+        signatures = tuple((path, signature) for path, signature, _ in found)
+        if signatures == self._told or (not found and self._told is None):
+            return None
+        first = self._told is None or not self._told
+        self._told = signatures
+        if not found:
+            return "Project instructions: no AGENTS.md is in use any more.\n\n"
+        paths = ", ".join(path for path, _, _ in found)
+        if first:
+            return f"Using project instructions from {paths}.\n\n"
+        return f"Project instructions changed; re-read {paths}.\n\n"
+
+
+def system_with_instructions(session, system):
+    """The system prompt plus the session's AGENTS.md text; the user is told (a notice
+    event) the first time and when the files change."""
+    from term2acp.agent import events as ev
+    from term2acp.agent.turn import new_id
+
+    state = getattr(session, "instructions", None)
+    if state is None or state.root != session.root:
+        state = session.instructions = Instructions(session.root)
+    text, notice = state.load()
+    if notice:
+        session.emit(ev.Notice(new_id("msg"), notice))
+    return system + text

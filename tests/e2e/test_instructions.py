@@ -1,0 +1,87 @@
+"""AGENTS.md project instructions reach the model's instructions; the user is told once."""
+
+import os
+
+import pytest
+
+from tests.support import fake_llm as f
+
+
+@pytest.fixture
+def server():
+    srv = f.FakeLLMServer()
+    srv.responder = lambda request: f.openai_sse(f.oa_text("ok"), f.oa_finish("stop"))
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+def system_of(request):
+    return next(m["content"] for m in request.json["messages"] if m["role"] == "system")
+
+
+def text_of(updates):
+    return "".join(u["content"]["text"] for u in updates
+                   if u["sessionUpdate"] == "agent_message_chunk")
+
+
+def start(acp_agent, server, protocol):
+    return acp_agent(args=("--provider", "openai", "--model", "m"), protocol=protocol,
+                     env={"OPENAI_BASE_URL": server.openai_url, "OPENAI_API_KEY": "sk-test-123456"})
+
+
+def ended(agent, end):
+    return end["result"]["stopReason"] if agent.protocol == 1 \
+        else end["params"]["update"]["stopReason"]
+
+
+@pytest.mark.parametrize("protocol", [1, 2])
+def test_agents_md_up_to_the_repository_root_nearest_last(acp_agent, tmp_path, server, protocol):
+    outer = tmp_path / "outer"
+    repo = outer / "repo"
+    work = repo / "pkg"
+    (repo / ".git").mkdir(parents=True)
+    work.mkdir()
+    (outer / "AGENTS.md").write_text("OUTER RULE: never seen (above the repository root)\n")
+    (repo / "AGENTS.md").write_text("REPO RULE: run the tests with make test.\n")
+    (work / "AGENTS.md").write_text("PKG RULE: use tabs in this package.\n")
+    agent = start(acp_agent, server, protocol)
+    sid = agent.new_session(os.path.realpath(work))
+    _, updates, end = agent.prompt(sid, "hello", timeout=30)
+    assert ended(agent, end) == "end_turn"
+    system = system_of(server.requests[-1])
+    assert "REPO RULE" in system and "PKG RULE" in system and "OUTER RULE" not in system
+    assert system.index("REPO RULE") < system.index("PKG RULE")  # nearest last
+    told = text_of(updates)
+    assert "Using project instructions from" in told
+    assert str(os.path.realpath(work / "AGENTS.md")) in told
+    assert str(os.path.realpath(repo / "AGENTS.md")) in told
+    assert told.rstrip().endswith("ok")
+
+    # shown once: the next prompt says nothing about it
+    _, updates, _ = agent.prompt(sid, "again", timeout=30)
+    assert "instructions" not in text_of(updates)
+    assert "PKG RULE" in system_of(server.requests[-1])
+
+    # re-read when it changes
+    (work / "AGENTS.md").write_text("PKG RULE 2: use four spaces after all.\n")
+    _, updates, _ = agent.prompt(sid, "and now?", timeout=30)
+    assert "Project instructions changed" in text_of(updates)
+    system = system_of(server.requests[-1])
+    assert "PKG RULE 2" in system and "use tabs" not in system
+    assert agent.close() == 0
+
+
+def test_no_repository_means_only_the_root_file_and_a_size_cap(acp_agent, tmp_path, server):
+    parent = tmp_path / "plain"
+    work = parent / "work"
+    work.mkdir(parents=True)
+    (parent / "AGENTS.md").write_text("PARENT RULE\n")
+    (work / "AGENTS.md").write_text("ROOT RULE\n" + "x" * 50_000 + "\nTAIL MARK\n")
+    agent = start(acp_agent, server, 2)
+    sid = agent.new_session(os.path.realpath(work))
+    agent.prompt(sid, "hi", timeout=30)
+    system = system_of(server.requests[-1])
+    assert "ROOT RULE" in system and "PARENT RULE" not in system
+    assert "TAIL MARK" not in system and "the rest was not read" in system
+    assert agent.close() == 0
