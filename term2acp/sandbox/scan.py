@@ -53,9 +53,16 @@ def etc_masks():
                 found.append(path)
         elif not stat.S_ISREG(mode):
             found.append(path)  # a socket, FIFO or device node
-        elif not mode & stat.S_IROTH and os.access(path, os.R_OK):
-            found.append(path)
+        elif not mode & stat.S_IROTH and os.access(path, os.R_OK) and _has_content(path):
+            found.append(path)  # (an empty one, e.g. a lock file, reveals nothing: no mount)
     return sorted(set(found))
+
+
+def _has_content(path):
+    try:
+        return os.lstat(path).st_size > 0
+    except OSError:
+        return False
 
 
 def special_files(top):
