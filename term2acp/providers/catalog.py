@@ -32,7 +32,7 @@ BUILTIN_PROVIDERS = {
                "term2acp.providers.openai:OpenAIProvider", "gpt-4.1-mini", "OPENAI_API_KEY"),
     "anthropic": ("Anthropic Messages API", "term2acp.providers.anthropic:AnthropicProvider",
                   "claude-sonnet-4-5", "ANTHROPIC_API_KEY"),
-    "local": ("GGUF model in process (llama-cpp-python, extra [local])",
+    "local": ("GGUF model in process (xllamacpp, extra [local]; or llama-cpp-python)",
               "term2acp.providers.local:LocalProvider", "smollm2-135m-instruct", None),
     "scripted": ("scripted model turns from TERM2ACP_SCRIPT (tests, demos)",
                  "term2acp.providers.scripted:ScriptedProvider", "scripted", "TERM2ACP_SCRIPT"),
@@ -119,10 +119,36 @@ class Catalog:
             return provider, self.default_model(provider)
         return self._resolve_model(model, provider)
 
+    def configured(self, provider):
+        """A provider that could be used now (a key, a server, a script or the local model)."""
+        if provider in self.custom:
+            return True
+        if provider == "local":
+            return self.local_available()
+        if provider == "openai" and self.env.get("OPENAI_BASE_URL"):
+            return True
+        entry = BUILTIN_PROVIDERS.get(provider)
+        return bool(entry and entry[3] and self.env.get(entry[3]))
+
+    def _hosting(self):
+        """Without --provider, the OpenAI-compatible server that hosts ids the catalog does
+        not know (OpenRouter-style ``vendor/model`` ids pass through unchanged), or None."""
+        chosen = self.settings.provider
+        if chosen and chosen != "scripted" and self.passthrough(chosen):
+            return chosen
+        return "openai" if self.env.get("OPENAI_BASE_URL") else None
+
     def _resolve_model(self, model, provider):
         if provider is None and "/" in model:
             prefix, rest = model.split("/", 1)
-            if prefix in self.provider_ids() and rest:
+            # A prefix is a provider only when it names a configured one.
+            if prefix in self.provider_ids() and rest and self.configured(prefix):
+                host = self._hosting()
+                if host is not None and not any(m.id.lower() == model.lower() for m in self.models):
+                    raise CatalogError(
+                        f'"{model}" is ambiguous: pass --provider {prefix} --model {rest} '
+                        f"(the {prefix} provider), or --provider {host} --model {model} (the "
+                        "id as the OpenAI-compatible server names it).")
                 provider, model = prefix, rest
         candidates = [m for m in self.models if m.id.lower() == model.lower()
                       and (provider is None or m.provider == provider)]
@@ -133,6 +159,8 @@ class Catalog:
                                "model id or <provider>/<model>.")
         if provider is not None and self.passthrough(provider):
             return provider, model
+        if provider is None and self._hosting() is not None:
+            return self._hosting(), model  # an id the server knows, passed through unchanged
         where = f" for provider {provider}" if provider else ""
         known = ", ".join(sorted(m.id for m in self.models
                                  if provider is None or m.provider == provider))
@@ -153,14 +181,14 @@ class Catalog:
         return None, None
 
     def local_available(self):
-        """The offline default: llama-cpp-python importable and a GGUF model at hand.
+        """The offline default: a local engine importable and a GGUF model at hand.
 
         ``TERM2ACP_LOCAL_MODEL=off`` opts out of it.
         """
         configured = self.env.get("TERM2ACP_LOCAL_MODEL")
         if configured and configured.lower() in ("off", "none", "0"):
             return False
-        if importlib.util.find_spec("llama_cpp") is None:
+        if not any(importlib.util.find_spec(m) for m in ("xllamacpp", "llama_cpp")):
             return False
         if configured:
             return True

