@@ -270,9 +270,9 @@ def _split(history, system, window, manual):
         size = _unit_tokens(unit)
         if is_marker(unit[0]):
             break  # an earlier summary is folded into the new one
-        if budget is None:
-            if len(kept) >= (1 if manual else 2):
-                break
+        if budget is None or manual:
+            if len(kept) >= 2 or (budget is not None and used + size > budget and kept):
+                break  # /compact keeps at most the last exchange
         elif used + size > budget and (kept or size > fits_alone):
             break
         kept.insert(0, unit)
@@ -414,7 +414,9 @@ def _ask(session, provider, text, max_tokens, stats):
 
 
 def retry_text(item):
-    return f"Retrying in {max(1, round(item.delay))} s ({item.reason})...\n\n"
+    from term2acp.agent.failures import seconds
+
+    return f"Retrying in {seconds(item.delay)} s ({item.reason})...\n\n"
 
 
 # ---------------------------------------------------------------- the turn's side

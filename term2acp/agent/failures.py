@@ -30,7 +30,7 @@ def explain(exc):
         if after is None:
             match = _RETRY_AFTER.search(text)
             after = float(match.group(1)) if match else None
-        when = f"retry after {max(1, round(after))} s" if after else "wait a moment and retry"
+        when = f"retry after {seconds(after)} s" if after else "wait a moment and retry"
         return (f"The model provider is rate limiting requests ({text}); the retries ran out. "
                 f"Please {when}.")
     if isinstance(exc, pe.ContextOverflow):
@@ -47,6 +47,11 @@ def explain(exc):
         return f"The model provider failed: {text}."
     return (f"term2 hit an internal error ({type(exc).__name__}) and stopped this turn; the "
             "details are in the agent's log (stderr). Try again.")
+
+
+def seconds(value):
+    """``12`` or ``0.5``: a delay as people write it."""
+    return f"{value:.0f}" if value >= 10 else f"{value:.1f}".rstrip("0").rstrip(".")
 
 
 def message(exc):

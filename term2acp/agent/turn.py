@@ -133,7 +133,8 @@ class Turn:
         self._pending_results.remove(call)
         self.session.append_history({"role": "tool", "tool_call_id": call.call_id,
                                      "name": call.name,
-                                     "content": scrub_text(self.context.cap_result(result.text, MODEL_RESULT_CAP)),
+                                     "content": scrub_text(self.context.cap_result(
+                                         result.text, MODEL_RESULT_CAP)),
                                      "is_error": result.is_error})
 
     def run_tool(self, call_id, name, arguments):

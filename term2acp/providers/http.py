@@ -108,6 +108,7 @@ class HTTPClient:
                 return self._attempt(path, body, url)
             except _Retryable as failure:
                 if attempt >= self.max_retries or failure.allowed is False:
+                    failure.error.retry_after = failure.delay  # the server's ask, if it said
                     raise failure.error from None
                 attempt += 1
                 delay = failure.delay if failure.delay is not None else _backoff(attempt)

@@ -220,3 +220,88 @@ def test_compaction_that_cannot_help_says_why(acp_agent, workspace, tmp_path):
     text = told_text(updates)
     assert "compacting failed because" in text and "context window" in text
     assert agent.close() == 0
+
+
+def test_slash_compact_compacts_on_demand(acp_agent, workspace, tmp_path):
+    path, record = scripted(tmp_path, context_limit=None)
+    agent = start(acp_agent, 2, V2_COMPACTION, {"TERM2ACP_SCRIPT": str(path)},
+                  ("--provider", "scripted"))
+    sid = agent.new_session(workspace)
+    run_prompts(agent, sid, 3)
+    _, updates, idle = agent.prompt(sid, "/compact", timeout=30)
+    assert idle["params"]["update"]["stopReason"] == "end_turn"
+    done = [u for u in compactions(updates) if u["status"] == "completed"]
+    assert len(done) == 1 and done[0]["summary"][0]["text"].startswith("Summary")
+    assert [r["purpose"] for r in requests_of(record)].count("compaction") == 1
+    assert agent.close() == 0
+
+
+# ---------------------------------------------------------------- errors a person can see
+@pytest.mark.parametrize("protocol", [1, 2])
+def test_a_rejected_key_is_explained_in_the_conversation(acp_agent, workspace, protocol):
+    srv = f.FakeLLMServer().start()
+    try:
+        srv.enqueue(f.Status(401, {"error": {"message": "Incorrect API key provided"}}))
+        agent = acp_agent(args=("--provider", "openai", "--model", "m"), protocol=protocol,
+                          env={"OPENAI_BASE_URL": srv.openai_url,
+                               "OPENAI_API_KEY": "sk-secret-abcdef123456"})
+        sid = agent.new_session(workspace)
+        response, updates, end = agent.prompt(sid, "hi", timeout=30)
+        told = told_text(updates)
+        assert "rejected the API key" in told and "OPENAI_API_KEY" in told
+        if protocol == 1:
+            assert response["error"]["code"] == -32603  # the prompt error stays
+        else:
+            assert end["params"]["update"]["stopReason"] == "_term2_error"
+        assert "sk-secret-abcdef123456" not in json.dumps(agent.messages)
+        assert agent.close() == 0
+    finally:
+        srv.stop()
+
+
+def test_an_unreachable_server_names_the_url(acp_agent, workspace):
+    url = f"http://127.0.0.1:{f.closed_port()}/v1"
+    agent = acp_agent(args=("--provider", "openai", "--model", "m"),
+                      env={"OPENAI_BASE_URL": url, "OPENAI_API_KEY": "sk-test-123456"})
+    sid = agent.new_session(workspace)
+    _, updates, idle = agent.prompt(sid, "hi", timeout=60)
+    assert idle["params"]["update"]["stopReason"] == "_term2_error"
+    told = told_text(updates)
+    assert "Could not reach the model provider" in told and f"{url}/chat/completions" in told
+    assert agent.close() == 0
+
+
+def test_rate_limits_are_retried_visibly_then_answered(acp_agent, workspace):
+    srv = f.FakeLLMServer().start()
+    try:
+        srv.enqueue(f.Status(429, {"error": {"message": "slow down"}}, {"retry-after": "0.2"}),
+                    f.openai_sse(f.oa_text("fine now"), f.oa_finish("stop")))
+        agent = acp_agent(args=("--provider", "openai", "--model", "m"),
+                          env={"OPENAI_BASE_URL": srv.openai_url, "OPENAI_API_KEY": "sk-t-123456"})
+        sid = agent.new_session(workspace)
+        _, updates, idle = agent.prompt(sid, "hi", timeout=30)
+        assert idle["params"]["update"]["stopReason"] == "end_turn"
+        told = told_text(updates)
+        assert "Retrying in 0.2 s (HTTP 429 Too Many Requests)" in told
+        assert told.endswith("fine now") and len(srv.requests) == 2
+        assert agent.close() == 0
+    finally:
+        srv.stop()
+
+
+def test_rate_limit_that_outlasts_the_retries_says_so(acp_agent, workspace):
+    srv = f.FakeLLMServer().start()
+    try:
+        for _ in range(3):
+            srv.enqueue(f.Status(429, {"error": {"message": "slow down"}}, {"retry-after": "0.1"}))
+        agent = acp_agent(args=("--provider", "openai", "--model", "m"),
+                          env={"OPENAI_BASE_URL": srv.openai_url, "OPENAI_API_KEY": "sk-t-123456"})
+        sid = agent.new_session(workspace)
+        _, updates, idle = agent.prompt(sid, "hi", timeout=30)
+        assert idle["params"]["update"]["stopReason"] == "_term2_error"
+        told = told_text(updates)
+        assert told.count("Retrying in 0.1 s") == 2
+        assert "rate limiting requests" in told and "Please retry after 0.1 s." in told
+        assert agent.close() == 0
+    finally:
+        srv.stop()
