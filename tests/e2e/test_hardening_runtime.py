@@ -132,7 +132,7 @@ def test_kill_9_during_a_tool_call_is_closed_as_interrupted_on_resume(spawn, wor
         again.initialize()
         response = again.request("session/resume", {"sessionId": sid, "cwd": workspace,
                                                      "replayFrom": {"type": "start"}}, timeout=30)
-        assert response["result"] == {}
+        assert "result" in response, response
         replayed = statuses(again, sid)
         assert len(replayed) == 2 and list(replayed.values()) == ["completed", "failed"], replayed
         failed = [m["params"]["update"] for m in again.messages if m.get("method") == "session/update"
@@ -305,7 +305,7 @@ def test_deep_nesting_is_refused_at_the_edge_and_resume_keeps_working(started, w
     assert agent.request("session/close", {"sessionId": sid})["result"] == {}
     resumed = agent.request("session/resume", {"sessionId": sid, "cwd": workspace,
                                                "replayFrom": {"type": "start"}})
-    assert resumed["result"] == {}
+    assert "result" in resumed, resumed
     agent.close()
 
 
@@ -404,7 +404,7 @@ def test_idle_sessions_close_and_reopen_transparently(spawn, home, workspace, tm
     assert (tmp_path / "grant" / "b.txt").read_text() == "b"
     assert not _lock_is_free(home, first)  # live again
     _wait_lock_free(home, first)
-    assert agent.request("session/resume", {"sessionId": first, "cwd": workspace})["result"] == {}
+    assert "result" in agent.request("session/resume", {"sessionId": first, "cwd": workspace})
     _wait_lock_free(home, second)
     assert agent.request("session/close", {"sessionId": second})["result"] == {}
     error = error_of(agent.request("session/prompt", {"sessionId": second,
