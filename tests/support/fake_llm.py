@@ -492,31 +492,41 @@ class NativeBurstServer:
             self._done.release()
 
     def _serve_one(self):
-        try:
-            conn, _ = self._listener.accept()
-        except OSError:
-            return
-        with conn:
-            conn.settimeout(HOLD_LIMIT)
+        """Accept connections until one POST got the burst; anything else (a model listing
+        GET) gets a 404 and its connection closed."""
+        while True:
             try:
-                data = b""
-                while b"\r\n\r\n" not in data:  # the request head; the body is not needed
-                    more = conn.recv(65536)
-                    if not more:
-                        return
-                    data += more
-                burst = self.burst
-                blocks, rest = divmod(burst.count, burst.block)
-                conn.sendall(_head(200, {"Content-Type": "text/event-stream",
-                                         "Transfer-Encoding": "chunked"}))
-                conn.sendall(_chunk(burst.event * burst.block) * blocks
-                             + (_chunk(burst.event * rest) if rest else b""))
-                self.written = True
-                while conn.recv(65536):  # hold until the client goes away
-                    pass
+                conn, _ = self._listener.accept()
             except OSError:
-                pass
-            self.disconnected = True
+                return
+            with conn:
+                conn.settimeout(HOLD_LIMIT)
+                try:
+                    data = b""
+                    while b"\r\n\r\n" not in data:  # the request head; the body is not needed
+                        more = conn.recv(65536)
+                        if not more:
+                            break
+                        data += more
+                    if not data.startswith(b"POST "):
+                        conn.sendall(_head(404, {"Content-Length": "0", "Connection": "close"}))
+                        continue
+                    self._send_burst(conn)
+                except OSError:
+                    pass
+                self.disconnected = True
+                return
+
+    def _send_burst(self, conn):
+        burst = self.burst
+        blocks, rest = divmod(burst.count, burst.block)
+        conn.sendall(_head(200, {"Content-Type": "text/event-stream",
+                                 "Transfer-Encoding": "chunked"}))
+        conn.sendall(_chunk(burst.event * burst.block) * blocks
+                     + (_chunk(burst.event * rest) if rest else b""))
+        self.written = True
+        while conn.recv(65536):  # hold until the client goes away
+            pass
 
     def wait_disconnected(self, timeout):
         with gevent.Timeout(timeout, False):
