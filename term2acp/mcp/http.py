@@ -13,7 +13,9 @@ Legacy SSE (2024-11-05, for ACP v1 clients): a GET opens an event stream whose f
 ``message`` event on that stream.
 
 Configured headers go to the server only; messages and logs show ``safe_url``. The plain
-``http.client`` is used: under gevent's monkey patch its sockets are cooperative.
+``http.client`` is used: under gevent's monkey patch its sockets are cooperative. Each
+POST has its own connection: kept-alive connections measured slower against uvicorn
+(10 ms -> 30-40 ms a call: Nagle on the server's separate writes meets our delayed ACKs).
 """
 
 import http.client
@@ -29,22 +31,19 @@ from term2acp.mcp.rpc import McpError, ServerGone
 
 log = logging.getLogger(__name__)
 
-SOCKET_TIMEOUT = 3600.0  # per socket operation; every request is bounded by its own timeout
+# Per socket operation. Every request is bounded by its own timeout (rpc.Connection), so
+# this only has to outlast the slowest tool call: a smaller one would cut long calls.
+SOCKET_TIMEOUT = 3600.0
 STREAM_IDLE_TIMEOUT = 3600.0  # a quiet event stream is fine; a dead socket is not forever
-STREAM_END_WAIT = 0.05  # after the answer on an event stream, for the stream's end
-MAX_IDLE = 4  # kept-alive connections per server (TLS handshakes are not paid per call)
 ERROR_BODY_CAP = 300
 PROTOCOL_VERSION = "2025-06-18"
 
 
-def _target(url):
-    parts = urllib.parse.urlsplit(url)
-    return (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-
-
 def _connect(url, timeout):
     parts = urllib.parse.urlsplit(url)
-    target = _target(url)
+    target = parts.path or "/"
+    if parts.query:
+        target += "?" + parts.query
     if parts.scheme == "https":
         conn = http.client.HTTPSConnection(parts.hostname, parts.port, timeout=timeout,
                                            context=ssl.create_default_context())
@@ -82,7 +81,6 @@ class _HttpBase:
         self.spawn = spawn
         self.connection = None
         self._stream = None  # the GET event-stream greenlet
-        self._idle = []  # kept-alive connections for POSTs
         self._closed = False
 
     def _headers(self, extra):
@@ -104,40 +102,6 @@ class _HttpBase:
         self.connection.receive(message)
         return answer_to is not None and isinstance(message, dict) and \
             message.get("id") == answer_to and "method" not in message
-
-    def _post(self, url, body, headers):
-        """POST on a kept-alive connection when one is idle; ``(conn, response)``.
-
-        A reused connection the server has closed meanwhile fails before any answer byte
-        (RemoteDisconnected, reset, broken pipe): then the request goes once more on a new
-        connection, which is what every HTTP client does for idle keep-alive connections.
-        """
-        while True:
-            reused = bool(self._idle)
-            conn = self._idle.pop() if reused else _connect(url, SOCKET_TIMEOUT)[0]
-            try:
-                conn.request("POST", _target(url), body=body, headers=self._headers(headers))
-                return conn, conn.getresponse()
-            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
-                conn.close()
-                if not reused:
-                    raise
-            except BaseException:
-                conn.close()
-                raise
-
-    def _done(self, conn, response, reusable):
-        """Keep the connection for the next request when its answer was read whole."""
-        if reusable and not response.will_close and response.isclosed() \
-                and len(self._idle) < MAX_IDLE and not self._closed:
-            self._idle.append(conn)
-        else:
-            conn.close()
-
-    def _close_idle(self):
-        idle, self._idle = self._idle, []
-        for conn in idle:
-            conn.close()
 
     def _stop_stream(self):
         if self._stream is not None:
@@ -164,16 +128,15 @@ class StreamableHttpTransport(_HttpBase):
             extra["Mcp-Session-Id"] = self.session_id
         if self.protocol_version:
             extra["MCP-Protocol-Version"] = self.protocol_version
-        conn = response = None
-        reusable = False
+        conn, target = _connect(self.config.url, SOCKET_TIMEOUT)
         try:
-            conn, response = self._post(self.config.url, body, extra)
-            reusable = self._answer(message, response)
+            conn.request("POST", target, body=body, headers=self._headers(extra))
+            response = conn.getresponse()
+            self._answer(message, response)
         except (OSError, http.client.HTTPException) as exc:
             raise self._fail(f"request failed ({type(exc).__name__}: {exc})") from None
         finally:
-            if conn is not None:
-                self._done(conn, response, reusable)
+            conn.close()
 
     def _answer(self, message, response):
         if message.get("method") == "initialize":
@@ -188,25 +151,17 @@ class StreamableHttpTransport(_HttpBase):
         kind = (response.getheader("Content-Type") or "").split(";")[0].strip().lower()
         if "id" not in message or "method" not in message:
             response.read()  # 202 for notifications and our responses
-            return True
+            return
         if kind == "text/event-stream":
             # Notifications and server requests may come first; stop at our answer, since a
-            # server may keep the stream open after it (then the connection is not reused).
-            events = sse_events(response)
-            for _event, data in events:
+            # server may keep the stream open after it.
+            for _event, data in sse_events(response):
                 if self._deliver(data, answer_to=message["id"]):
                     break
-            # Request-scoped streams end right after the answer: wait for that end briefly
-            # so the connection can serve the next call (no new TLS handshake per call).
-            with gevent.Timeout(STREAM_END_WAIT, False):
-                for _event, data in events:
-                    self._deliver(data)
-            return response.isclosed()
-        if kind == "application/json":
+        elif kind == "application/json":
             self._deliver(response.read().decode("utf-8", "replace"))
         else:
             response.read()
-        return True
 
     def initialized(self, protocol_version):
         """After the handshake: remember the version and open the GET notification stream."""
@@ -236,7 +191,6 @@ class StreamableHttpTransport(_HttpBase):
     def close(self):
         self._closed = True
         self._stop_stream()
-        self._close_idle()
         if self.session_id:
             conn, target = _connect(self.config.url, 2.0)
             try:
@@ -296,19 +250,19 @@ class SseTransport(_HttpBase):
     def send(self, message):
         if self._closed or self.endpoint is None:
             raise self._fail("the connection was closed")
-        conn = response = None
+        conn, target = _connect(self.endpoint, SOCKET_TIMEOUT)
         try:
-            conn, response = self._post(self.endpoint, json.dumps(message, ensure_ascii=False).encode(),
-                                        {"Content-Type": "application/json"})
-            text = self.config.redact(response.read().decode("utf-8", "replace")[:ERROR_BODY_CAP])
+            conn.request("POST", target, body=json.dumps(message, ensure_ascii=False).encode(),
+                         headers=self._headers({"Content-Type": "application/json"}))
+            response = conn.getresponse()
+            text = self.config.redact(response.read(ERROR_BODY_CAP).decode("utf-8", "replace"))
             if response.status >= 400:
                 raise McpError(f"{self.config.safe_url}: HTTP {response.status} {response.reason}"
                                + (f": {text}" if text else ""))
         except (OSError, http.client.HTTPException) as exc:
             raise self._fail(f"request failed ({type(exc).__name__}: {exc})") from None
         finally:
-            if conn is not None:
-                self._done(conn, response, response is not None)
+            conn.close()
 
     def initialized(self, protocol_version):
         pass
@@ -316,6 +270,5 @@ class SseTransport(_HttpBase):
     def close(self):
         self._closed = True
         self._stop_stream()
-        self._close_idle()
         if self.connection is not None:
             self.connection.lost("the server was stopped")
