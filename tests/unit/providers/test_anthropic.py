@@ -1,4 +1,4 @@
-"""AnthropicProvider against a fake Messages server, through the real ``anthropic`` SDK."""
+"""AnthropicProvider against a fake Messages server, through the providers' own HTTP client."""
 
 import json
 import subprocess

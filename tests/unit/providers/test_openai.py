@@ -1,4 +1,4 @@
-"""OpenAIProvider against a fake Chat Completions server, through the real ``openai`` SDK."""
+"""OpenAIProvider against a fake Chat Completions server, through the providers' own HTTP client."""
 
 import json
 import subprocess
