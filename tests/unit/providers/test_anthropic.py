@@ -1,4 +1,4 @@
-"""AnthropicProvider against a fake Messages server, through the providers' own HTTP client."""
+"""AnthropicProvider against a fake Messages server (the providers' own HTTP client)."""
 
 import json
 import subprocess

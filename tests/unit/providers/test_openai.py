@@ -1,4 +1,4 @@
-"""OpenAIProvider against a fake Chat Completions server, through the providers' own HTTP client."""
+"""OpenAIProvider against a fake Chat Completions server (the providers' own HTTP client)."""
 
 import json
 import subprocess
