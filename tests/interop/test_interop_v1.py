@@ -75,7 +75,7 @@ def test_official_sdk_v1_client_drives_a_full_session(node, agent_env, workspace
     init = summary["initialize"]
     assert init["protocolVersion"] == 1 and init["agentInfo"]["name"] == "term2"
     assert init["agentCapabilities"]["loadSession"] is True
-    assert init["authMethods"] == []
+    assert [m["id"] for m in init["authMethods"]] == ["openai", "anthropic", "term2-login"]
 
     turns = summary["turns"]
     assert turns["text"]["stopReason"] == "end_turn" and turns["text"]["text"] == "Hello there."
