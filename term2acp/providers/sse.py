@@ -60,7 +60,8 @@ class SSEDecoder:
         self._pending = b""
         if not self._data:
             return []
-        event, self._event, self._data, self._size = (self._event, "\n".join(self._data)), None, [], 0
+        event = (self._event, "\n".join(self._data))
+        self._event, self._data, self._size = None, [], 0
         return [event]
 
     def _field(self, line):

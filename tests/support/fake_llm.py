@@ -249,7 +249,8 @@ def _burst(sock, burst):
     sock.sendall(_head(200, {"Content-Type": "text/event-stream",
                              "Transfer-Encoding": "chunked"}))
     blocks, rest = divmod(burst.count, burst.block)
-    body = _chunk(burst.event * burst.block) * blocks + (_chunk(burst.event * rest) if rest else b"")
+    body = (_chunk(burst.event * burst.block) * blocks
+            + (_chunk(burst.event * rest) if rest else b""))
     try:
         sock.sendall(body)  # one call: the kernel refills the socket as fast as it drains
     except OSError:

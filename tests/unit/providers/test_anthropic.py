@@ -239,7 +239,8 @@ def test_anthropic_malformed_stream_data_is_a_provider_error(server):
 def test_anthropic_unreachable_server_names_the_host():
     port = closed_port()
     made = AnthropicProvider(api_key=KEY, base_url=f"http://127.0.0.1:{port}", max_retries=0)
-    with pytest.raises(ProviderError, match=f"anthropic: cannot reach http://127.0.0.1:{port}/v1/messages: "):
+    url = f"http://127.0.0.1:{port}/v1/messages"
+    with pytest.raises(ProviderError, match=f"anthropic: cannot reach {url}: "):
         with gevent.Timeout(10):
             list(made.stream(ask()))
 

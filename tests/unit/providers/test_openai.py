@@ -204,7 +204,8 @@ def test_openai_unreachable_server_names_the_host():
     port = closed_port()
     stream = OpenAIProvider(api_key=KEY, base_url=f"http://127.0.0.1:{port}/v1",
                             max_retries=0).stream(ask())
-    with pytest.raises(ProviderError, match=f"openai: cannot reach http://127.0.0.1:{port}/v1/chat/completions: "):
+    url = f"http://127.0.0.1:{port}/v1/chat/completions"
+    with pytest.raises(ProviderError, match=f"openai: cannot reach {url}: "):
         with gevent.Timeout(10):
             list(stream)
 
