@@ -25,10 +25,12 @@ INITIALIZE = {"protocolVersion": 2, "info": {"name": "bench", "version": "1"}}
 class Agent:
     """bin/term2-acp over plain pipes: no threads, reads with select, bounded waits."""
 
-    def __init__(self, env, args=()):
+    def __init__(self, env, args=(), command=None):
+        """``command``: another agent's argv (a reference agent); default bin/term2-acp."""
         self.stderr = tempfile.TemporaryFile()
         self.started = time.perf_counter()
-        self.proc = subprocess.Popen([sys.executable, LAUNCHER, *args], stdin=subprocess.PIPE,
+        argv = list(command) if command else [sys.executable, LAUNCHER]
+        self.proc = subprocess.Popen([*argv, *args], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=self.stderr, env=env,
                                      bufsize=0)
         self.fd = self.proc.stdout.fileno()
