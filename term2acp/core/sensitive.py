@@ -18,7 +18,12 @@ HOME_ENTRIES = (
     ".aws",
     ".azure",
     ".kube",
-    ".docker/config.json",
+    ".docker",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+    ".gem/credentials",
+    ".config/hub",
+    ".local/share/keyrings",
     ".config/gcloud",
     ".config/gh",
     ".netrc",
@@ -35,9 +40,17 @@ HOME_ENTRIES = (
     ".zprofile",
     ".zlogin",
     ".env",
+    # Shell and REPL histories hold pasted tokens and command lines with secrets.
+    ".bash_history",
+    ".zsh_history",
+    ".python_history",
+    ".node_repl_history",
+    ".psql_history",
+    ".mysql_history",
+    ".local/share/fish/fish_history",
 )
 # Globs relative to the home directory.
-HOME_GLOBS = (".config/*/auth*.json", ".config/*/credentials*", ".env.*")
+HOME_GLOBS = (".config/*/auth*.json", ".config/*/auth*.toml", ".config/*/credentials*", ".env.*")
 # File names that are sensitive wherever they are (dotenv files hold secrets).
 NAME_GLOBS = (".env", ".env.*")
 
