@@ -111,23 +111,23 @@ class Endpoint:
         self.max_line = max_line
 
     # ----------------------------------------------------------------- output
-    def send(self, message):
+    def send(self, message, tag=None):
+        """Queue one message. With a bounded outbox (``send_wait``) every greenlet but the
+        reader waits while it is full: request handlers and turns feel the back-pressure
+        (a client that stops reading cannot make us queue without bound, e.g. by asking
+        for many large answers), while the reader stays free to read a cancel."""
         if wire_log.isEnabledFor(logging.DEBUG):
             wire_log.debug("<- %s", json.dumps(message)[:4000])
-        self._send_bytes(encode(message))
-
-    def notify(self, method, params):
-        """Send a notification. With a bounded outbox (``send_wait``) the caller waits while
-        it is full, except the reader greenlet, which must stay free to read a cancel."""
-        message = {"jsonrpc": "2.0", "method": method, "params": params}
         send_wait = self._send_wait
         if send_wait is None or gevent.getcurrent() is self._reader:
-            self.send(message)
-            return
-        if wire_log.isEnabledFor(logging.DEBUG):
-            wire_log.debug("<- %s", json.dumps(message)[:4000])
+            self._send_bytes(encode(message))
+        else:
+            send_wait(encode(message), tag)
+
+    def notify(self, method, params):
         tag_of = self.tag_of
-        send_wait(encode(message), tag_of(method, params) if tag_of is not None else None)
+        self.send({"jsonrpc": "2.0", "method": method, "params": params},
+                  tag_of(method, params) if tag_of is not None else None)
 
     def request(self, method, params):
         """Send a request to the peer; returns ``(id, AsyncResult)``.

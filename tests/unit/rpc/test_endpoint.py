@@ -205,16 +205,19 @@ def test_endpoint_route_mark_runs_in_the_reader_before_the_next_line():
     assert seen == [("mark", 1), ("handler", 1)]
 
 
-def test_endpoint_notify_waits_for_room_except_in_the_reader():
+def test_endpoint_everything_but_the_reader_waits_for_room():
     waited, plain = [], []
-    endpoint = Endpoint(Router(), plain.append, send_wait=lambda data, tag: waited.append(tag))
+    endpoint = Endpoint(Router(), plain.append,
+                        send_wait=lambda data, tag: waited.append((json.loads(data), tag)))
     endpoint.tag_of = lambda method, params: params.get("tag")
     gevent.spawn(endpoint.notify, "n", {"tag": "t1"}).join()
-    assert waited == ["t1"] and plain == []
+    assert [tag for _, tag in waited] == ["t1"] and plain == []
     endpoint.receive_line(b'{"jsonrpc":"2.0","id":1,"method":"echo"}')  # this greenlet reads
+    endpoint.receive_line(b'{"jsonrpc":"2.0","id":2,"method":"nope"}')
     endpoint.notify("n", {"tag": "t2"})
-    assert waited == ["t1"] and len(plain) == 1
+    assert [json.loads(p).get("id") for p in plain] == [2, None]  # the reader's own: no wait
     settle(endpoint)
+    assert waited[-1] == ({"jsonrpc": "2.0", "id": 1, "result": {"echo": {}}}, None)
 
 
 def test_endpoint_a_full_request_pool_is_refused_without_blocking_the_reader():
