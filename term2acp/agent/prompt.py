@@ -49,10 +49,9 @@ def scrub_text(text):
 
 
 def title_from(text, limit=80):
-    """The first non-blank line of the user's words, whitespace collapsed, at most
+    """The user's words as one line (whitespace and line breaks collapsed), at most
     ``limit`` characters."""
-    first = next((line for line in (text or "").splitlines() if line.strip()), "")
-    line = " ".join(first.split())
+    line = " ".join((text or "").split())
     return line if len(line) <= limit else line[:limit - 1].rstrip() + "…"
 
 

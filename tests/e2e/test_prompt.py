@@ -98,9 +98,9 @@ def test_prompt_admission_one_at_a_time_per_session(started, workspace):
 
 
 @pytest.mark.parametrize("prompt, message", [
-    ([{"type": "image", "data": "AAAA", "mimeType": "image/png"}], "Unsupported prompt content block: image"),
+    ([{"type": "image", "data": "AAAA", "mimeType": "image/png"}], "does not accept images"),
     ([{"type": "audio", "data": "AAAA", "mimeType": "audio/wav"}], "Unsupported prompt content block: audio"),
-    ([{"type": "resource", "resource": {"uri": "file:///x", "blob": "AAAA"}}], "Unsupported prompt content block: resource"),
+    ([{"type": "resource", "resource": {"uri": "file:///x", "blob": "AAAA"}}], "is binary (blob)"),
     ([{"type": "text", "text": "   "}], "prompt must contain text"),
     ([], "prompt must contain text"),
     ([{"type": "text"}], "Invalid params"),

@@ -55,16 +55,16 @@ def test_embedded_resource_reaches_the_model_and_the_title_stays_clean(
         "uri": f"file://{workspace}/notes.py", "mimeType": "text/x-python",
         "text": "SECRET_SAUCE = 42\n" + "# filler\n" * 10}}
     response, updates = prompt(agent, sid, [
-        {"type": "text", "text": "  Explain   this file\nin detail please"}, resource])
+        {"type": "text", "text": "  Explain   this file\nplease"}, resource])
     assert "result" in response, response
     sent = user_text(server.requests[-1])
     assert f'<file uri="file://{workspace}/notes.py" mimeType="text/x-python">' in sent
     assert "SECRET_SAUCE = 42" in sent and "</file>" in sent
     titles = [u["title"] for u in updates if u["sessionUpdate"] == "session_info_update"
               and u.get("title")]
-    assert titles == ["Explain this file"]
+    assert titles == ["Explain this file please"]
     listed = agent.request("session/list", {})["result"]["sessions"]
-    assert listed[0]["title"] == "Explain this file"
+    assert listed[0]["title"] == "Explain this file please"
     assert agent.close() == 0
 
 
