@@ -123,8 +123,10 @@ def replay_of(agent, sid, cwd, replay_from):
         params["replayFrom"] = replay_from
     start = len(agent.messages)
     response = agent.request("session/resume", params)
+    # available_commands_update follows every session start (issue 15): not history
     return response, [m["params"]["update"] for m in agent.messages[start:]
-                      if m.get("method") == "session/update"]
+                      if m.get("method") == "session/update"
+                      and m["params"]["update"]["sessionUpdate"] != "available_commands_update"]
 
 
 def test_resume_replays_from_start_in_order_with_stable_ids(spawn, workspace, chatty):
@@ -138,7 +140,7 @@ def test_resume_replays_from_start_in_order_with_stable_ids(spawn, workspace, ch
     again = spawn(script=chatty)
     again.initialize()
     response, updates = replay_of(again, sid, workspace, {"type": "start"})
-    assert response["result"] == {}
+    assert set(response["result"]) == {"configOptions"}  # issue 15: the session's choices
     assert again.messages[-1] is response  # every replayed update came before the response
     kinds = [(u["sessionUpdate"], u.get("content")) for u in updates]
     assert kinds == [
@@ -165,7 +167,7 @@ def test_resume_without_replay_sends_nothing(spawn, workspace, chatty, replay_fr
     again = spawn(script=chatty)
     again.initialize()
     response, updates = replay_of(again, sid, workspace, replay_from)
-    assert response["result"] == {} and updates == []
+    assert set(response["result"]) == {"configOptions"} and updates == []
     # and the conversation continues with its history: the script's second turn plays
     _, updates, idle = again.prompt(sid, "again")
     assert idle["params"]["update"]["stopReason"] == "end_turn"
@@ -187,7 +189,7 @@ def test_resume_errors(agent, workspace, tmp_path):
     assert error_of(agent.request("session/resume", bad))["message"] == "MCP servers are not supported"
     # resuming a live session is idempotent
     for _ in range(2):
-        assert agent.request("session/resume", {"sessionId": sid, "cwd": workspace})["result"] == {}
+        assert "configOptions" in agent.request("session/resume", {"sessionId": sid, "cwd": workspace})["result"]
     agent.close()
 
 
@@ -215,7 +217,7 @@ def test_close_during_a_turn_settles_cancelled_before_answering(spawn, workspace
     assert agent.request("session/list", {})["result"]["sessions"][0]["sessionId"] == sid
     assert agent.request("session/close", {"sessionId": sid})["result"] == {}  # idempotent
     assert agent.request("session/close", {"sessionId": "never"})["result"] == {}
-    assert agent.request("session/resume", {"sessionId": sid, "cwd": workspace})["result"] == {}
+    assert "configOptions" in agent.request("session/resume", {"sessionId": sid, "cwd": workspace})["result"]
     agent.close()
 
 
@@ -229,7 +231,7 @@ def test_two_processes_share_the_store_and_a_live_session_is_exclusive(spawn, wo
     error = error_of(b.request("session/resume", {"sessionId": sid, "cwd": workspace}))
     assert error["code"] == -32009 and "another term2-acp process" in error["message"]
     a.request("session/close", {"sessionId": sid})
-    assert b.request("session/resume", {"sessionId": sid, "cwd": workspace})["result"] == {}
+    assert "configOptions" in b.request("session/resume", {"sessionId": sid, "cwd": workspace})["result"]
     a.close()
     b.close()
 
@@ -241,7 +243,7 @@ def test_shutdown_releases_locks(spawn, workspace):
     assert a.close() == 0
     b = spawn()
     b.initialize()
-    assert b.request("session/resume", {"sessionId": sid, "cwd": workspace})["result"] == {}
+    assert "configOptions" in b.request("session/resume", {"sessionId": sid, "cwd": workspace})["result"]
     b.close()
 
 

@@ -309,7 +309,7 @@ def test_load_in_a_second_process_replays_the_history_before_answering(acp_agent
     request_id = second.request_async("session/load", {"sessionId": sid, "cwd": acp_workspace,
                                                        "mcpServers": []})
     response = second.wait_for(lambda m: is_response(m, request_id))
-    assert response["result"] == {}
+    assert set(response["result"]) == {"configOptions", "modes"}  # issue 15
     replay = [m["params"]["update"] for m in second.messages if is_update(m, sid)]
     assert kinds(replay) == ["user_message_chunk", "agent_thought_chunk", "agent_message_chunk",
                              "tool_call", "tool_call_update", "agent_message_chunk"]
@@ -333,7 +333,8 @@ def test_resume_reattaches_without_replay(v1, acp_workspace):
     agent.prompt(sid, "first")
     assert agent.request("session/close", {"sessionId": sid})["result"] == {}
     before = len(agent.messages)
-    assert agent.request("session/resume", {"sessionId": sid, "cwd": acp_workspace})["result"] == {}
+    assert set(agent.request("session/resume", {"sessionId": sid, "cwd": acp_workspace})[
+        "result"]) == {"configOptions", "modes"}  # issue 15: the session's choices
     assert not [m for m in agent.messages[before:] if is_update(m)]
     response, updates, _ = agent.prompt(sid, "second")
     assert texts(updates) == "two"

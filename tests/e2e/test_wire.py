@@ -22,6 +22,16 @@ def test_initialize_result_is_exact(spawn):
         "protocolVersion": 2,
         "info": {"name": "term2", "title": "term2", "version": __version__},
         "capabilities": {"session": {"prompt": {"embeddedContext": {}}}},
+        # issue 15: sign-in (tests/e2e/test_auth.py); no terminal method without auth.terminal
+        "authMethods": [
+            {"type": "agent", "methodId": "openai",
+             "name": "OpenAI (or an OpenAI-compatible server) API key",
+             "description": "Set OPENAI_API_KEY in the agent's environment (the editor's agent "
+                            "settings), or store it with term2-acp --login; then sign in again."},
+            {"type": "agent", "methodId": "anthropic", "name": "Anthropic API key",
+             "description": "Set ANTHROPIC_API_KEY in the agent's environment (the editor's "
+                            "agent settings), or store it with term2-acp --login; then sign in "
+                            "again."}],
     }
     assert agent.close() == 0
 
