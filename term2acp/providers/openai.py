@@ -257,6 +257,12 @@ class OpenAIProvider(Provider):
                                   self._key_hint, self._api_key, connect_timeout=connect_timeout,
                                   read_timeout=timeout, max_retries=max_retries)
 
+    def list_models(self, timeout=10.0):
+        """Model ids the server lists at ``/models`` (the model picker; sessions/options.py)."""
+        body = self._client.get_json("/models", timeout)
+        data = body.get("data") if isinstance(body, dict) else None
+        return [m["id"] for m in data or () if isinstance(m, dict) and isinstance(m.get("id"), str)]
+
     def stream(self, request):
         params = chat_params(request, official=is_official(self._host))
         client, state, response = self._client, ChatStreamState(), None
