@@ -277,6 +277,11 @@ def _split(history, system, window, manual):
             break
         kept.insert(0, unit)
         used += size
+    if not kept and parts and parts[-1][0].get("role") == "user":
+        return [], []  # the user's latest request alone does not fit: never summarize it away
+    while len(kept) > 1 and kept[0][0].get("role") == "assistant" and any(
+            unit[0].get("role") == "user" for unit in kept[1:]):
+        kept.pop(0)  # start what is kept at a user message when one follows
     older = parts[:len(parts) - len(kept)]
     if older and all(is_marker(u[0]) for u in older) and not manual:
         return kept, []  # only a summary is older: summarizing it again gains nothing
@@ -286,7 +291,8 @@ def _split(history, system, window, manual):
 def _nothing_older(history, keep, system, window):
     if not history:
         return "compacting failed because the conversation is empty"
-    size = estimate(system, [m for unit in keep for m in unit])
+    latest = [m for unit in keep for m in unit] or units(history)[-1]
+    size = estimate(system, latest)
     if window and size > THRESHOLD * window:
         return (f"compacting failed because the latest exchange alone is about {size:,} tokens, "
                 f"more than fits the model's {window:,}-token context window; start a new "
