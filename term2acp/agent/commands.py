@@ -103,7 +103,8 @@ class CompactCommand(Command):
         try:
             hook(ctx.session, turn.provider, turn.system, turn.settings, reason="manual")
         except getattr(context, "CompactionFailed", ()) as exc:
-            return f"Nothing was compacted: {exc}"
+            text = str(exc) or "compacting failed"
+            return text[0].upper() + text[1:] + "."
         return None  # the compaction reports itself (compaction_update or a message)
 
 
