@@ -137,6 +137,22 @@ def _number(pattern, text):
     return None
 
 
+def history_tokens(session, system):
+    """:func:`estimate` of the session's history, incremental: the history only grows by
+    appends between compactions, so only messages added since the last call are measured
+    (a replaced or rewritten list is measured again in full)."""
+    history = session.history
+    cached = getattr(session, "_context_size", None)
+    count = len(history)
+    if cached is not None and cached[0] is history and cached[1] <= count and (
+            cached[1] == 0 or history[cached[1] - 1] is cached[2]):
+        chars = cached[3] + sum(map(message_chars, history[cached[1]:]))
+    else:
+        chars = sum(map(message_chars, history))
+    session._context_size = (history, count, history[-1] if history else None, chars)
+    return tokens_of_chars(len(system or "") + chars)
+
+
 def over_threshold(system, messages, window):
     return bool(window) and estimate(system, messages) > THRESHOLD * window
 
@@ -173,6 +189,8 @@ def resume_view(history):
 def model_messages(history):
     """The messages a provider receives: a marker becomes the summary, merged into the
     user message after it (providers want user/assistant turns, not two user messages)."""
+    if not history or not is_marker(history[0]):
+        return list(history)  # a marker only ever leads a view (resume_view, compact)
     out = []
     for message in history:
         if not is_marker(message):
@@ -443,7 +461,7 @@ class ContextGuard:
         """The messages of the next request, compacted first when they are too big."""
         session = self.session
         window = self.window()
-        if over_threshold(system, session.history, window):
+        if window and history_tokens(session, system) > THRESHOLD * window:
             compact(session, self.provider, system, self.settings, "threshold", window)
         return model_messages(session.history)
 
