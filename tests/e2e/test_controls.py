@@ -443,3 +443,56 @@ def test_bad_choices_are_invalid_params(acp_agent, acp_workspace, protocol):
         assert error["code"] == -32602, error
     assert set_option(agent, "no-such-session", "mode", "ask")["error"]["code"] == -32002
     agent.close()
+
+
+# ---------------------------------------------------------------- plug-in commands
+PLUGIN = '''
+from term2acp.agent.commands import ModelPrompt, function_command
+
+
+@function_command(name="hello", description="Greet someone", hint="name")
+def hello(argument, ctx):
+    return f"Hello {argument or 'world'} from {ctx.root}"
+
+
+@function_command(name="ask-model", description="Hand the model a prompt")
+def ask_model(argument, ctx):
+    return ModelPrompt("Say the magic word.")
+
+
+@function_command(name="init", description="Tries to take a built-in name")
+def taken(argument, ctx):
+    return "never"
+'''
+
+
+@pytest.fixture
+def command_plugins(tmp_path):
+    site = tmp_path / "cmd-site"
+    info = site / "t2a_cmds-0.1.dist-info"
+    info.mkdir(parents=True)
+    (site / "t2a_cmds.py").write_text(PLUGIN)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: t2a-cmds\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(
+        "[term2acp.commands]\nhello = t2a_cmds:hello\nask = t2a_cmds:ask_model\n"
+        "broken = t2a_cmds:missing\ntaken = t2a_cmds:taken\n")
+    return {"PYTHONPATH": str(site)}
+
+
+@PROTOCOLS
+def test_plugin_commands_from_the_entry_point_group(acp_agent, acp_workspace, command_plugins,
+                                                     protocol):
+    agent = acp_agent(turns=[[{"text": "not played"}], [{"text": "xyzzy"}]], protocol=protocol,
+                      env=command_plugins)
+    sid = new_session(agent, acp_workspace)["sessionId"]
+    listed = seen_or_next(agent, sid, "available_commands_update")["availableCommands"]
+    names = [c["name"] for c in listed]
+    assert names == ["compact", "init", "model", "mode", "ask-model", "hello"]  # broken, taken: skipped
+    assert [c["description"] for c in listed if c["name"] == "init"] == [
+        "Ask the agent to write or update AGENTS.md for this project"]
+    _, updates, end = agent.prompt(sid, "/hello Ada")
+    assert texts(updates) == f"Hello Ada from {acp_workspace}"
+    assert stop_reason(protocol, end) == "end_turn"
+    _, updates, _ = agent.prompt(sid, "/ask-model")
+    assert texts(updates) == "xyzzy"
+    agent.close()
