@@ -104,7 +104,8 @@ def test_official_sdk_v1_client_drives_a_full_session(node, agent_env, workspace
     assert summary["closeResult"] == {}
 
     load = summary["load"]
-    assert load["result"] == {}
+    assert load["result"]["modes"]["currentModeId"] == "auto"  # issue 15: the choices
+    assert [o["id"] for o in load["result"]["configOptions"]] == ["model", "effort", "mode"]
     assert load["userText"] == [PROMPTS["text"], PROMPTS["tools"], PROMPTS["cancel"]]
     assert load["agentText"].startswith("Hello there.Working.")
     for kind in ("user_message_chunk", "agent_message_chunk", "agent_thought_chunk",
