@@ -7,8 +7,8 @@ overflow error calibrates the estimate against the server's own count (see
 :func:`learn_window`).
 
 **Window.** Learned from the provider's overflow error (the smallest wins, it is what the
-server enforces), else ``context_window`` from the config file (tokens), else the model
-catalog, else what the provider says.
+server enforces), else ``context_window`` from the config file (tokens), else what the
+provider says (a local model, a script), else the model catalog.
 
 **Compaction.** Past :data:`THRESHOLD` of the window before a model request, or when the
 provider answers an overflow, the older part of the conversation is summarized by the model
@@ -99,9 +99,10 @@ def estimate(system, messages):
 
 def window_of(session, provider=None, settings=None):
     """The context window in tokens (None: unknown)."""
-    configured = getattr(settings, "context_window", None) or session.context_window
+    configured = getattr(settings, "context_window", None)
     if not configured and provider is not None:
-        configured = provider.context_window(session.model)
+        configured = provider.context_window(session.model)  # e.g. a local model's context
+    configured = configured or session.context_window  # the catalog's
     learned = getattr(session, "window_learned", None)
     if learned and configured:
         return min(learned, configured)
@@ -461,8 +462,15 @@ class ContextGuard:
         """The messages of the next request, compacted first when they are too big."""
         session = self.session
         window = self.window()
-        if window and history_tokens(session, system) > THRESHOLD * window:
-            compact(session, self.provider, system, self.settings, "threshold", window)
+        size = history_tokens(session, system) if window else 0
+        if window and size > THRESHOLD * window:
+            try:
+                compact(session, self.provider, system, self.settings, "threshold", window)
+            except CompactionFailed as exc:
+                if size > window:
+                    raise
+                # still under the window: send it; an overflow would compact again
+                log.info("session %s: compaction skipped (%s)", session.id, exc)
         return model_messages(session.history)
 
     def stream(self, request):

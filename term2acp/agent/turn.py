@@ -115,7 +115,7 @@ class Turn:
         self.tokens = [a + b for a, b in zip(self.tokens or (0, 0, 0, 0), counts)]
         if usage.cost_usd is not None:
             self.cost += float(usage.cost_usd)
-        size = self.provider.context_window(self.session.model) or self.session.context_window
+        size = self.context.window()  # learned, configured, catalog or provider (context.py)
         if size:
             cost = {"amount": round(self.session.cost + self.cost, 6), "currency": "USD"} \
                 if (self.session.cost + self.cost) else None

@@ -171,3 +171,12 @@ def test_the_guard_compacts_and_resends_on_overflow():
     assert session.window_learned and session.history[0]["role"] == "compaction"
     turns = [r for r in provider.requests if r.purpose == "turn"]
     assert len(turns) == 2 and c.estimate("S", turns[1].messages) <= 900
+
+
+def test_past_the_threshold_with_nothing_to_summarize_the_request_still_goes():
+    session = Session([{"role": "user", "content": "x" * 3400}], window=1000)  # ~85 %
+    guard = c.ContextGuard(session, Summarizer(), None)
+    assert guard.messages("") == session.history
+    session.history = [{"role": "user", "content": "x" * 4400}]  # over the window itself
+    with pytest.raises(c.CompactionFailed, match="latest exchange alone"):
+        guard.messages("")
