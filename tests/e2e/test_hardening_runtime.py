@@ -277,6 +277,58 @@ def test_a_client_that_stops_reading_bounds_memory_and_cancel_drops_queued_chunk
             proc.wait(5)
 
 
+def _write_all(proc, data):
+    view = memoryview(data)
+    while view:  # an unbuffered pipe under gevent may take part of a large write
+        view = view[proc.stdin.write(view):]
+
+
+def _wait_until_idle_cpu(pid, timeout=60):
+    deadline = time.monotonic() + timeout
+    last, still = _cpu_ticks(pid), 0
+    while still < 5:
+        assert time.monotonic() < deadline, "the agent never settled"
+        time.sleep(0.1)
+        now = _cpu_ticks(pid)
+        still = still + 1 if now == last else 0
+        last = now
+
+
+def test_many_large_answers_to_a_client_that_stops_reading_stay_bounded(agent_env, workspace):
+    proc = subprocess.Popen([sys.executable, REPO_LAUNCHER], env=agent_env, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, bufsize=0)
+    try:
+        proc.stdin.write(line({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": 2, "info": {"name": "t", "version": "1"}}}))
+        _write_all(proc, b"".join(line({"jsonrpc": "2.0", "id": f"n{n}", "method": "session/new",
+                                        "params": {"cwd": workspace}}) for n in range(50)))
+        _, _, buf = _read_until(proc, b"", lambda m: m.get("id") == "n49", 60)
+        base = _rss_kib(proc.pid)
+        count = 3000  # each answer lists 50 sessions (~10 KB): 30 MB if all were queued
+        _write_all(proc, b"".join(line({"jsonrpc": "2.0", "id": n, "method": "session/list",
+                                        "params": {}}) for n in range(count)))
+        _wait_until_idle_cpu(proc.pid)
+        grown = _rss_kib(proc.pid) - base
+        assert grown < 20 * 1024, f"RSS grew by {grown} KiB for answers nobody read"
+        answers = {}
+        while len(answers) < count:
+            message, _, buf = _read_until(proc, buf, lambda m: isinstance(m.get("id"), int), 30)
+            answers[message["id"]] = message
+        refused = [m for m in answers.values() if "error" in m]
+        assert refused and all(m["error"]["code"] == -32003 for m in refused)
+        assert any("result" in m for m in answers.values())
+        proc.stdin.write(line({"jsonrpc": "2.0", "id": "last", "method": "session/list",
+                               "params": {}}))
+        last, _, buf = _read_until(proc, buf, lambda m: m.get("id") == "last", 30)
+        assert len(last["result"]["sessions"]) == 50
+        proc.stdin.close()
+        assert proc.wait(10) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+
+
 # ---------------------------------------------------------------- nesting
 def nested(depth):
     value = "deep"
