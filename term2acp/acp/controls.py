@@ -129,7 +129,7 @@ class ControlHandlers:
         """A session started (new/resume/load): its controls, the model listing, and (after
         the answer, which is written first) the slash commands."""
         session.controls = self.controls
-        self.controls.list_models(session.provider_id)
+        self.controls.list_models(session.provider_id, session.group)
         version = self.VERSION
         session.group.spawn(self.client.update, session.id, commands_update(version))
 

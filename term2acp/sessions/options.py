@@ -149,7 +149,7 @@ class Controls:
         session.context_window = info.context_window
         if session.effort not in efforts_for(info):
             session.effort = "default"
-        self.list_models(session.provider_id)
+        self.list_models(session.provider_id, session.group)
         return True
 
     def persist(self, session):
@@ -158,11 +158,13 @@ class Controls:
         session.store.commit()
 
     # ------------------------------------------------------------ /models
-    def list_models(self, provider):
-        """Start fetching ``provider``'s ``/models`` once (OpenAI-compatible servers only)."""
+    def list_models(self, provider, group=None):
+        """Start fetching ``provider``'s ``/models`` once (OpenAI-compatible servers only),
+        in ``group`` (the session's: closing it ends the fetch, and a later session of the
+        provider starts it again)."""
         if not provider or provider in self._listing or not self._lists_models(provider):
             return
-        greenlet = gevent.spawn(self._fetch, provider)
+        greenlet = (group.spawn if group is not None else gevent.spawn)(self._fetch, provider)
         greenlet.name = f"models-{provider}"
         self._listing[provider] = greenlet
 
@@ -173,6 +175,13 @@ class Controls:
         return bool(cfg) and cfg.get("type", "openai") == "openai" and bool(cfg.get("base_url"))
 
     def _fetch(self, provider):
+        try:
+            self._fetch_once(provider)
+        except gevent.GreenletExit:
+            self._listing.pop(provider, None)  # its session closed: the next one retries
+            raise
+
+    def _fetch_once(self, provider):
         try:
             instance = self.catalog.create(provider)
             lister = getattr(instance, "list_models", None)
@@ -192,7 +201,3 @@ class Controls:
             self.listed[provider] = fresh
             if self.on_listed is not None:
                 self.on_listed(provider)
-
-    def stop(self):
-        for greenlet in self._listing.values():
-            greenlet.kill(block=False)
