@@ -135,7 +135,9 @@ class Turn:
                                      "name": call.name,
                                      "content": scrub_text(self.context.cap_result(
                                          result.text, MODEL_RESULT_CAP)),
-                                     "is_error": result.is_error})
+                                     "is_error": result.is_error,
+                                     **({"images": result.images}
+                                        if getattr(result, "images", None) else {})})
 
     def run_tool(self, call_id, name, arguments):
         """Report, approve and run one call; returns the ToolResult (never raises ToolError)."""
@@ -200,10 +202,12 @@ class Turn:
 
     def _context(self, call_id):
         session = self.session
-        return ToolContext(root=session.root, session_id=session.id, call_id=call_id,
-                           access=session.access, settings=self.settings, emit=session.emit,
-                           approve=lambda request: self._approve_nested(call_id, request),
-                           run_tool=self._nested_call, workdir=session.workdir)
+        ctx = ToolContext(root=session.root, session_id=session.id, call_id=call_id,
+                          access=session.access, settings=self.settings, emit=session.emit,
+                          approve=lambda request: self._approve_nested(call_id, request),
+                          run_tool=self._nested_call, workdir=session.workdir)
+        ctx.images = getattr(session, "images", False)  # read_file may return images
+        return ctx
 
     def _nested_call(self, name, arguments):
         if name in ("shell", "run_code"):

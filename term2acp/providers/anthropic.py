@@ -56,6 +56,8 @@ def anthropic_messages(messages, signed=None):
                      "is_error": bool(message.get("is_error"))}
             if message.get("content"):
                 block["content"] = message["content"]
+            if message.get("images"):  # read_file on an image (tools/images.py)
+                block["content"] = _image_blocks(message) + _user_blocks(message.get("content"))
             _append(out, "user", [block])
         else:
             raise ValueError(f"unsupported message role {role!r}")

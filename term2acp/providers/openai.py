@@ -99,8 +99,12 @@ def sse_json(client, response, name):
 # ---------------------------------------------------------------- request building
 def chat_messages(system, messages):
     out = [{"role": "system", "content": system}] if system else []
+    pending = []  # images read by tools: a user message after the run of tool results
     for message in messages:
         role = message["role"]
+        if pending and role != "tool":
+            out.append(_tool_images(pending))
+            pending = []
         if role == "user":
             out.append({"role": "user", "content": _user_content(message)})
         elif role == "assistant":
@@ -111,9 +115,19 @@ def chat_messages(system, messages):
                 content = "Error: " + content
             out.append({"role": "tool", "tool_call_id": message["tool_call_id"],
                         "content": content})
+            pending += message.get("images") or ()
         else:
             raise ValueError(f"unsupported message role {role!r}")
+    if pending:
+        out.append(_tool_images(pending))
     return out
+
+
+def _tool_images(images):
+    """Tool messages carry text only: images a tool returned follow as a user message."""
+    return {"role": "user", "content": [{"type": "text", "text": "Images returned by the tool "
+                                         "calls above:"}] + _user_content(
+        {"content": "", "images": images})[1:]}
 
 
 def _user_content(message):

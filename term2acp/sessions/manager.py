@@ -298,7 +298,8 @@ class SessionManager:
                 session.context_window = info.context_window
                 if info.reasoning is False:  # e.g. gpt-4.1 rejects a reasoning effort
                     session.effort = "default"
-            images = self.catalog.info(session.provider_id, session.model).images
+            images = session.images = bool(self.catalog.info(session.provider_id,
+                                                             session.model).images)
             return content.to_model(blocks, session.root, images=images, model=session.model)
         except BaseException:
             session.preparing = False

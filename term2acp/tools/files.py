@@ -16,6 +16,7 @@ import stat
 import gevent
 from marshmallow import Schema, ValidationError, fields, validate, validates_schema
 
+from term2acp.tools import images
 from term2acp.tools.base import Tool, ToolError, ToolResult
 from term2acp.tools.paths import (DIR_FLAGS, FILE_FLAGS, PathMoved, display_path, located,
                                   open_checked, read_approval, readable_path)
@@ -121,6 +122,8 @@ class ReadFileTool(Tool):
         real = readable_path(ctx, args["path"])
         fd = open_regular(ctx, real)
         with os.fdopen(fd, "rb") as fh:
+            if images.wanted(ctx, fh.peek(SNIFF)[:16]):  # an image, for a model that sees
+                return images.image_result(display_path(ctx, real), fh)
             if b"\0" in fh.peek(SNIFF)[:SNIFF]:
                 raise ToolError(f"{display_path(ctx, real)} is a binary file; read_file only "
                                 "shows text. Use the shell (e.g. xxd or file) to inspect it.")

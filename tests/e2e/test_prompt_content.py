@@ -144,3 +144,31 @@ def test_config_images_true_makes_a_custom_model_take_images(acp_agent, workspac
     assert response["result"]["stopReason"] == "end_turn"
     assert "image_url" in json.dumps(server.requests[-1].json["messages"])
     assert agent.close() == 0
+
+
+@pytest.mark.parametrize("model, sees", [("gpt-4o", True), ("small-model", False)])
+def test_read_file_on_an_image_returns_it_to_an_image_model(acp_agent, workspace, model, sees):
+    with open(f"{workspace}/pic.png", "wb") as fh:
+        fh.write(base64.b64decode(PNG))
+    srv = f.FakeLLMServer().start()
+    try:
+        srv.enqueue(f.openai_sse(f.oa_tool(0, "call_1", "read_file", '{"path": "pic.png"}'),
+                                 f.oa_finish("tool_calls")),
+                    f.openai_sse(f.oa_text("A tiny picture."), f.oa_finish("stop")))
+        agent = acp_agent(args=("--provider", "openai", "--model", model),
+                          env={"OPENAI_BASE_URL": srv.openai_url, "OPENAI_API_KEY": "sk-t-123456"})
+        sid = agent.new_session(workspace)
+        _, updates, idle = agent.prompt(sid, "look at pic.png", timeout=30)
+        assert idle["params"]["update"]["stopReason"] == "end_turn"
+        second = srv.wait_requests(2)[1].json["messages"]
+        tool = [m for m in second if m["role"] == "tool"][0]
+        images = [p for m in second if m["role"] == "user" and isinstance(m["content"], list)
+                  for p in m["content"] if p.get("type") == "image_url"]
+        if sees:
+            assert "is attached for you to look at" in tool["content"]
+            assert images[0]["image_url"]["url"] == f"data:image/png;base64,{PNG}"
+        else:
+            assert "binary file" in tool["content"] and not images
+        assert agent.close() == 0
+    finally:
+        srv.stop()
