@@ -125,9 +125,15 @@ class Endpoint:
             send_wait(encode(message), tag)
 
     def notify(self, method, params):
+        message = {"jsonrpc": "2.0", "method": method, "params": params}
+        send_wait = self._send_wait
+        if send_wait is None or gevent.getcurrent() is self._reader:
+            self.send(message)
+            return
+        if wire_log.isEnabledFor(logging.DEBUG):  # send(), inlined: the per-update path
+            wire_log.debug("<- %s", json.dumps(message)[:4000])
         tag_of = self.tag_of
-        self.send({"jsonrpc": "2.0", "method": method, "params": params},
-                  tag_of(method, params) if tag_of is not None else None)
+        send_wait(encode(message), tag_of(method, params) if tag_of is not None else None)
 
     def request(self, method, params):
         """Send a request to the peer; returns ``(id, AsyncResult)``.

@@ -141,7 +141,13 @@ class Writer:
                 self.sweep()
                 if self._queued >= self._limit:
                     self._room.wait()
-        self.put(data, tag)
+        if self.failed:  # put(), inlined: this is the per-update path
+            return
+        self._items.append((data, tag))
+        self._queued += len(data) + ITEM_OVERHEAD
+        if self._queued >= self._limit:
+            self._room.clear()
+        self._wake.set()
 
     @property
     def _hub(self):
