@@ -29,7 +29,8 @@ class Server:
                              discard=_discarded)
         self.pool = Pool(256)
         self.endpoint = Endpoint(None, self.writer.put, self.pool, max_line=settings.max_line_bytes,
-                                 send_wait=self.writer.put_wait)
+                                 send_wait=self.writer.put_wait,
+                                 backlogged=self.writer.backlogged)
         self.endpoint.tag_of = self._chunk_tag
         self.agent = AcpAgent(self._sessions, ClientProxy(self.endpoint), settings)
         self.agent.catalog = catalog  # authMethods name its providers' key variables

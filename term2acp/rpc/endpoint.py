@@ -98,8 +98,13 @@ def _id_key(value):
 
 
 class Endpoint:
-    def __init__(self, router, send, pool=None, max_line=None, send_wait=None):
+    def __init__(self, router, send, pool=None, max_line=None, send_wait=None, backlogged=None):
         self.router = router
+        # backlogged() -> True while the outbox is full (the client is not reading): the
+        # reader then drops its id-less error answers instead of queueing them without
+        # bound (nobody can match them to a request anyway); answers with an id still go.
+        self._backlogged = backlogged
+        self.dropped_errors = 0
         self._send_bytes = send  # never blocks: responses, errors, our requests
         self._send_wait = send_wait  # (bytes, tag): may wait for room (notifications)
         self.tag_of = None  # (method, params) -> tag for droppable notifications, or None
@@ -390,6 +395,12 @@ class Endpoint:
         log.info("dropped notification %s: %s", method, error.message)
 
     def _send_error(self, msg_id, error):
+        if msg_id is None and self._backlogged is not None and self._backlogged():
+            self.dropped_errors += 1
+            if self.dropped_errors in (1, 1000) or self.dropped_errors % 100_000 == 0:
+                log.warning("the client is not reading; %d id-less error answers dropped so far "
+                            "(last: %s)", self.dropped_errors, error.message[:200])
+            return
         self.send(_error_response(msg_id, error))
 
 

@@ -121,6 +121,10 @@ class Writer:
     def queued_bytes(self):
         return self._queued
 
+    def backlogged(self):
+        """True while the queue is at its bound (the client is not reading)."""
+        return self._queued >= self._limit
+
     def put(self, data, tag=None):
         """Queue one encoded line (bytes, newline included); never blocks."""
         if self.failed:

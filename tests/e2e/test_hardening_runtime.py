@@ -329,6 +329,30 @@ def test_many_large_answers_to_a_client_that_stops_reading_stay_bounded(agent_en
             proc.wait(5)
 
 
+def test_a_flood_of_malformed_lines_to_a_client_that_stops_reading_stays_bounded(agent_env):
+    proc = subprocess.Popen([sys.executable, REPO_LAUNCHER], env=agent_env, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, bufsize=0)
+    try:
+        _write_all(proc, line({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": 2, "info": {"name": "t", "version": "1"}}}))
+        _, _, buf = _read_until(proc, b"", lambda m: m.get("id") == 0, 30)
+        base = _rss_kib(proc.pid)
+        _write_all(proc, b"x\n" * 400_000)  # each would be a ~100-byte -32700 answer: 40 MB
+        _write_all(proc, line({"jsonrpc": "2.0", "id": "ping", "method": "session/list",
+                               "params": {}}))
+        _wait_until_idle_cpu(proc.pid)
+        grown = _rss_kib(proc.pid) - base
+        assert grown < 20 * 1024, f"RSS grew by {grown} KiB for answers nobody read"
+        ping, read, buf = _read_until(proc, buf, lambda m: m.get("id") == "ping", 60)
+        assert "result" in ping and read < 100_000
+        proc.stdin.close()
+        assert proc.wait(10) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+
+
 # ---------------------------------------------------------------- nesting
 def nested(depth):
     value = "deep"

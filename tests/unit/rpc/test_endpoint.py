@@ -236,3 +236,17 @@ def test_endpoint_a_full_request_pool_is_refused_without_blocking_the_reader():
     router.released.set()
     settle(endpoint)
     assert out[-1] == {"jsonrpc": "2.0", "id": 1, "result": {}}
+
+
+def test_endpoint_a_backlogged_outbox_drops_id_less_errors_only():
+    out = []
+    backlog = [True]
+    endpoint = Endpoint(Router(), lambda data: out.append(json.loads(data)),
+                        backlogged=lambda: backlog[0])
+    for _ in range(100):
+        endpoint.receive_line(b"not json")
+    endpoint.receive_line(b'{"jsonrpc":"2.0","id":7,"method":"nope"}')
+    assert [m["id"] for m in out] == [7] and endpoint.dropped_errors == 100
+    backlog[0] = False
+    endpoint.receive_line(b"not json")
+    assert out[-1]["id"] is None and out[-1]["error"]["code"] == -32700
