@@ -305,3 +305,55 @@ def test_rate_limit_that_outlasts_the_retries_says_so(acp_agent, workspace):
         assert agent.close() == 0
     finally:
         srv.stop()
+
+
+def pairing_problems(body):
+    """Tool messages that do not answer a call of the assistant message before them, and
+    calls left without an answer (what OpenAI refuses with a 400)."""
+    problems, waiting = [], set()
+    for message in body["messages"]:
+        if message["role"] == "tool":
+            if message["tool_call_id"] not in waiting:
+                problems.append(f"orphan result {message['tool_call_id']}")
+            waiting.discard(message["tool_call_id"])
+            continue
+        if waiting:
+            problems.append(f"unanswered {sorted(waiting)}")
+        waiting = {c["id"] for c in message.get("tool_calls") or ()}
+    return problems
+
+
+def test_compaction_in_the_middle_of_a_turn_keeps_calls_with_their_results(acp_agent, workspace):
+    for n in range(8):
+        with open(f"{workspace}/f{n}.txt", "w") as fh:
+            fh.write(f"file {n} " + "lorem ipsum dolor sit amet " * 45 + "\n")
+    srv = f.FakeLLMServer()
+    srv.context_limit = LIMIT
+    state = {"calls": 0, "problems": []}
+
+    def respond(request):
+        body = request.json
+        state["problems"] += pairing_problems(body)
+        if is_summary_request(body):
+            return f.openai_sse(f.oa_text("Summary: read files f0.. so far."), f.oa_finish("stop"))
+        if state["calls"] < 8:
+            n = state["calls"]
+            state["calls"] += 1
+            return f.openai_sse(f.oa_tool(0, f"call_{n}", "read_file", json.dumps({"path": f"f{n}.txt"})),
+                                f.oa_finish("tool_calls"))
+        return f.openai_sse(f.oa_text("Read them all."), f.oa_finish("stop"))
+
+    srv.responder = respond
+    srv.start()
+    try:
+        agent = start(acp_agent, 2, V2_COMPACTION, openai_env(srv),
+                      ("--provider", "openai", "--model", "small-model"))
+        sid = agent.new_session(workspace)
+        _, updates, idle = agent.prompt(sid, "Read f0.txt to f7.txt one by one.", timeout=60)
+        assert idle["params"]["update"]["stopReason"] == "end_turn", agent.stderr[-2000:]
+        assert any(u["status"] == "completed" for u in compactions(updates))
+        assert state["calls"] == 8 and not state["problems"]
+        assert len(srv.refused) <= 1
+        assert agent.close() == 0
+    finally:
+        srv.stop()
