@@ -42,6 +42,9 @@ class McpTool(Tool):
         self.definition = definition
         annotations = definition.get("annotations") if isinstance(definition.get("annotations"), dict) else {}
         self.read_only = annotations.get("readOnlyHint") is True
+        # agent/modes.py keys on kind: read-only mode offers only tools the server annotates
+        # readOnlyHint (a hint, so they still ask on first use); ask mode asks for the others.
+        self.kind = "read" if self.read_only else "other"
         self.display = str(definition.get("title") or annotations.get("title") or self.tool)
         description = str(definition.get("description") or f"{self.display} (MCP tool)")
         self.description = f"{description[:DESCRIPTION_CAP]}\n(MCP server: {self.server})"

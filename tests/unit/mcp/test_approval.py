@@ -139,3 +139,23 @@ def test_cancelling_the_turn_cancels_the_call_on_the_server(make_hub, root, monk
     turn.close_open_calls("cancelled")
     statuses = [e.status for e in session.events if isinstance(e, ev.ToolCallReported) and e.status]
     assert statuses[-1] == "cancelled"
+
+
+def test_modes_read_only_refuses_unannotated_tools_and_ask_asks_every_time(make_hub, root):
+    from term2acp.agent import modes
+
+    hub = make_hub(stdio_entry())
+    session, _, turn = run_turn(hub, root, [call("1", "mcp__test__echo", text="a"), DONE], Gate())
+    session.mode = modes.READ_ONLY
+    assert turn.run("go") == "end_turn"
+    (result,) = tool_results(session)
+    assert result["is_error"] and "read-only mode" in result["content"]
+
+    gate = Gate("allow-tool-session", "approve")
+    turns = [call("1", "mcp__test__echo", text="a"), call("2", "mcp__test__echo", text="b"), DONE]
+    session, _, turn = run_turn(hub, root, turns, gate)
+    session.mode = modes.ASK
+    session.access.allow_tool(("mcp", "test", "echo"))  # a grant is not consulted in ask mode
+    gate.answers = ["approve", "approve"]
+    assert turn.run("go") == "end_turn"
+    assert len(gate.asked) == 2 and [m["content"] for m in tool_results(session)] == ["echo: a", "echo: b"]

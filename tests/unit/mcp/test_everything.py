@@ -16,7 +16,8 @@ def test_server_everything_tools(make_hub):
     assert {"mcp__everything__echo", "mcp__everything__get-sum"} <= set(tools)
     assert tools["mcp__everything__echo"].run({"message": "hello"}, None).text == "Echo: hello"
     assert "42" in tools["mcp__everything__get-sum"].run({"a": 40, "b": 2}, None).text
-    assert tools["mcp__everything__echo"].read_only
+    assert tools["mcp__everything__echo"].read_only and tools["mcp__everything__echo"].kind == "read"
+    assert tools["mcp__everything__toggle-simulated-logging"].kind == "other"
     for tool in tools.values():  # every schema is a cleaned object schema
         params = tool.spec()["parameters"]
         assert params["type"] == "object" and "$schema" not in params
