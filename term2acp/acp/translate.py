@@ -173,7 +173,10 @@ def update_for(event, compaction=False):
 def replay_update(kind, payload, compaction=False):
     """A journal record as the update that restores it on the client."""
     if kind == "compaction":
-        update = compaction_update(payload["compaction_id"], payload["status"],
+        status = payload["status"]
+        if status == "in_progress":  # the process stopped while compacting
+            status = "cancelled"
+        update = compaction_update(payload["compaction_id"], status,
                                    payload.get("summary"), payload.get("error"),
                                    payload.get("text"), compaction)
         if update is not None and update["sessionUpdate"] == "agent_message_chunk":

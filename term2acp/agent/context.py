@@ -249,7 +249,8 @@ def compact(session, provider=None, system="", settings=None, reason="manual", w
     if not older:
         raise CompactionFailed(_nothing_older(history, keep, system, window))
     compaction_id = f"cmp_{uuid.uuid4().hex[:16]}"
-    session.emit(ev.CompactionReported(compaction_id, "in_progress", reason=reason))
+    session.emit(ev.CompactionReported(compaction_id, "in_progress", reason=reason,
+                                       text="Compacting the conversation...\n\n"))
     try:
         summary, stats = _summarize(session, provider, older, window)
     except gevent.GreenletExit:

@@ -296,7 +296,10 @@ def replay_updates(records, compaction=False):
         elif kind == "plan":
             yield {"sessionUpdate": "plan", "entries": [dict(e) for e in payload["entries"]]}
         elif kind == "compaction":
-            update = compaction_update(payload["compaction_id"], payload["status"],
+            status = payload["status"]
+            if status == "in_progress":  # the process stopped while compacting
+                status = "cancelled"
+            update = compaction_update(payload["compaction_id"], status,
                                        payload.get("summary"), payload.get("error"),
                                        payload.get("text"), compaction)
             if update is not None:
