@@ -357,3 +357,21 @@ def test_compaction_in_the_middle_of_a_turn_keeps_calls_with_their_results(acp_a
         assert agent.close() == 0
     finally:
         srv.stop()
+
+
+def test_cancel_ends_a_retry_wait(acp_agent, workspace):
+    srv = f.FakeLLMServer().start()
+    try:
+        srv.enqueue(f.Status(503, {"error": {"message": "overloaded"}}, {"retry-after": "30"}))
+        agent = acp_agent(args=("--provider", "openai", "--model", "m"),
+                          env={"OPENAI_BASE_URL": srv.openai_url, "OPENAI_API_KEY": "sk-t-123456"})
+        sid = agent.new_session(workspace)
+        agent.prompt_async(sid, "hi")
+        chunk = agent.wait_update("agent_message_chunk", session_id=sid, timeout=20)
+        assert chunk["content"]["text"].startswith("Retrying in 30 s (HTTP 503")
+        agent.notify("session/cancel", {"sessionId": sid})
+        idle = agent.wait_update("state_update", state="idle", session_id=sid, timeout=5)
+        assert idle["stopReason"] == "cancelled" and len(srv.requests) == 1
+        assert agent.close() == 0
+    finally:
+        srv.stop()
