@@ -100,8 +100,13 @@ def _file_block(uri, text, mime, budget):
     if len(shown) < len(text):
         note = (f"\n[... truncated: {len(shown):,} of {len(text):,} characters attached; read the "
                 "file with the tools for the rest ...]")
-    mime = f' mimeType="{mime}"' if mime else ""
-    return f'<file uri="{uri}"{mime}>\n{shown}{note}\n</file>'
+    mime = f' mimeType="{_attr(mime)}"' if mime else ""
+    return f'<file uri="{_attr(uri)}"{mime}>\n{shown}{note}\n</file>'
+
+
+def _attr(value):
+    """A value that cannot end the delimiting tag early."""
+    return str(value).replace('"', "%22").replace("\n", " ").replace(">", "%3E")
 
 
 def _linked(block, root, budget):

@@ -392,7 +392,8 @@ def _summarize(session, provider, older, window):
     stats = [0, 0, 0]
     for _attempt in range(3):
         try:
-            return _rolling_summary(session, provider, lines, budget, summary_tokens, stats), stats
+            return _rolling_summary(session, provider, lines, budget, summary_tokens, stats,
+                                    window), stats
         except ContextOverflow:
             budget //= 2  # the window is smaller than we thought
             if budget < 400:
@@ -400,7 +401,7 @@ def _summarize(session, provider, older, window):
     raise CompactionFailed("compacting failed because the summary requests kept overflowing")
 
 
-def _rolling_summary(session, provider, lines, budget, summary_tokens, stats):
+def _rolling_summary(session, provider, lines, budget, summary_tokens, stats, window=None):
     summary = ""
     chunks = list(_chunks(lines, max(200, budget - summary_tokens * CHARS_PER_TOKEN)))
     if len(chunks) > MAX_SUMMARY_REQUESTS:  # keep the newest; the oldest go in one line each
@@ -412,15 +413,21 @@ def _rolling_summary(session, provider, lines, budget, summary_tokens, stats):
         if summary:
             parts.append(f"Summary of the conversation before this excerpt:\n{summary}\n")
         parts.append(f"Conversation excerpt:\n{chunk}\n\nWrite the updated summary.")
-        summary = _ask(session, provider, "\n".join(parts), summary_tokens, stats)
+        summary = _ask(session, provider, "\n".join(parts), summary_tokens, stats, window)
     return summary
 
 
-def _ask(session, provider, text, max_tokens, stats):
-    request = pb.ModelRequest(model=session.model, system=SUMMARY_SYSTEM,
-                              messages=[{"role": "user", "content": text}], tools=[],
-                              effort="default", max_output_tokens=max_tokens,
-                              purpose="compaction")
+def _ask(session, provider, text, max_tokens, stats, window=None):
+    """One summary request. The output budget leaves room for a reasoning model's thinking
+    (twice the summary, at least 1,024 tokens) but never past the window, which some servers
+    check against input plus ``max_tokens``; the text is cut to ``max_tokens`` anyway."""
+    messages = [{"role": "user", "content": text}]
+    budget = max(2 * max_tokens, 1024)
+    if window:
+        budget = min(budget, max(max_tokens, window - estimate(SUMMARY_SYSTEM, messages) - 64))
+    request = pb.ModelRequest(model=session.model, system=SUMMARY_SYSTEM, messages=messages,
+                              tools=[], effort=getattr(session, "effort", "default"),
+                              max_output_tokens=budget, purpose="compaction")
     parts = []
     stats[0] += 1
     for item in provider.stream(request):
