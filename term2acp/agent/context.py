@@ -259,6 +259,8 @@ def compact(session, provider=None, system="", settings=None, reason="manual", w
     except Exception as exc:  # noqa: BLE001 - any failure is reported, then re-raised
         why = _why(exc)
         session.emit(ev.CompactionReported(compaction_id, "failed", error=why, reason=reason))
+        if isinstance(exc, CompactionFailed):
+            raise
         raise CompactionFailed(f"compacting failed because {why}") from None
     folded = sum(len(unit) for unit in older)
     marker = {"role": MARKER, "id": compaction_id, "summary": summary, "folded": folded,
@@ -290,7 +292,9 @@ def _split(history, system, window, manual):
         size = _unit_tokens(unit)
         if is_marker(unit[0]):
             break  # an earlier summary is folded into the new one
-        if budget is None or manual:
+        if not kept and unit[0].get("role") == "user":
+            pass  # the user's latest request is kept whole, never summarized away
+        elif budget is None or manual:
             if len(kept) >= 2 or (budget is not None and used + size > budget and kept):
                 break  # /compact keeps at most the last exchange
         elif used + size > budget and (kept or size > fits_alone):
@@ -321,6 +325,8 @@ def _nothing_older(history, keep, system, window):
 
 
 def _why(exc):
+    if isinstance(exc, CompactionFailed):
+        return str(exc).removeprefix("compacting failed because ")
     if isinstance(exc, ContextOverflow):
         return "even the summary request did not fit the model's context window"
     text = str(exc) or type(exc).__name__

@@ -180,3 +180,20 @@ def test_past_the_threshold_with_nothing_to_summarize_the_request_still_goes():
     session.history = [{"role": "user", "content": "x" * 4400}]  # over the window itself
     with pytest.raises(c.CompactionFailed, match="latest exchange alone"):
         guard.messages("")
+
+
+def test_the_latest_request_is_kept_even_when_it_is_big():
+    history = [m for n in range(1, 5) for m in exchange(n)] + [
+        {"role": "user", "content": "LATEST " + "z" * 2400}]
+    session = Session(history, window=1000)
+    c.compact(session, Summarizer(), reason="threshold")
+    assert session.history[-1]["content"].startswith("LATEST")
+    assert [m["role"] for m in session.history] == ["compaction", "user"]
+
+
+def test_an_empty_summary_fails_once_with_its_reason():
+    session = Session([m for n in range(1, 5) for m in exchange(n)], window=1000)
+    with pytest.raises(c.CompactionFailed) as failure:
+        c.compact(session, Summarizer(text="  "), reason="threshold")
+    assert str(failure.value) == "compacting failed because the model returned an empty summary"
+    assert session.events[-1].status == "failed"
