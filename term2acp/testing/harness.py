@@ -67,6 +67,7 @@ class AgentProcess:
         self._next_id = 1000
         self._methods = {}
         self._stderr = []
+        self._stderr_seen = threading.Condition()
 
     # ------------------------------------------------------------ process
     def start(self):
@@ -110,7 +111,32 @@ class AgentProcess:
 
     def _pump_stderr(self):
         for line in self.proc.stderr:
-            self._stderr.append(line.decode("utf-8", "replace"))
+            with self._stderr_seen:
+                self._stderr.append(line.decode("utf-8", "replace"))
+                self._stderr_seen.notify_all()
+        with self._stderr_seen:
+            self._stderr_closed = True  # EOF: wake the waiters
+            self._stderr_seen.notify_all()
+
+    _stderr_closed = False
+
+    def wait_stderr(self, predicate, timeout=10):
+        """Wait (bounded) until ``predicate(stderr text)`` holds, or a string appears in it;
+        the agent's stderr is read by a thread, so a line it has written may not be here
+        yet when its effect on stdout is. Returns the text; raises ProtocolError on
+        timeout or when stderr ended without it."""
+        check = (lambda text: predicate in text) if isinstance(predicate, str) else predicate
+        deadline = time.monotonic() + timeout
+        with self._stderr_seen:
+            while True:
+                text = "".join(self._stderr)
+                if check(text):
+                    return text
+                remaining = deadline - time.monotonic()
+                if self._stderr_closed or remaining <= 0:
+                    raise ProtocolError(f"stderr condition not met within {timeout}s; "
+                                        f"stderr:\n{text[-2000:]}")
+                self._stderr_seen.wait(remaining)
 
     @property
     def stderr(self):
