@@ -80,13 +80,26 @@ OPEN, CLOSE = "<tool_call>", "</tool_call>"
 
 
 def tool_prompt(tools):
+    """The tools in few tokens: a small model's prompt is processed on the CPU, and the full
+    JSON schemas of every tool would cost it seconds per turn."""
     lines = ["", "You can call tools. To call one, answer with exactly one block:",
              f'{OPEN}{{"name": "<tool name>", "arguments": {{...}}}}{CLOSE}',
              "and nothing else; the result comes back in the next message. Tools:"]
     for tool in tools:
-        params = json.dumps(tool["parameters"].get("properties", {}), separators=(",", ":"))
-        lines.append(f"- {tool['name']}: {tool['description'].splitlines()[0]} Arguments: {params}")
+        schema = tool.get("parameters") or {}
+        required = set(schema.get("required") or ())
+        args = ", ".join(f"{name}{'' if name in required else '?'}: {_type(spec)}"
+                         for name, spec in (schema.get("properties") or {}).items())
+        summary = (tool.get("description") or "").strip().split("\n")[0].split(". ")[0].rstrip(".")
+        lines.append(f"- {tool['name']}({args}): {summary}.")
     return "\n".join(lines)
+
+
+def _type(spec):
+    items = spec.get("items") or {}
+    if spec.get("type") == "array" and items.get("properties"):
+        return "[{" + ", ".join(items["properties"]) + "}]"
+    return spec.get("type", "any")
 
 
 class ToolCallParser:

@@ -120,8 +120,11 @@ def test_local_tool_call_from_the_model():
 
     tools = [tool.spec() for tool in builtin_tools()]
     call = '<tool_call>{"name": "read_file", "arguments": {"path": "notes.txt"}}</tool_call>'
-    events = list(local.LocalProvider().stream(
-        request("Answer with exactly this text and nothing else: " + call, max_tokens=40, tools=tools)))
+    from term2acp.agent.prompt import system_prompt
+
+    asked = request("Copy this line exactly:\n" + call, max_tokens=40, tools=tools)
+    asked.system = system_prompt("/tmp/work", [t["name"] for t in tools], "no network.")
+    events = list(local.LocalProvider().stream(asked))
     calls = [e for e in events if isinstance(e, ToolCall)]
     assert [(c.name, c.arguments) for c in calls] == [("read_file", '{"path": "notes.txt"}')], events
     assert events[-1] == Stop("tool_use")
