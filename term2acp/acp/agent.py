@@ -167,6 +167,13 @@ class AcpAgent:
         if self._sessions is not None:
             self._sessions.manager.mark_closing(params["session_id"])
 
+    def _mark_prompt(self, params):
+        """Runs in the reader as session/prompt is read (Route.mark): a session/cancel read
+        after it (even in the same write, before the prompt's greenlet has run) cancels
+        this prompt, which then ends ``cancelled`` instead of running."""
+        if self._sessions is not None:
+            params["ticket"] = self._sessions.manager.prompt_read(params["session_id"])
+
     # ------------------------------------------------------------ initialize
     def _load_initialize(self, params):
         """Validate against the version the request names (v2's shape unless it names 1)."""
@@ -182,6 +189,7 @@ class AcpAgent:
         version = m.PROTOCOL_V1 if params["protocol_version"] == 1 else m.PROTOCOL_VERSION
         self.routes.update(self._v1_routes() if version == m.PROTOCOL_V1 else self._v2_routes())
         self.routes[m.SESSION_CLOSE].mark = self._mark_closing
+        self.routes[m.SESSION_PROMPT].mark = self._mark_prompt
         self.version = version
         self.initialized = True
         if version == m.PROTOCOL_V1:

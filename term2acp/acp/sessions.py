@@ -83,7 +83,7 @@ class SessionHandlers(ControlHandlers):
 
     @domain_errors
     def prompt(self, params):
-        session = self.manager.admit(params["session_id"])
+        session = self.manager.admit(params["session_id"], params.get("ticket"))
         text = self.manager.prepare(session, params["prompt"])
         if not session.cancel_requested:
             session.emit(ev.StateChanged("running"))

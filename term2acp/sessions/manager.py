@@ -37,6 +37,15 @@ DORMANT_STATE = ("sink", "access", "effort", "provider_id", "model", "context_wi
 MAX_TRANSACTION = 0.2  # seconds a batch transaction may stay open
 
 
+class PromptTicket:
+    """A session/prompt read by the reader and not yet admitted (see prompt_read)."""
+
+    __slots__ = ("cancelled",)
+
+    def __init__(self):
+        self.cancelled = False
+
+
 class SessionManager:
     def __init__(self, settings, catalog, tools, sandbox_note="available"):
         self.settings = settings
@@ -50,6 +59,7 @@ class SessionManager:
         self._idle_timer = None
         self._dormant = {}  # session id -> state of a session idle-closed by this process
         self._creating = {}  # greenlet -> ids it created inside undo_new_on_failure()
+        self._read_prompts = {}  # session id -> tickets of prompts read, not yet admitted
         # The writer commits before each batch of lines; if it is stuck on a client that
         # stopped reading, an open transaction would block other term2-acp processes
         # sharing the store, so a transaction never stays open longer than this.
@@ -270,15 +280,37 @@ class SessionManager:
         return kept
 
     # ------------------------------------------------------------ prompts
-    def admit(self, session_id):
+    def prompt_read(self, session_id):
+        """A session/prompt was read (runs in the reader, before the next line): returns
+        its ticket for :meth:`admit`. A session/cancel read before the prompt is admitted
+        (the two lines arrived together) marks the ticket, so it cancels that prompt
+        instead of being lost. Tickets of prompts never admitted (their request was
+        cancelled before it ran) are dropped past a small bound."""
+        ticket = PromptTicket()
+        tickets = self._read_prompts.setdefault(session_id, [])
+        tickets.append(ticket)
+        del tickets[:-8]
+        return ticket
+
+    def admit(self, session_id, ticket=None):
         """Reserve the foreground slot (the first thing a prompt does)."""
+        cancelled = False
+        if ticket is not None:
+            tickets = self._read_prompts.get(session_id, ())
+            if ticket in tickets:
+                tickets.remove(ticket)
+                if not tickets:
+                    del self._read_prompts[session_id]
+            cancelled = ticket.cancelled
         session = self.live.get(session_id)
         if session is not None and session.busy:
             raise SessionBusy(session_id)
         session = self.get(session_id)
         session.preparing = True
-        session.cancel_requested = False
+        session.cancel_requested = cancelled
         session.turn_seq += 1
+        if cancelled:
+            session.cancelled_seq = session.turn_seq
         return session
 
     def prepare(self, session, blocks):
@@ -372,6 +404,8 @@ class SessionManager:
             session.recorder.forget_finished()
 
     def cancel(self, session_id):
+        for ticket in self._read_prompts.get(session_id, ()):
+            ticket.cancelled = True  # prompts read before this cancel, not yet admitted
         session = self.live.get(session_id)
         if session is None:
             return

@@ -181,11 +181,17 @@ class AgentProcess:
         self.proc.stdin.flush()
 
     def send(self, message):
-        items = message if isinstance(message, list) else [message]
-        for item in items:
-            if isinstance(item, dict) and "method" in item and "id" in item:
-                self._methods[json.dumps(item["id"])] = item["method"]
-        self.send_raw(json.dumps(message).encode() + b"\n")
+        self.send_lines([message])
+
+    def send_lines(self, messages):
+        """Several messages as separate lines in one write (the agent reads them together,
+        e.g. a session/prompt and its session/cancel)."""
+        for message in messages:
+            items = message if isinstance(message, list) else [message]
+            for item in items:
+                if isinstance(item, dict) and "method" in item and "id" in item:
+                    self._methods[json.dumps(item["id"])] = item["method"]
+        self.send_raw(b"".join(json.dumps(message).encode() + b"\n" for message in messages))
 
     def notify(self, method, params):
         self.send({"jsonrpc": "2.0", "method": method, "params": params})

@@ -159,6 +159,31 @@ def test_cancel_while_streaming_then_the_session_is_ready_again(started):
     agent.close()
 
 
+def prompt_and_cancel(session_id, request_id):
+    return [{"jsonrpc": "2.0", "id": request_id, "method": "session/prompt", "params": {
+                "sessionId": session_id, "prompt": [{"type": "text", "text": "go"}]}},
+            {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session_id}}]
+
+
+def test_a_cancel_in_the_same_write_as_its_prompt_cancels_that_prompt(started):
+    # Issue 16: the cancel was read (and run inline) before the prompt's greenlet admitted
+    # the prompt, found no turn, and the admission then forgot it: the turn ran to its end.
+    # The first round is the first prompt of the process (the provider is created then).
+    agent, sid = started([[{"text": "fresh"}]])
+    for round_id in range(1, 6):
+        agent.send_lines(prompt_and_cancel(sid, round_id))
+        response = agent.wait_for(lambda m, i=round_id: m.get("id") == i, timeout=10)
+        assert response["result"] == {}
+        idle = agent.wait_update(state="idle", session_id=sid, timeout=10)
+        assert idle["stopReason"] == "cancelled", f"round {round_id}: {idle}"
+    # no model request was made: the next prompt plays the script's first turn
+    _, updates, idle = agent.prompt(sid, "b")
+    assert idle["params"]["update"]["stopReason"] == "end_turn"
+    assert [u["content"]["text"] for u in updates
+            if u["sessionUpdate"] == "agent_message_chunk"] == ["fresh"]
+    agent.close()
+
+
 def test_cancel_of_an_idle_or_unknown_session_is_harmless(started):
     agent, sid = started([[{"text": "ok"}]])
     agent.notify("session/cancel", {"sessionId": sid})

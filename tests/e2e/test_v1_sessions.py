@@ -99,6 +99,21 @@ def test_cancel_mid_stream_answers_cancelled_promptly(v1):
     agent.close()
 
 
+def test_a_cancel_in_the_same_write_as_its_prompt_answers_cancelled(v1):
+    # Issue 16: the cancel used to be lost (read before the prompt was admitted).
+    agent, sid = v1([[{"text": "after"}]])
+    for round_id in range(1, 6):
+        agent.send_lines([
+            {"jsonrpc": "2.0", "id": round_id, "method": "session/prompt", "params": {
+                "sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}},
+            {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}])
+        response = agent.wait_for(lambda m, i=round_id: is_response(m, i), timeout=10)
+        assert stop_reason(response) == "cancelled", f"round {round_id}: {response}"
+    again, updates, _ = agent.prompt(sid, "again")  # no model request was made before
+    assert stop_reason(again) == "end_turn" and texts(updates) == "after"
+    agent.close()
+
+
 def test_a_second_prompt_while_busy_is_refused_and_close_ends_the_first(v1):
     agent, sid = v1([[{"hang": True}]])
     first = agent.prompt_async(sid, "go")

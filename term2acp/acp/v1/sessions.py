@@ -162,7 +162,7 @@ class V1SessionHandlers(ControlHandlers):
         """Run one turn; answer ``{stopReason}`` when it has ended."""
         blocks = params["prompt"]  # images: agent/content.py refuses them (-32602) unless
         # the model takes them
-        session = self.manager.admit(params["session_id"])
+        session = self.manager.admit(params["session_id"], params.get("ticket"))
         text = self.manager.prepare(session, blocks)
         done = self._turns[session.id] = AsyncResult()
         try:
