@@ -375,3 +375,24 @@ def test_cancel_ends_a_retry_wait(acp_agent, workspace):
         assert agent.close() == 0
     finally:
         srv.stop()
+
+
+def test_twelve_long_prompts_against_a_small_window_v1_then_load(acp_agent, workspace, server):
+    env, args = openai_env(server), ("--provider", "openai", "--model", "small-model")
+    agent = start(acp_agent, 1, V1_COMPACTION, env, args)
+    sid = agent.new_session(workspace)
+    updates = run_prompts(agent, sid, PROMPTS)
+    assert any(u["status"] == "completed" and u["summary"] for u in compactions(updates))
+    assert len(server.refused) == 1
+    assert all(r.content_chars <= r.limit for r in server.requests if r not in server.refused)
+    assert agent.close() == 0
+    agent = start(acp_agent, 1, V1_COMPACTION, env, args)
+    response = agent.request("session/load", {"sessionId": sid, "cwd": str(workspace),
+                                              "mcpServers": []}, timeout=30)
+    assert "result" in response, response
+    replayed = [m["params"]["update"] for m in agent.messages if m.get("method") == "session/update"]
+    assert sum(u["sessionUpdate"] == "user_message_chunk" and "KEY-" in u["content"]["text"]
+               for u in replayed) == PROMPTS
+    run_prompts(agent, sid, 1, first=PROMPTS + 1)
+    assert len(server.refused) == 1
+    assert agent.close() == 0
