@@ -4,6 +4,7 @@ the engine or the model is missing)."""
 import os
 
 import gevent
+import gevent.monkey
 import pytest
 
 from term2acp.providers import local, local_engine
@@ -146,3 +147,67 @@ def test_channel_carries_pieces_from_a_native_thread_in_order():
     worker.get()
     channel.close()
     assert got == [str(i) for i in range(200)]
+
+
+class _FakeEngine:
+    """Stands in for llama.cpp: pieces from a native thread, stops when asked."""
+
+    def __init__(self, pieces=50, fail=None):
+        self.pieces, self.fail, self.stopped_at = pieces, fail, None
+        self.native_sleep = gevent.monkey.get_original("time", "sleep")
+
+    def generate(self, messages, max_tokens, channel, stop=()):
+        if self.fail:
+            raise RuntimeError(self.fail)
+        for i in range(self.pieces):
+            if channel.stop:
+                self.stopped_at = i
+                return "stop"
+            channel.put(f"w{i} ")
+            self.native_sleep(0.01)
+        return "length"
+
+
+def _fake_provider(monkeypatch, engine):
+    import gevent.lock
+
+    model = local._Model(engine)
+    monkeypatch.setattr(local, "load", lambda path, name=None: model)
+    provider = local.LocalProvider.__new__(local.LocalProvider)
+    provider.path, provider.engine = "fake.gguf", "fake"
+    assert isinstance(model.lock, gevent.lock.Semaphore)
+    return provider, model
+
+
+def test_local_generation_streams_from_a_worker_thread_and_maps_length(monkeypatch):
+    provider, _ = _fake_provider(monkeypatch, _FakeEngine(pieces=20))
+    with gevent.Timeout(10):
+        events = list(provider.stream(request("hi")))
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "".join(f"w{i} " for i in range(20))
+    assert events[-1] == Stop("max_tokens")
+
+
+def test_local_cancel_returns_at_once_and_the_model_waits_for_the_worker(monkeypatch):
+    engine = _FakeEngine(pieces=10_000)
+    provider, model = _fake_provider(monkeypatch, engine)
+    seen = []
+    g = gevent.spawn(lambda: [seen.append(e) for e in provider.stream(request("go"))])
+    with gevent.Timeout(10):
+        while not seen:
+            gevent.sleep(0.01)
+        g.kill(block=True)  # the turn ends now, not when the worker notices
+        assert model.lock.locked() or engine.stopped_at is not None
+        model.lock.acquire()  # released once the worker has stopped
+        model.lock.release()
+    assert engine.stopped_at is not None and engine.stopped_at < 10_000
+
+
+def test_local_engine_errors_become_provider_errors(monkeypatch):
+    from term2acp.providers.base import ProviderError
+
+    provider, model = _fake_provider(monkeypatch, _FakeEngine(fail="boom"))
+    with gevent.Timeout(10), pytest.raises(ProviderError, match="local model failed: boom"):
+        list(provider.stream(request("hi")))
+    with gevent.Timeout(10):
+        model.lock.acquire()
+    model.lock.release()
