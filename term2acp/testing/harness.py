@@ -288,7 +288,11 @@ class AgentProcess:
             params["mcpServers"] = list(mcp_servers or [])  # required in v1
         response = self.request("session/new", params)
         assert "result" in response, response
-        return response["result"]["sessionId"]
+        session_id = response["result"]["sessionId"]
+        # Every session start is followed by its slash commands (written right after the
+        # answer): take them here, so a test's next read starts with what it caused.
+        self.wait_update("available_commands_update", session_id=session_id)
+        return session_id
 
     def prompt(self, session_id, text, timeout=20, on_request=None):
         """Send a prompt; once the turn has ended return ``(response, updates, end)``.

@@ -108,9 +108,10 @@ def test_prompt_admission_one_at_a_time_per_session(started, workspace):
 ])
 def test_prompt_refusals_send_no_state_updates(started, prompt, message):
     agent, sid = started([[{"text": "never"}]])
+    start = len(agent.messages)  # after the session's slash commands
     error = error_of(agent.request("session/prompt", {"sessionId": sid, "prompt": prompt}))
     assert error["code"] == -32602 and message in error["message"]
-    assert not [m for m in agent.messages if m.get("method") == "session/update"]
+    assert not [m for m in agent.messages[start:] if m.get("method") == "session/update"]
     agent.close()
 
 
@@ -138,11 +139,12 @@ def test_prompt_without_any_provider_says_what_to_set(spawn, workspace):
     agent = spawn(env={"TERM2ACP_LOCAL_MODEL": "off"})
     agent.initialize()
     sid = agent.new_session(workspace)
+    start = len(agent.messages)  # after the session's slash commands
     error = error_of(agent.request("session/prompt", {"sessionId": sid,
                                                       "prompt": [{"type": "text", "text": "x"}]}))
     assert error["code"] == -32000
     assert "OPENAI_API_KEY" in error["message"] and "ANTHROPIC_API_KEY" in error["message"]
-    assert not [m for m in agent.messages if m.get("method") == "session/update"]
+    assert not [m for m in agent.messages[start:] if m.get("method") == "session/update"]
     agent.close()
 
 
