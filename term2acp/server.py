@@ -12,6 +12,7 @@ from term2acp.acp.client import ClientProxy
 from term2acp.acp.methods import SESSION_UPDATE
 from term2acp.rpc.endpoint import Endpoint
 from term2acp.rpc.stream import Writer, open_reader, read_lines
+from term2acp.warmup import Warmup
 
 log = logging.getLogger(__name__)
 
@@ -35,17 +36,23 @@ class Server:
         self.agent = AcpAgent(self._sessions, ClientProxy(self.endpoint), settings)
         self.agent.catalog = catalog  # authMethods name its providers' key variables
         self.endpoint.router = self.agent
-        # The sandbox probe (a bwrap run, and importing sh) must not delay the answer to
-        # initialize: it starts once that answer has been written.
-        self.agent.on_initialized = lambda: gevent.spawn_later(0.05, self._probe_sandbox)
+        # Once initialize is answered, the session layer, tools and store are prepared in a
+        # native thread (term2acp/warmup.py), then the sandbox is probed (a bwrap run): the
+        # first session call finds them ready, and the hub is not blocked meanwhile.
+        self.warmup = Warmup(settings)
+        self.agent.on_initialized = lambda: self.warmup.schedule(self.agent.version,
+                                                                 then=self._probe_sandbox)
+        self.agent.before_sessions = self.warmup.wait_sessions
         self.in_fd = in_fd
 
     def _sessions(self):
         """The session layer (SQLite, the agent loop), built when a session method first
         arrives so that answering initialize does not pay for it."""
+        self.warmup.wait_sessions()  # the warm-up may be importing them right now
         from term2acp.sessions.manager import SessionManager
 
-        return SessionManager(self.settings, self.catalog, self.tools, self._sandbox_note)
+        return SessionManager(self.settings, self.catalog, self.tools, self._sandbox_note,
+                              store=self.warmup.take_store())
 
     @property
     def manager(self):
@@ -57,6 +64,9 @@ class Server:
         return self.sandbox_note
 
     def tools(self):
+        if self._tools is None:
+            self.warmup.wait()
+            self._tools = self.warmup.take_tools()
         if self._tools is None:
             from term2acp.tools.registry import load_tools
 
@@ -97,6 +107,7 @@ class Server:
     def _probe_sandbox(self):
         if self.sandbox_note is not None:
             return
+        self.warmup.wait()
         from term2acp.sandbox import bwrap
 
         status = bwrap.probe()

@@ -69,6 +69,7 @@ class AcpAgent:
         self._catalog = None  # the server's catalog (set by the composition root)
         self.client_compaction = False  # compaction_update allowed (else agent messages)
         self.on_initialized = None  # start-up work deferred until initialize is answered
+        self.before_sessions = None  # waits (cooperatively) for that work to prepare them
         # Images are advertised when the default model takes them (catalog or config
         # ``images``); agent/content.py refuses them with -32602 for a model that does not.
         self.accepts_images = lambda: (getattr(self, "catalog", None) is not None
@@ -121,6 +122,10 @@ class AcpAgent:
     @property
     def sessions(self):
         if self._sessions is None:
+            if self.before_sessions is not None:
+                self.before_sessions()
+            if self._sessions is not None:  # built by another greenlet meanwhile
+                return self._sessions
             if self.version == m.PROTOCOL_V1:
                 from term2acp.acp.v1.sessions import V1SessionHandlers
 

@@ -37,6 +37,10 @@ DORMANT_STATE = ("sink", "access", "effort", "provider_id", "model", "context_wi
 MAX_TRANSACTION = 0.2  # seconds a batch transaction may stay open
 
 
+def store_path(settings):
+    return os.path.join(settings.data_dir, "sessions.sqlite3")
+
+
 class PromptTicket:
     """A session/prompt read by the reader and not yet admitted (see prompt_read)."""
 
@@ -47,12 +51,13 @@ class PromptTicket:
 
 
 class SessionManager:
-    def __init__(self, settings, catalog, tools, sandbox_note="available"):
+    def __init__(self, settings, catalog, tools, sandbox_note="available", store=None):
         self.settings = settings
         self.catalog = catalog
         self.tools = tools  # callable() -> dict name -> Tool (loaded once, lazily)
         self.sandbox_note = sandbox_note
-        self.store = Store(os.path.join(settings.data_dir, "sessions.sqlite3"))
+        # ``store``: already opened off the hub (term2acp/warmup.py), else opened on first use
+        self.store = store or Store(store_path(settings))
         self.live = {}
         self._scratch = None
         self._flush_timer = None

@@ -159,6 +159,7 @@ class Store:
         self._db = None
         self._dirty = False
         self.on_begin = None  # called when a batch transaction opens (to bound its length)
+        self.recovered = None  # a StoreRecovered notice not yet told (opened off the hub)
 
     # ------------------------------------------------------------ lifecycle
     @property
@@ -174,6 +175,9 @@ class Store:
         file went; later calls use the fresh store.
         """
         if self._db is not None:
+            if self.recovered is not None:  # opened by the warm-up: tell the notice once
+                notice, self.recovered = self.recovered, None
+                raise StoreRecovered(notice)
             return self
         try:
             os.makedirs(os.path.dirname(self.path), mode=0o700, exist_ok=True)
