@@ -21,6 +21,7 @@ calls, passed on verbatim even when they are not valid JSON (the turn then repor
 call).
 """
 
+import atexit
 import json
 import logging
 import os
@@ -45,8 +46,10 @@ log = logging.getLogger(__name__)
 
 N_CTX = local_engine.N_CTX
 RELEASE_TIMEOUT = 300  # seconds a stopped worker may take to reach its next token
+SHUTDOWN_TIMEOUT = 5
 _models = {}  # (engine, path) -> _Model
 _loading = Semaphore()
+_running = {}  # worker -> its channel, until the worker thread is done
 
 
 bundled_model = bundled_gguf  # the default model, located through its package
@@ -62,6 +65,19 @@ def _pool():
     return gevent.get_hub().threadpool
 
 
+def _shutdown():
+    """At exit: stop the workers, wait for them, then free the engines while the interpreter
+    still runs. A worker thread still inside llama.cpp when Python finalizes is ended with
+    pthread_exit, which aborts the process ("FATAL: exception not rethrown")."""
+    for worker, channel in list(_running.items()):
+        channel.stop = True
+        worker.wait(SHUTDOWN_TIMEOUT)
+    _models.clear()
+    import gc
+
+    gc.collect()
+
+
 def load(path, engine=None):
     engine = engine or local_engine.available_engine()
     with _loading:
@@ -71,6 +87,8 @@ def load(path, engine=None):
                 loaded = _pool().apply(local_engine.create, (engine, path))
             except Exception as exc:  # noqa: BLE001 - a bad file is a plain exception
                 raise ProviderError(f"local model {os.path.basename(path)} failed to load: {exc}") from None
+            if not _models:
+                atexit.register(_shutdown)
             model = _models[(engine, path)] = _Model(loaded)
             log.info("loaded local model %s with %s", path, engine)
         return model
@@ -221,6 +239,7 @@ class LocalProvider(Provider):
                 channel.finish()
 
         worker = _pool().spawn(work)
+        _running[worker] = channel
         parser, finished = ToolCallParser(), False
         try:
             while not finished:
@@ -256,5 +275,6 @@ def _release_when_done(worker, lock, channel):
         if not worker.ready():
             log.warning("local model still busy after %ss; releasing it anyway", RELEASE_TIMEOUT)
     finally:
+        _running.pop(worker, None)
         channel.close()
         lock.release()

@@ -41,7 +41,11 @@ def available_engine():
 def threads():
     """Half the cores, at most 4. llama.cpp's OpenMP threads spin while they wait: on a
     busy machine one thread per core each ran 10 to 25 times slower than a single thread
-    (measured on 2 loaded cores: 2 to 5 tokens/s with 2 threads, 50 with 1)."""
+    (measured on 2 loaded cores: 2 to 5 tokens/s with 2 threads, 50 with 1).
+    ``TERM2ACP_LOCAL_THREADS`` overrides it (the greedy answers depend on the thread count)."""
+    configured = os.environ.get("TERM2ACP_LOCAL_THREADS", "")
+    if configured.isdigit() and int(configured) > 0:
+        return int(configured)
     return max(1, min(4, (os.cpu_count() or 1) // 2))
 
 

@@ -33,7 +33,7 @@ def test_local_model_tool_call_goes_through_an_approval(spawn, workspace, tmp_pa
     (outside / "notes.txt").write_text("sea shells by the shore\n")
     path = "../outside/notes.txt"  # relative to the workspace root, outside it: asks
     assert os.path.realpath(os.path.join(workspace, path)) == os.path.realpath(outside / "notes.txt")
-    agent = spawn("--provider", "local")
+    agent = spawn("--provider", "local", env={"TERM2ACP_LOCAL_THREADS": "1"})
     agent.initialize()
     sid = agent.new_session(workspace)
     asked = []

@@ -11,6 +11,11 @@ from term2acp.providers import local, local_engine
 from term2acp.providers.base import ModelRequest, Stop, TextDelta
 
 
+# Greedy answers depend on llama.cpp's thread count: one thread everywhere, so the real model
+# says the same on every machine (the e2e agents inherit it).
+os.environ.setdefault("TERM2ACP_LOCAL_THREADS", "1")
+
+
 def _available():
     return local_engine.available_engine() is not None and local.bundled_model() is not None
 
