@@ -41,6 +41,7 @@ import json
 import gevent
 from gevent.event import Event
 
+from term2acp.core.pacing import breathe
 from term2acp.providers.errors import ContextOverflow
 from term2acp.providers.base import (
     Provider,
@@ -126,7 +127,7 @@ class ScriptedProvider(Provider):
                 for n in range(int(value.get("count", 1))):
                     yield TextDelta(text)
                     if n % 64 == 63:
-                        gevent.sleep(0)  # like a network stream: let the writer flush
+                        breathe()  # like a network stream: the writer flushes, stdin is read
             elif key == "tool_call":
                 called = True
                 yield _tool_call(value, index, n)

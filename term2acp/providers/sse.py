@@ -15,7 +15,7 @@ and ``session/cancel`` is never read. ``paced`` gives the hub a turn whenever
 
 import time
 
-import gevent
+from term2acp.core.pacing import breathe
 
 YIELD_EVERY = 0.005  # seconds a stream loop may run without letting other greenlets in
 MAX_EVENT_BYTES = 16 << 20  # one event larger than this is a broken stream, not a big answer
@@ -103,5 +103,5 @@ class Pacer:
 
     def __call__(self):
         if time.monotonic() - self.last >= YIELD_EVERY:
-            gevent.sleep(0)
+            breathe()  # not sleep(0): stdin must be polled too (core/pacing.py)
             self.last = time.monotonic()

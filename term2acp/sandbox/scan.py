@@ -13,7 +13,7 @@ import os
 import stat
 import time
 
-import gevent
+from term2acp.core.pacing import breathe
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +87,7 @@ def _walk(top, depth, files):
             for entry in entries:
                 seen += 1
                 if seen % YIELD_EVERY == 0:
-                    gevent.sleep(0)
+                    breathe()  # let the hub poll I/O too (core/pacing.py)
                 if seen > SCAN_BUDGET:
                     log.warning("sandbox: stopped scanning %s after %d entries", top, seen)
                     return
