@@ -15,12 +15,14 @@ damaged store is moved aside and told on the first session call).
 
 import importlib
 import logging
+import sys
 
 import gevent
 from gevent.event import Event
 
 log = logging.getLogger(__name__)
 
+SWITCH_INTERVAL = 0.0005  # seconds: the GIL's hand-over period while the warm-up runs
 WAIT = 30.0  # seconds the hub waits for the warm-up before doing the work itself
 # First what any session call needs (session/new right after initialize waits for this
 # part only), then what the first prompt needs (tools, the sandbox and its ``sh``).
@@ -49,6 +51,19 @@ class Warmup:
 
     def _run(self, version, then):
         pool = gevent.get_hub().threadpool
+        # The thread holds the GIL while it imports; whenever the hub wakes up it waits for
+        # the thread to let go, at most one switch interval (5 ms by default) each time.
+        # Shorter while the warm-up runs, so a request meanwhile is not held up by it.
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(min(interval, SWITCH_INTERVAL))
+        try:
+            self._run_phases(pool, version)
+        finally:
+            sys.setswitchinterval(interval)
+        if then is not None:
+            then()
+
+    def _run_phases(self, pool, version):
         try:  # the store open waits mostly on the disk (fsync): beside the imports
             store = pool.spawn(_step, "session store", _open_store, self.settings)
             _wait(pool.spawn(self._prepare_sessions, version), "session layer")
@@ -60,8 +75,6 @@ class Warmup:
             _wait(pool.spawn(self._prepare_turns), "tools and sandbox")
         finally:
             self._turns_ready.set()
-        if then is not None:
-            then()
 
     def wait_sessions(self, timeout=WAIT):
         """Wait cooperatively until the session layer is ready (True at once when no

@@ -90,7 +90,7 @@ class AcpAgent:
         self._catalog = catalog
 
     def _auth_methods(self, version):
-        from term2acp.acp.controls import auth_methods  # off the import path of start-up
+        from term2acp.acp.signin import auth_methods  # off the import path of start-up
 
         return auth_methods(self.catalog, self.terminal_auth, version)
 

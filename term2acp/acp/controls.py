@@ -20,6 +20,7 @@ import logging
 
 from term2acp import auth
 from term2acp.acp.errors import domain_errors
+from term2acp.acp.signin import auth_methods  # noqa: F401 - its home until issue 16
 from term2acp.agent import commands
 from term2acp.agent import events as ev
 from term2acp.agent.modes import MODES
@@ -61,22 +62,6 @@ def commands_update(version):
                 {"type": "text", "hint": command.hint}
         listed.append(item)
     return {"sessionUpdate": "available_commands_update", "availableCommands": listed}
-
-
-def auth_methods(catalog, terminal, version):
-    out = []
-    for kind, method_id, name, description in auth.methods(catalog, terminal):
-        if version == 1:
-            item = {"id": method_id, "name": name, "description": description}
-            if kind == "terminal":
-                item.update(type="terminal", args=[auth.LOGIN_FLAG])
-        else:
-            item = {"type": kind, "methodId": method_id, "name": name,
-                    "description": description}
-            if kind == "terminal":
-                item["args"] = [auth.LOGIN_FLAG]
-        out.append(item)
-    return out
 
 
 def plan_update(event, version):
