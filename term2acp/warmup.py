@@ -16,6 +16,7 @@ damaged store is moved aside and told on the first session call).
 import importlib
 import logging
 import sys
+import time
 
 import gevent
 from gevent.event import Event
@@ -64,6 +65,7 @@ class Warmup:
             then()
 
     def _run_phases(self, pool, version):
+        started = time.perf_counter()
         try:  # the store open waits mostly on the disk (fsync): beside the imports
             store = pool.spawn(_step, "session store", _open_store, self.settings)
             _wait(pool.spawn(self._prepare_sessions, version), "session layer")
@@ -71,10 +73,13 @@ class Warmup:
             self.store = store.value if store.successful() else None
         finally:
             self._sessions_ready.set()
+        sessions = time.perf_counter()
         try:
             _wait(pool.spawn(self._prepare_turns), "tools and sandbox")
         finally:
             self._turns_ready.set()
+        log.debug("warm-up: session layer ready after %.1f ms, tools and sandbox %.1f ms "
+                  "later", (sessions - started) * 1000, (time.perf_counter() - sessions) * 1000)
 
     def wait_sessions(self, timeout=WAIT):
         """Wait cooperatively until the session layer is ready (True at once when no
