@@ -40,15 +40,15 @@ class Server:
         # native thread (term2acp/warmup.py), then the sandbox is probed (a bwrap run): the
         # first session call finds them ready, and the hub is not blocked meanwhile.
         self.warmup = Warmup(settings)
-        self.agent.on_initialized = lambda: self.warmup.schedule(self.agent.version,
-                                                                 then=self._probe_sandbox)
-        self.agent.before_sessions = self.warmup.wait_sessions
+        self.agent.on_initialized = lambda: self.warmup.schedule(
+            self.agent.version, self.catalog, then=self._probe_sandbox)
+        self.agent.before_sessions = self.warmup.wait
         self.in_fd = in_fd
 
     def _sessions(self):
         """The session layer (SQLite, the agent loop), built when a session method first
         arrives so that answering initialize does not pay for it."""
-        self.warmup.wait_sessions()  # the warm-up may be importing them right now
+        self.warmup.wait()  # never import what the warm-up thread may be importing
         from term2acp.sessions.manager import SessionManager
 
         return SessionManager(self.settings, self.catalog, self.tools, self._sandbox_note,

@@ -25,7 +25,7 @@ from term2acp.providers.errors import ProviderError, ProviderNotConfigured
 from term2acp.sessions import repair
 from term2acp.sessions.errors import CwdMismatch, SessionBusy, SessionLimit, SessionNotFound
 from term2acp.sessions.live import LiveSession, SessionLock
-from term2acp.sessions.store import Store
+from term2acp.sessions.store import Store, store_path
 from term2acp.sessions.workspace import WorkspaceError, validate_cwd
 
 log = logging.getLogger(__name__)
@@ -35,10 +35,6 @@ MAX_DORMANT = 4096  # idle-closed sessions remembered for a transparent reopen
 DORMANT_STATE = ("sink", "access", "effort", "provider_id", "model", "context_window", "cost",
                  "title", "interaction_seq", "mode", "controls", "window_learned")
 MAX_TRANSACTION = 0.2  # seconds a batch transaction may stay open
-
-
-def store_path(settings):
-    return os.path.join(settings.data_dir, "sessions.sqlite3")
 
 
 class PromptTicket:

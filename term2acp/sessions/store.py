@@ -153,6 +153,11 @@ class _InitLock:
             os.close(self.fd)
 
 
+def store_path(settings):
+    """The store file in the data directory."""
+    return os.path.join(settings.data_dir, "sessions.sqlite3")
+
+
 class Store:
     def __init__(self, path):
         self.path = path
