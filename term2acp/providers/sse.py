@@ -17,7 +17,7 @@ import time
 
 from term2acp.core.pacing import breathe
 
-YIELD_EVERY = 0.005  # seconds a stream loop may run without letting other greenlets in
+YIELD_EVERY = 0.002  # seconds a stream loop may run without letting other greenlets in
 MAX_EVENT_BYTES = 16 << 20  # one event larger than this is a broken stream, not a big answer
 
 
