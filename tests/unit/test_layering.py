@@ -25,7 +25,9 @@ def test_layering_wire_knows_nothing_of_acp_or_the_runtime(module):
 
 @pytest.mark.parametrize("module", ["term2acp.sessions.manager", "term2acp.agent.turn",
                                     "term2acp.tools.registry", "term2acp.sandbox.bwrap",
-                                    "term2acp.providers.catalog"])
+                                    "term2acp.providers.catalog", "term2acp.mcp.hub",
+                                    "term2acp.agent.context", "term2acp.agent.commands",
+                                    "term2acp.providers.http", "term2acp.sessions.options"])
 def test_layering_runtime_never_imports_wire_or_acp(module):
     gained = modules_after(f"import {module}")
     assert not {m for m in gained if m.startswith(("term2acp.rpc", "term2acp.acp"))}
@@ -36,3 +38,11 @@ def test_layering_startup_path_stays_lean():
     for heavy in ("sqlite3", "openai", "anthropic", "llama_cpp", "sh", "term2acp.sessions.manager",
                   "term2acp.tools.registry"):
         assert heavy not in gained, heavy
+
+
+@pytest.mark.parametrize("module", ["term2acp.core.sensitive", "term2acp.core.nesting",
+                                    "term2acp.core.pacing"])
+def test_layering_core_depends_on_nothing_of_ours(module):
+    gained = modules_after(f"import {module}")
+    assert {m for m in gained if m.startswith("term2acp.")} <= {
+        "term2acp.core", module} | {m for m in gained if m.startswith("term2acp.core.")}
