@@ -42,13 +42,13 @@ class Server:
         self.warmup = Warmup(settings)
         self.agent.on_initialized = lambda: self.warmup.schedule(
             self.agent.version, self.catalog, then=self._probe_sandbox)
-        self.agent.before_sessions = self.warmup.wait
+        self.agent.before_sessions = self.warmup.wait_sessions
         self.in_fd = in_fd
 
     def _sessions(self):
         """The session layer (SQLite, the agent loop), built when a session method first
         arrives so that answering initialize does not pay for it."""
-        self.warmup.wait()  # never import what the warm-up thread may be importing
+        self.warmup.wait_sessions()  # never import what the warm-up thread is importing
         from term2acp.sessions.manager import SessionManager
 
         return SessionManager(self.settings, self.catalog, self.tools, self._sandbox_note,

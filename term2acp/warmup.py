@@ -1,17 +1,19 @@
 """Start-up work off the hub: what the first session call would otherwise pay for.
 
 Once ``initialize`` is answered, a native thread (gevent's threadpool) imports the session
-layer of the negotiated face and the default provider, scans the command entry points,
-loads the tools (importing the sandbox and ``sh``), while a second one opens the session
-store (SQLite PRAGMAs and migrations: mostly waiting on the disk). The hub keeps serving
-meanwhile, and every session call first waits for the warm-up cooperatively
-(:meth:`Warmup.wait`).
+layer of the negotiated face and the default provider and scans the command entry points,
+while a second one opens the session store (SQLite PRAGMAs and migrations: mostly waiting
+on the disk); that is what session calls wait for (:meth:`Warmup.wait_sessions`). Then the
+thread loads the tools (importing the sandbox and ``sh``): what a turn waits for
+(:meth:`Warmup.wait`). The hub keeps serving meanwhile and waits cooperatively.
 
 Why wait instead of importing on the hub: under gevent's monkey-patching the interpreter's
 per-module import locks are gevent locks, so two threads importing the same module at
-once wait for each other across threads, which can hang. So only one thread imports at a
-time: the store opener imports nothing (its module is imported before it starts), and the
-hub imports nothing of the session layer until the warm-up has ended.
+once wait for each other across threads (two warm-up threads doing so hung once). So one
+thread imports at a time: the store opener imports nothing (its module is imported before
+it starts); the hub imports nothing of the session layer before the first part is done,
+and nothing of the second (tools, sandbox) outside a turn, which waits for it. A module
+that session calls import lazily belongs in the first part.
 
 Every step is best effort: one that fails is left to the hub, which then does it the
 ordinary way and reports the failure where it always did (a broken plug-in is logged, a
@@ -31,8 +33,10 @@ log = logging.getLogger(__name__)
 SWITCH_INTERVAL = 0.0005  # seconds: the GIL's hand-over period while the warm-up runs
 WAIT = 30.0  # seconds the hub waits for the warm-up before doing the work itself
 FACES = {1: "term2acp.acp.v1.sessions", 2: "term2acp.acp.sessions"}
-MODULES = ("term2acp.sessions.manager", "term2acp.acp.translate", "term2acp.acp.permissions",
-           "term2acp.agent.commands", "term2acp.tools.registry", "term2acp.sandbox.bwrap")
+SESSION_MODULES = ("term2acp.sessions.manager", "term2acp.acp.translate",
+                   "term2acp.acp.permissions", "term2acp.agent.commands",
+                   "term2acp.providers.http")  # the /models listing starts with a session
+TURN_MODULES = ("term2acp.tools.registry", "term2acp.sandbox.bwrap")
 # the default provider's module (not the local one: its engine loads on first use)
 PROVIDER_MODULES = {"openai": "term2acp.providers.openai",
                     "anthropic": "term2acp.providers.anthropic",
@@ -44,9 +48,10 @@ class Warmup:
         self.settings = settings
         self.tools = None  # name -> Tool, loaded off the hub (None: load on the hub)
         self.store = None  # an opened Store (None: the manager opens its own)
-        self._ready = None  # an Event, once scheduled
+        self._ready = self._sessions_ready = None  # Events, once scheduled
         self._modules = ()
         self.greenlet = None  # runs the warm-up, then ``then``
+        self._sessions_at = None
 
     def schedule(self, version, catalog=None, then=None, delay=0.001):
         """Plan the warm-up (once): from now on waiters wait for it. It starts ``delay``
@@ -55,20 +60,21 @@ class Warmup:
         whose module is imported too."""
         if self._ready is not None:
             return
-        self._ready = Event()
+        self._ready, self._sessions_ready = Event(), Event()
         provider = _provider_module(catalog)
-        self._modules = (FACES.get(version, FACES[2]), *MODULES) + ((provider,) if provider
-                                                                     else ())
+        self._modules = (FACES.get(version, FACES[2]), *SESSION_MODULES) + (
+            (provider,) if provider else ())
         self.greenlet = gevent.spawn_later(delay, self._run, then)
         self.greenlet.name = "warm-up"
 
+    def wait_sessions(self, timeout=WAIT):
+        """Wait cooperatively until the session layer is ready (True at once when no
+        warm-up was scheduled)."""
+        return _ready(self._sessions_ready, "session layer", timeout)
+
     def wait(self, timeout=WAIT):
-        """Wait cooperatively until the warm-up has ended (True at once when none was
-        scheduled)."""
-        if self._ready is None or self._ready.wait(timeout):
-            return True
-        log.warning("start-up warm-up not done after %.0f s; continuing without it", timeout)
-        return False
+        """Wait cooperatively until the whole warm-up has ended (tools and sandbox too)."""
+        return _ready(self._ready, "tools and sandbox", timeout)
 
     def take_tools(self):
         tools, self.tools = self.tools, None
@@ -90,8 +96,11 @@ class Warmup:
             self._in_threads(gevent.get_hub().threadpool)
         finally:
             sys.setswitchinterval(interval)
+            self._sessions_ready.set()
             self._ready.set()
-        log.debug("warm-up done in %.1f ms", (time.perf_counter() - started) * 1000)
+        log.debug("warm-up: session layer ready after %.1f ms, all done after %.1f ms",
+                  ((self._sessions_at or started) - started) * 1000,
+                  (time.perf_counter() - started) * 1000)
         if then is not None:
             then()
 
@@ -102,15 +111,22 @@ class Warmup:
         if store_module is not None:  # imports nothing more: beside the other thread
             opening = pool.spawn(_step, "session store", _open_store, store_module,
                                  self.settings)
-        _wait(pool.spawn(self._prepare))
+        _wait(pool.spawn(self._prepare_sessions))
         if opening is not None:
             self.store = _wait(opening)
+        self._sessions_at = time.perf_counter()
+        self._sessions_ready.set()
+        _wait(pool.spawn(self._prepare_turns))
 
     # ------------------------------------------------------------ in the thread
-    def _prepare(self):
+    def _prepare_sessions(self):
         for name in self._modules:
             _step(f"import {name}", importlib.import_module, name)
         _step("command plug-ins", _scan_commands)
+
+    def _prepare_turns(self):
+        for name in TURN_MODULES:
+            _step(f"import {name}", importlib.import_module, name)
         self.tools = _step("tools", _load_tools, self.settings)
 
 
@@ -124,6 +140,14 @@ def _wait(result):
     except Exception:  # noqa: BLE001 - steps catch their own errors: a thread failure
         log.warning("start-up warm-up failed", exc_info=True)
     return None
+
+
+def _ready(event, what, timeout):
+    if event is None or event.wait(timeout):
+        return True
+    log.warning("start-up warm-up (%s) not done after %.0f s; continuing without it",
+                what, timeout)
+    return False
 
 
 def _step(what, function, *args):
