@@ -1,19 +1,19 @@
 """Start-up work off the hub: what the first session call would otherwise pay for.
 
 Once ``initialize`` is answered, a native thread (gevent's threadpool) imports the session
-layer of the negotiated face and the default provider and scans the command entry points,
-while a second one opens the session store (SQLite PRAGMAs and migrations: mostly waiting
-on the disk); that is what session calls wait for (:meth:`Warmup.wait_sessions`). Then the
-thread loads the tools (importing the sandbox and ``sh``): what a turn waits for
-(:meth:`Warmup.wait`). The hub keeps serving meanwhile and waits cooperatively.
+layer of the negotiated face and the default provider, scans the command entry points and
+opens the session store (SQLite PRAGMAs and migrations): what session calls wait for
+(:meth:`Warmup.wait_sessions`). Then it loads the tools (importing the sandbox and
+``sh``): what a turn waits for (:meth:`Warmup.wait`). The hub keeps serving meanwhile and
+waits cooperatively.
 
 Why wait instead of importing on the hub: under gevent's monkey-patching the interpreter's
 per-module import locks are gevent locks, so two threads importing the same module at
 once wait for each other across threads (two warm-up threads doing so hung once). So one
-thread imports at a time: the store opener imports nothing (its module is imported before
-it starts); the hub imports nothing of the session layer before the first part is done,
-and nothing of the second (tools, sandbox) outside a turn, which waits for it. A module
-that session calls import lazily belongs in the first part.
+thread imports at a time: the warm-up runs in one thread; the hub imports nothing of the
+session layer before the first part is done, and nothing of the second (tools, sandbox)
+outside a turn, which waits for it. A module that session calls import lazily belongs in
+the first part.
 
 Every step is best effort: one that fails is left to the hub, which then does it the
 ordinary way and reports the failure where it always did (a broken plug-in is logged, a
@@ -106,15 +106,9 @@ class Warmup:
             then()
 
     def _in_threads(self, pool):
-        store_module = _wait(pool.spawn(_step, "import the store", importlib.import_module,
-                                        "term2acp.sessions.store"))
-        opening = None
-        if store_module is not None:  # imports nothing more: beside the other thread
-            opening = pool.spawn(_step, "session store", _open_store, store_module,
-                                 self.settings)
+        # One thread, one step after the other: opening the store in a second thread
+        # saved little (a few ms of disk waits) and cost more in GIL hand-overs.
         _wait(pool.spawn(self._prepare_sessions))
-        if opening is not None:
-            self.store = _wait(opening)
         self._sessions_at = time.perf_counter()
         self._sessions_ready.set()
         _wait(pool.spawn(self._prepare_turns))
@@ -124,6 +118,7 @@ class Warmup:
         for name in self._modules:
             _step(f"import {name}", importlib.import_module, name)
         _step("command plug-ins", _scan_commands)
+        self.store = _step("session store", _open_store, self.settings)
 
     def _prepare_turns(self):
         for name in TURN_MODULES:
@@ -186,13 +181,15 @@ def _load_tools(settings):
     return load_tools(settings)
 
 
-def _open_store(store_module, settings):
-    """Open the store with names of the already imported ``store_module`` only."""
-    store = store_module.Store(store_module.store_path(settings))
+def _open_store(settings):
+    from term2acp.sessions.errors import StoreError, StoreRecovered
+    from term2acp.sessions.store import Store, store_path
+
+    store = Store(store_path(settings))
     try:
         store.open()
-    except store_module.StoreRecovered as exc:  # a fresh file: told on first use
+    except StoreRecovered as exc:  # a fresh file: told on first use
         store.recovered = str(exc)
-    except store_module.StoreError:
+    except StoreError:
         return None  # the manager opens it on first use and reports the error there
     return store
