@@ -211,7 +211,8 @@ class AcpAgent:
             if self.accepts_images():
                 prompt["image"] = {}
             answer = {"protocolVersion": m.PROTOCOL_VERSION, "info": dict(AGENT_INFO),
-                      "capabilities": {"session": {"prompt": prompt}},
+                      "capabilities": {"session": {"prompt": prompt,
+                                                   "mcp": {"stdio": {}, "http": {}}}},
                       "authMethods": self._auth_methods(2)}
         if self.on_initialized is not None:
             self.on_initialized()
@@ -227,7 +228,7 @@ class AcpAgent:
             "agentCapabilities": {
                 "loadSession": True,
                 "promptCapabilities": prompt,
-                "mcpCapabilities": {},  # stdio is v1's baseline; none is connected yet
+                "mcpCapabilities": {"http": True, "sse": True},  # stdio is v1's baseline
                 "sessionCapabilities": {"list": {}, "resume": {}, "close": {}},
                 "auth": {"logout": {}},
             },

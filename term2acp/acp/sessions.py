@@ -41,6 +41,7 @@ class SessionHandlers(ControlHandlers):
     def new_session(self, params):
         session = self.manager.new(params["cwd"])
         session.sink = self._sink
+        self.manager.connect_mcp(session, params["mcp_servers"])
         result = self.setup_result(session, {"sessionId": session.id})
         self.started(session)
         return result
@@ -71,6 +72,7 @@ class SessionHandlers(ControlHandlers):
                                      'use {"type": "start"} or omit it')
         session, _already = self.manager.resume(params["session_id"], params["cwd"])
         session.sink = self._sink
+        self.manager.connect_mcp(session, params["mcp_servers"])
         if replay is not None:
             for kind, payload in self.manager.journal(session):
                 update = replay_plan(payload, 2) if kind == "plan" else \

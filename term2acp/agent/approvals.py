@@ -12,6 +12,7 @@ from typing import Any
 ORDINARY = "ordinary"
 FOLDER_READ = "folder_read"
 OUTSIDE_EDIT = "outside_workspace_edit"
+MCP_TOOL = "mcp_tool"  # the first call of an MCP server tool (term2acp/mcp/adapter.py)
 
 # (choice id, label, ACP permission option kind). Only choices with an ACP kind exist here:
 # unsandboxed-once and allow-remember are never offered, reject_always is never used.
@@ -29,6 +30,11 @@ CHOICES = {
         ("allow-once", "Allow once", "allow_once"),
         ("allow-edit-file-session", "Allow file for session", "allow_always"),
         ("allow-edit-folder-session", "Allow folder for session", "allow_always"),
+        ("reject", "Reject", "reject_once"),
+    ),
+    MCP_TOOL: (
+        ("allow-once", "Allow once", "allow_once"),
+        ("allow-tool-session", "Allow this tool for the session", "allow_always"),
         ("reject", "Reject", "reject_once"),
     ),
 }
@@ -50,6 +56,7 @@ class ApprovalRequest:
     path: str | None = None
     title: str = ""
     content: list = field(default_factory=list)  # e.g. a diff preview
+    grant: tuple | None = None  # what allow-tool-session grants, e.g. ("mcp", server, tool)
 
 
 @dataclass

@@ -268,6 +268,8 @@ class Turn:
 
     def _grant(self, choice, request):
         access, path = self.session.access, request.path
+        if choice == "allow-tool-session" and request.grant:
+            access.allow_tool(request.grant)
         if not path:
             return
         if choice == "allow-folder-session":

@@ -11,6 +11,7 @@ import gevent
 
 from term2acp import __version__
 from term2acp.mcp.config import SSE, STDIO
+from term2acp.mcp.http import SseTransport, StreamableHttpTransport
 from term2acp.mcp.rpc import Connection, McpError
 from term2acp.mcp.stdio import StdioTransport
 
@@ -28,7 +29,6 @@ CONNECTING, READY, FAILED, DEAD = "connecting", "ready", "failed", "dead"
 def make_transport(config, cwd, spawn):
     if config.transport == STDIO:
         return StdioTransport(config, cwd, spawn)
-    from term2acp.mcp.http import SseTransport, StreamableHttpTransport  # ssl: only when used
     return (SseTransport if config.transport == SSE else StreamableHttpTransport)(config, spawn)
 
 

@@ -13,6 +13,7 @@ class AccessState:
         self.read_folders = set()
         self.edit_files = set()
         self.edit_folders = set()
+        self.tools = set()  # MCP server tools allowed for the session: ("mcp", server, tool)
 
     def allow_read_folder(self, folder):
         self.read_folders.add(folder)
@@ -22,6 +23,12 @@ class AccessState:
 
     def allow_edit_folder(self, folder):
         self.edit_folders.add(folder)
+
+    def allow_tool(self, key):
+        self.tools.add(key)
+
+    def can_use_tool(self, key):
+        return key in self.tools
 
     def can_read(self, path):
         """Reads are free inside the root, and inside granted read or edit folders."""
@@ -38,3 +45,4 @@ class AccessState:
         self.read_folders.clear()
         self.edit_files.clear()
         self.edit_folders.clear()
+        self.tools.clear()

@@ -63,6 +63,8 @@ class LiveSession:
         self.lock = lock
         self.workdir = workdir
         self.access = AccessState(self.root)
+        self.mcp_servers = []  # mcp.config.ServerConfig the client sent (new/resume/load)
+        self.mcp = None  # their running mcp.hub.McpHub (term2acp/mcp/session.py)
         self.recorder = Recorder(store, self.id)
         self.history = []
         self.group = Group()

@@ -20,6 +20,7 @@ from term2acp.agent import events as ev
 from term2acp.agent.prompt import system_prompt, title_from
 from term2acp.agent.turn import Turn, TurnAborted, TurnCancelled, new_id
 from term2acp.core.nesting import too_deep
+from term2acp.mcp import session as mcp
 from term2acp.providers.catalog import NO_PROVIDER_HELP
 from term2acp.providers.errors import ProviderError, ProviderNotConfigured
 from term2acp.sessions import repair
@@ -33,7 +34,7 @@ log = logging.getLogger(__name__)
 PAGE_SIZE = 50
 MAX_DORMANT = 4096  # idle-closed sessions remembered for a transparent reopen
 DORMANT_STATE = ("sink", "access", "effort", "provider_id", "model", "context_window", "cost",
-                 "title", "interaction_seq", "mode", "controls", "window_learned")
+                 "title", "interaction_seq", "mode", "controls", "window_learned", "mcp_servers")
 MAX_TRANSACTION = 0.2  # seconds a batch transaction may stay open
 
 
@@ -360,6 +361,8 @@ class SessionManager:
             session.emit(ev.UserMessage(new_id("user"), blocks))
             session.emit(ev.SessionInfoChanged(title=title, updated_at=stamp))
             tools = self.tools()
+            if session.mcp_servers:  # waits (bounded) for handshakes, tells failures once
+                tools = mcp.turn_tools(session, tools, new_id)
             turn = Turn(session, session.provider, tools, self.settings,
                         instructions.system_with_instructions(
                             session, system_prompt(session.root, tools, self._note())))
@@ -442,9 +445,17 @@ class SessionManager:
         reader, before any later line, so an answer read after the close cannot allow)."""
         self.cancel(session_id)
 
+    def connect_mcp(self, session, configs):
+        """The MCP servers the client sent with session/new, resume or load (replacing the
+        session's previous ones); they start in the background, this returns at once."""
+        if configs or session.mcp_servers:
+            mcp.connect(session, configs)
+
     def _release(self, session, forget_grants=True):
         session.closed = True
         session.pending_interaction = None
+        if session.mcp is not None:
+            mcp.close(session)
         if forget_grants:
             session.access.clear()
         self.live.pop(session.id, None)
@@ -468,6 +479,8 @@ class SessionManager:
             log.warning("shutdown deadline reached while cancelling turns")
         finally:
             deadline.close()
+        if any(s.mcp is not None for s in self.live.values()):
+            mcp.close_all(list(self.live.values()))  # every session's servers, in parallel
         for session in list(self.live.values()):
             try:
                 session.group.kill(block=True, timeout=1)

@@ -18,8 +18,8 @@ def error_of(message):
 @pytest.mark.parametrize("params, message", [
     ({"cwd": "/tmp", "additionalDirectories": ["/etc"]}, "additionalDirectories are not supported"),
     ({"additionalDirectories": ["/etc"]}, "additionalDirectories are not supported"),
-    ({"cwd": "/tmp", "mcpServers": [{"type": "stdio", "name": "x", "command": "/bin/true"}]},
-     "MCP servers are not supported"),
+    ({"cwd": "/tmp", "mcpServers": [{"type": "stdio", "name": "x", "command": "true"}]},
+     "mcpServers[0] ('x'): command must be an absolute path"),
     ({"cwd": "relative/dir"}, "cwd must be an absolute path"),
     ({"cwd": "/definitely/not/here"}, "cwd must exist and be a directory"),
     ({"cwd": "/etc/hostname"}, "cwd must exist and be a directory"),
@@ -185,8 +185,9 @@ def test_resume_errors(agent, workspace, tmp_path):
     assert error_of(agent.request("session/resume", {"sessionId": sid, "cwd": str(other)}))["code"] == -32602
     bad = {"sessionId": sid, "cwd": workspace, "replayFrom": {"type": "message", "messageId": "x"}}
     assert error_of(agent.request("session/resume", bad))["code"] == -32602
-    bad = {"sessionId": sid, "cwd": workspace, "mcpServers": [{"type": "http", "name": "a", "url": "http://x"}]}
-    assert error_of(agent.request("session/resume", bad))["message"] == "MCP servers are not supported"
+    bad = {"sessionId": sid, "cwd": workspace, "mcpServers": [{"type": "http", "name": "a", "url": "ftp://x"}]}
+    assert "mcpServers[0] ('a'): url must be http(s)" in error_of(
+        agent.request("session/resume", bad))["message"]
     # resuming a live session is idempotent
     for _ in range(2):
         assert "configOptions" in agent.request("session/resume", {"sessionId": sid, "cwd": workspace})["result"]

@@ -16,7 +16,7 @@ V1_ANSWER = {
     "agentCapabilities": {
         "loadSession": True,
         "promptCapabilities": {"embeddedContext": True},
-        "mcpCapabilities": {},
+        "mcpCapabilities": {"http": True, "sse": True},
         "sessionCapabilities": {"list": {}, "resume": {}, "close": {}},
         "auth": {"logout": {}},
     },
@@ -91,7 +91,8 @@ def test_version_2_and_above_get_todays_v2_answer(fresh, version):
     assert result_of(agent.request("initialize", dict(V2_INIT, protocolVersion=version))) == {
         "protocolVersion": 2,
         "info": {"name": "term2", "title": "term2", "version": __version__},
-        "capabilities": {"session": {"prompt": {"embeddedContext": {}}}},
+        "capabilities": {"session": {"prompt": {"embeddedContext": {}},
+                                 "mcp": {"stdio": {}, "http": {}}}},
         "authMethods": [dict(m, type="agent", methodId=m.pop("id")) for m in
                         [dict(m) for m in V1_ANSWER["authMethods"]]],
     }

@@ -21,7 +21,8 @@ def test_initialize_result_is_exact(spawn):
     assert response["result"] == {
         "protocolVersion": 2,
         "info": {"name": "term2", "title": "term2", "version": __version__},
-        "capabilities": {"session": {"prompt": {"embeddedContext": {}}}},
+        "capabilities": {"session": {"prompt": {"embeddedContext": {}},
+                                 "mcp": {"stdio": {}, "http": {}}}},
         # issue 15: sign-in (tests/e2e/test_auth.py); no terminal method without auth.terminal
         "authMethods": [
             {"type": "agent", "methodId": "openai",

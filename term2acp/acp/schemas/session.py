@@ -4,22 +4,38 @@ from marshmallow import ValidationError, fields, pre_load, validate
 
 from term2acp.acp.schemas.base import PathField, WireSchema
 from term2acp.acp.schemas.content import ContentBlock
+from term2acp.mcp.config import parse_servers
 from term2acp.rpc.errors import InvalidParamsError
 
 
+class McpServersField(fields.Raw):
+    """``mcpServers`` -> ``mcp.config.ServerConfig`` list; a malformed entry is -32602 naming
+    it. v2: absolute ``command``, stdio and http; v1 passes ``absolute_command=False`` (bare
+    names are resolved on PATH) and also accepts sse."""
+
+    def __init__(self, absolute_command=True, transports=("stdio", "http"), **kwargs):
+        super().__init__(**kwargs)
+        self.absolute_command = absolute_command
+        self.transports = transports
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        try:
+            return parse_servers(value, self.absolute_command, self.transports)
+        except ValueError as exc:
+            raise InvalidParamsError(f"invalid MCP server: {exc}") from None
+
+
 class _UnsupportedListsFirst(WireSchema):
-    """Non-empty ``additionalDirectories`` / ``mcpServers`` are refused before anything else."""
+    """Non-empty ``additionalDirectories`` are refused before anything else."""
 
     additional_directories = fields.List(fields.Raw(), load_default=list, allow_none=True)
-    mcp_servers = fields.List(fields.Raw(), load_default=list, allow_none=True)
+    mcp_servers = McpServersField(load_default=list, allow_none=True)
 
     @pre_load
     def _refuse_unsupported(self, data, **kwargs):
         if isinstance(data, dict):
             if data.get("additionalDirectories"):
                 raise InvalidParamsError("additionalDirectories are not supported")
-            if data.get("mcpServers"):
-                raise InvalidParamsError("MCP servers are not supported")
         return data
 
 

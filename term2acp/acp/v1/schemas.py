@@ -4,25 +4,20 @@
 same shape in both versions and reuse ``acp/schemas/session.py``.
 """
 
-from marshmallow import ValidationError, fields, pre_load, validate
+from marshmallow import fields, pre_load, validate
 
 from term2acp.acp.schemas.base import PathField, WireSchema
+from term2acp.acp.schemas.session import McpServersField as _McpServersField
 from term2acp.rpc.errors import InvalidParamsError
 
 
-class McpServersField(fields.Raw):
-    """v1's ``mcpServers`` (required on new/load, lenient items): a list, kept as given."""
-
-    def _deserialize(self, value, attr, data, **kwargs):
-        if value is None:
-            return []
-        if not isinstance(value, list):
-            raise ValidationError("must be an array")
-        return [item for item in value if isinstance(item, dict)]
+def McpServersField(**kwargs):  # noqa: N802 - v1's mcpServers: bare commands, sse too
+    return _McpServersField(absolute_command=False, transports=("stdio", "http", "sse"),
+                            allow_none=True, **kwargs)
 
 
 class _SessionSetup(WireSchema):
-    """MCP servers are accepted (reported as not connected); extra roots are refused,
+    """MCP servers are connected (``mcp/``); extra roots are refused,
     since ``sessionCapabilities.additionalDirectories`` is not advertised."""
 
     mcp_servers = McpServersField(load_default=list)

@@ -18,16 +18,11 @@ from term2acp.acp.permissions import PermissionBridge
 from term2acp.acp.v1 import permissions, translate
 from term2acp.acp.v1.files import EditorFiles
 from term2acp.agent import events as ev
-from term2acp.agent.turn import new_id
 from term2acp.rpc.errors import InternalError, InvalidParamsError
 from term2acp.sessions.errors import InvalidCursor
 from term2acp.tools.base import attach_editor, detach_editor
 
 log = logging.getLogger(__name__)
-
-
-def mcp_names(servers):
-    return [str(s.get("name") or s.get("url") or s.get("command") or "unnamed") for s in servers]
 
 
 class V1SessionHandlers(ControlHandlers):
@@ -41,8 +36,6 @@ class V1SessionHandlers(ControlHandlers):
         self.files = files  # acp.agent.ClientFiles: what the client's fs/* can do
         self._views = {}  # session id -> translate.SessionView
         self._turns = {}  # session id -> AsyncResult of the running prompt (the idle event)
-        self._mcp_pending = {}  # session id -> MCP server names to mention at the next prompt
-        self._mcp_logged = False
 
     # ------------------------------------------------------------ plumbing
     def _attach(self, session, mcp_servers):
@@ -52,13 +45,7 @@ class V1SessionHandlers(ControlHandlers):
         if self.files.read or self.files.write:
             attach_editor(session.id, EditorFiles(self.client, session.id, self.files.read,
                                                   self.files.write))
-        if mcp_servers:
-            names = mcp_names(mcp_servers)
-            self._mcp_pending[session.id] = names
-            if not self._mcp_logged:
-                self._mcp_logged = True
-                log.warning("MCP servers are not connected yet; ignoring the ones the editor "
-                            "configured: %s", ", ".join(names))
+        self.manager.connect_mcp(session, mcp_servers)
 
     def _sink(self, session, event):
         view = self._views.get(session.id)
@@ -90,7 +77,6 @@ class V1SessionHandlers(ControlHandlers):
 
     def _release(self, session_id):
         self._views.pop(session_id, None)
-        self._mcp_pending.pop(session_id, None)
         detach_editor(session_id)
 
     # ------------------------------------------------------------ lifecycle
@@ -166,7 +152,6 @@ class V1SessionHandlers(ControlHandlers):
         text = self.manager.prepare(session, blocks)
         done = self._turns[session.id] = AsyncResult()
         try:
-            self._tell_mcp(session)
             if not session.cancel_requested:
                 session.emit(ev.StateChanged("running"))
             gate = PermissionBridge(self.client, session.id, self.settings.approval_timeout,
@@ -183,16 +168,6 @@ class V1SessionHandlers(ControlHandlers):
             if self._turns.get(session.id) is done:
                 del self._turns[session.id]
         return _prompt_result(idle)
-
-    def _tell_mcp(self, session):
-        names = self._mcp_pending.pop(session.id, None)
-        if names:
-            self.client.update(session.id, {
-                "sessionUpdate": "agent_message_chunk", "messageId": new_id("notice"),
-                "content": {"type": "text", "text": (
-                    "Note: term2 does not connect MCP servers yet, so the MCP servers "
-                    f"configured for this session ({', '.join(names)}) are not available "
-                    "in this conversation.\n\n")}})
 
 
 def _settle_once(done, _greenlet):
