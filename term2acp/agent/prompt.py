@@ -1,9 +1,8 @@
 """Prompt content -> model text, and the system prompt."""
 
-import re
 from datetime import date
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
+from term2acp.core.text import scrub_text  # noqa: F401 - re-exported for the agent
 
 
 class PromptError(ValueError):
@@ -34,18 +33,6 @@ def prompt_to_text(blocks):
     if not text.strip():
         raise PromptError("prompt must contain text")
     return scrub_text(text)
-
-
-def scrub_text(text):
-    """A lone surrogate (JSON can carry one as an escape) becomes U+FFFD, so the history,
-    the title, the store and provider requests only ever see encodable text."""
-    if text.isascii():
-        return text
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        return _SURROGATE.sub("\ufffd", text)
 
 
 def title_from(text, limit=80):

@@ -16,13 +16,13 @@ import fcntl
 import json
 import logging
 import os
-import re
 import sqlite3
 import time
 from datetime import datetime, timezone
 
 import gevent
 
+from term2acp.core.text import scrub_text as clean_text
 from term2acp.sessions.errors import InvalidCursor, StoreError, StoreRecovered
 
 log = logging.getLogger(__name__)
@@ -91,18 +91,6 @@ SQLITE_LOCKED = 6
 SQLITE_CORRUPT = 11
 BUSY_WAIT = 5.0  # seconds a statement waits for another process's write lock
 SQLITE_NOTADB = 26
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def clean_text(text):
-    """Text SQLite (UTF-8) can hold: a lone surrogate becomes U+FFFD."""
-    if text is None or text.isascii():
-        return text
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        return _SURROGATE.sub("\ufffd", text)
 
 
 def _busy(exc):
