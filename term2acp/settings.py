@@ -20,6 +20,9 @@ The config file is TOML at ``$TERM2ACP_CONFIG`` or ``$XDG_CONFIG_HOME/term2acp/c
     max_timeout = 600
     network = false                # allow network inside the sandbox
 
+    [mcp]                          # the editor's MCP servers (README: MCP servers)
+    call_timeout = 120             # seconds one MCP tool call may take before it fails
+
     [sandbox]                      # what the shell sandbox sees (README: Shell sandbox)
     toolchains = [".pyenv", ".cargo", ".rustup", ".nvm", ".local", ".gitconfig"]
     read_paths = ["/opt/conda", "~/datasets"]   # extra read-only paths
@@ -66,6 +69,18 @@ class ShellSettings:
         self.output_cap = 40_000  # characters of output returned to the model
 
 
+class McpSettings:
+    """``[mcp]``: limits on the MCP servers the editor sends (``term2acp/mcp/``)."""
+
+    def __init__(self):
+        self.call_timeout = 120.0  # seconds per tools/call; then a failed call, the turn goes on
+
+    def apply(self, data):
+        value = data.get("call_timeout")
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+            self.call_timeout = float(value)
+
+
 class SandboxSettings:
     """``[sandbox]``: what the shell sandbox may read besides the workspace, and its bounds
     (see ``term2acp/sandbox/view.py`` and the README's "Shell sandbox" section)."""
@@ -110,6 +125,7 @@ class Settings:
         self.script = None  # scripted provider script file
         self.shell = ShellSettings()
         self.sandbox = SandboxSettings()
+        self.mcp = McpSettings()
         self.providers = {}  # name -> dict from the config file
         self.env = dict(env or {})
 
@@ -172,6 +188,8 @@ class Settings:
                 self.shell.network = shell["network"]
         if isinstance(data.get("sandbox"), dict):
             self.sandbox.apply(data["sandbox"])
+        if isinstance(data.get("mcp"), dict):
+            self.mcp.apply(data["mcp"])
         providers = data.get("providers") or {}
         if isinstance(providers, dict):
             self.providers = {k: v for k, v in providers.items() if isinstance(v, dict)}

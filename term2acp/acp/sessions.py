@@ -48,6 +48,9 @@ class SessionHandlers(ControlHandlers):
 
     @domain_errors
     def list_sessions(self, params):
+        """session/list, for both faces (``acp/v1/sessions.py`` reuses it): the shapes are
+        the same in v1 and v2. The MCP servers a session was last connected with (no
+        secrets: ``ServerConfig.describe()``) are under ``_meta.term2.mcpServers``."""
         try:
             rows, cursor = self.manager.list(params["cwd"], params["cursor"])
         except InvalidCursor:
@@ -58,6 +61,8 @@ class SessionHandlers(ControlHandlers):
             info = {"sessionId": row["id"], "cwd": row["cwd"], "updatedAt": row["updated_at"]}
             if row["title"]:
                 info["title"] = row["title"]
+            if row.get("mcp_servers"):
+                info["_meta"] = {"term2": {"mcpServers": row["mcp_servers"]}}
             sessions.append(info)
         result = {"sessions": sessions}
         if cursor:

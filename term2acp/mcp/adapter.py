@@ -83,8 +83,11 @@ class McpTool(Tool):
             result = client.call_tool(self.tool, args, timeout=self.hub.call_timeout)
         except ServerGone as exc:
             raise ToolError(f"The MCP server {self.server} stopped during the call: {exc}") from None
-        except RequestTimeout as exc:
-            raise ToolError(f"The MCP server {self.server} did not answer: {exc}") from None
+        except RequestTimeout:
+            raise ToolError(f"The MCP server {self.server} did not answer within "
+                            f"{self.hub.call_timeout:g} s, so the call was cancelled (the limit "
+                            "is call_timeout in the [mcp] section of the agent's config "
+                            "file).") from None
         except McpError as exc:
             raise ToolError(f"The MCP server {self.server} refused the call: {exc}") from None
         return to_result(result)

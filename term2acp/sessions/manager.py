@@ -107,6 +107,7 @@ class SessionManager:
             raise
         session.effort = row.get("effort") or self.settings.effort  # a stored choice wins
         session.mode = row.get("mode") or getattr(self.settings, "mode", "auto")
+        session.mcp_stored = row.get("mcp_servers") or []  # what the store says (describe())
         self.live[session.id] = session
         self._arm_idle_timer()
         return session
@@ -362,7 +363,8 @@ class SessionManager:
             session.emit(ev.SessionInfoChanged(title=title, updated_at=stamp))
             tools = self.tools()
             if session.mcp_servers:  # waits (bounded) for handshakes, tells failures once
-                tools = mcp.turn_tools(session, tools, new_id)
+                tools = mcp.turn_tools(session, tools, new_id,
+                                       call_timeout=self.settings.mcp.call_timeout)
             turn = Turn(session, session.provider, tools, self.settings,
                         instructions.system_with_instructions(
                             session, system_prompt(session.root, tools, self._note())))
@@ -447,9 +449,14 @@ class SessionManager:
 
     def connect_mcp(self, session, configs):
         """The MCP servers the client sent with session/new, resume or load (replacing the
-        session's previous ones); they start in the background, this returns at once."""
+        session's previous ones); they start in the background, this returns at once.
+        The store keeps their description (no secrets) for session/list."""
         if configs or session.mcp_servers:
-            mcp.connect(session, configs)
+            mcp.connect(session, configs, self.settings.mcp.call_timeout)
+        described = [config.describe() for config in configs or ()]
+        if described != session.mcp_stored:  # committed before the answer is written
+            self.store.set_mcp_servers(session.id, described)
+            session.mcp_stored = described
 
     def _release(self, session, forget_grants=True):
         session.closed = True

@@ -27,7 +27,7 @@ from term2acp.sessions.errors import InvalidCursor, StoreError, StoreRecovered
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 MIGRATIONS = {
     1: """
     CREATE TABLE sessions (
@@ -62,6 +62,12 @@ MIGRATIONS = {
     ALTER TABLE sessions ADD COLUMN effort TEXT;
     ALTER TABLE sessions ADD COLUMN mode TEXT
     """,
+    # 3: the MCP servers the session was last connected with (issue 13): a JSON array of
+    # ServerConfig.describe() (name, transport, command or URL without query); never env or
+    # header values. NULL = none.
+    3: """
+    ALTER TABLE sessions ADD COLUMN mcp_servers TEXT
+    """,
 }
 
 
@@ -84,6 +90,17 @@ def decode_cursor(cursor):
     if not isinstance(updated_at, str) or not isinstance(session_id, str):
         raise InvalidCursor(cursor)
     return updated_at, session_id
+
+
+def _servers(column):
+    """The ``mcp_servers`` column -> a list of dicts (empty for NULL or anything unreadable)."""
+    if not column:
+        return []
+    try:
+        value = json.loads(column)
+    except ValueError:
+        return []
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
 
 
 SQLITE_BUSY = 5
@@ -320,18 +337,24 @@ class Store:
         self.commit()
 
     def get_session(self, session_id):
-        row = self._execute("SELECT id, cwd, title, updated_at, provider, model, effort, mode"
-                            " FROM sessions WHERE id = ?", (session_id,)).fetchone()
+        row = self._execute("SELECT id, cwd, title, updated_at, provider, model, effort, mode,"
+                            " mcp_servers FROM sessions WHERE id = ?", (session_id,)).fetchone()
         if row is None:
             return None
         keys = ("id", "cwd", "title", "updated_at", "provider", "model", "effort", "mode")
-        return dict(zip(keys, row))
+        return dict(zip(keys, row), mcp_servers=_servers(row[-1]))
 
     def set_choices(self, session_id, provider, model, effort, mode):
         """The session's picker choices (restored on resume)."""
         self._write("UPDATE sessions SET provider = ?, model = ?, effort = ?, mode = ?"
                     " WHERE id = ?", (clean_text(provider), clean_text(model), effort, mode,
                                       session_id))
+
+    def set_mcp_servers(self, session_id, described):
+        """The MCP servers the session is now connected with: ``ServerConfig.describe()``
+        dicts (no secrets in them), or an empty list."""
+        self._write("UPDATE sessions SET mcp_servers = ? WHERE id = ?",
+                    (json.dumps(described) if described else None, session_id))
 
     def touch(self, session_id, title=None):
         stamp = now()
@@ -351,7 +374,7 @@ class Store:
             updated_at, session_id = decode_cursor(cursor)
             where.append("(updated_at, id) < (?, ?)")  # a row value: one index seek
             args += [updated_at, session_id]
-        sql = "SELECT id, cwd, title, updated_at FROM sessions"
+        sql = "SELECT id, cwd, title, updated_at, mcp_servers FROM sessions"
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY updated_at DESC, id DESC LIMIT ?"
@@ -359,7 +382,8 @@ class Store:
         more = len(rows) > limit
         rows = rows[:limit]
         next_cursor = encode_cursor(rows[-1][3], rows[-1][0]) if more and rows else None
-        return [dict(zip(("id", "cwd", "title", "updated_at"), r)) for r in rows], next_cursor
+        keys = ("id", "cwd", "title", "updated_at")
+        return [dict(zip(keys, r), mcp_servers=_servers(r[4])) for r in rows], next_cursor
 
     # ------------------------------------------------------------ history
     def append_history(self, session_id, message):

@@ -5,6 +5,7 @@ do not exist or crash; close and EOF leave no process; v2 and v1 clients."""
 import json
 import os
 import sqlite3
+import sys
 import time
 
 import pytest
@@ -62,8 +63,9 @@ def mcp_agent(acp_agent, workspace, home):
     """``mcp_agent(turns, servers, protocol=2)``: an initialized agent (v2, or v1 with Zed's
     initialize) and a session with those MCP servers; returns ``(agent, session id,
     seconds session/new took)``."""
-    def _start(turns, servers, protocol=2):
-        agent = acp_agent(turns=turns, env={"TERM2ACP_HOME": str(home)}, protocol=protocol)
+    def _start(turns, servers, protocol=2, env=None):
+        agent = acp_agent(turns=turns, env={"TERM2ACP_HOME": str(home), **(env or {})},
+                          protocol=protocol)
         started = time.monotonic()
         sid = agent.new_session(workspace, mcp_servers=servers)
         return agent, sid, time.monotonic() - started
@@ -189,3 +191,43 @@ def test_v1_client_with_server_everything_by_bare_command(mcp_agent):
              for c in u.get("content") or []]
     assert "Echo: from v1" in texts
     agent.close()
+
+
+@pytest.mark.parametrize("protocol", [2, 1])
+def test_session_list_shows_the_servers_and_no_secret_is_stored_or_sent(mcp_agent, home,
+                                                                         protocol):
+    secret = "s3cr3t-token-for-the-store-test"
+    turns = [[call("mcp__test__echo", text="hi")], [{"text": "done"}]]
+    agent, sid, _ = mcp_agent(turns, [stdio_entry(env={"TEST_TOKEN": secret})], protocol)
+    _, updates, _ = agent.prompt(sid, "echo", timeout=60, on_request=lambda m: selected("allow-once"))
+    assert text_of(final(updates)) == "echo: hi"  # the server ran, with its env
+    (listed,) = agent.request("session/list", {})["result"]["sessions"]
+    assert listed["sessionId"] == sid
+    assert listed["_meta"] == {"term2": {"mcpServers": [
+        {"name": "test", "transport": "stdio", "command": sys.executable}]}}
+    agent.close()
+    assert secret not in agent.stderr
+    assert secret.encode() not in b"".join(agent.lines)  # everything the agent wrote
+    stored = b"".join(p.read_bytes() for p in home.iterdir() if p.name.startswith("sessions.sqlite3"))
+    assert b"mcp_servers" in stored and secret.encode() not in stored
+
+
+def test_a_call_past_the_call_timeout_fails_and_the_turn_goes_on(mcp_agent, tmp_path, home):
+    config = tmp_path / "config.toml"
+    config.write_text("[mcp]\ncall_timeout = 0.5\n")
+    turns = [[call("mcp__test__slow", seconds=20)], [{"text": "went on"}]]
+    agent, sid, _ = mcp_agent(turns, [stdio_entry()], env={"TERM2ACP_CONFIG": str(config)})
+    started = time.monotonic()
+    _, updates, idle = agent.prompt(sid, "slow", timeout=60,
+                                    on_request=lambda m: selected("allow-once"))
+    assert time.monotonic() - started < 15  # not the tool's 20 s
+    assert idle["params"]["update"]["stopReason"] == "end_turn"
+    failed = final(updates)
+    assert failed["status"] == "failed"
+    message = text_of(failed)
+    assert "did not answer within 0.5 s, so the call was cancelled" in message
+    assert "call_timeout" in message
+    assert agent_text(updates).endswith("went on")
+    agent.close()
+    results = [m["content"] for m in history(home, sid) if m["role"] == "tool"]
+    assert len(results) == 1 and "did not answer within 0.5 s" in results[0]  # the model knows

@@ -15,11 +15,11 @@ from gevent.event import AsyncResult
 from term2acp.acp.controls import ControlHandlers, control_updates
 from term2acp.acp.errors import domain_errors
 from term2acp.acp.permissions import PermissionBridge
+from term2acp.acp.sessions import SessionHandlers
 from term2acp.acp.v1 import permissions, translate
 from term2acp.acp.v1.files import EditorFiles
 from term2acp.agent import events as ev
-from term2acp.rpc.errors import InternalError, InvalidParamsError
-from term2acp.sessions.errors import InvalidCursor
+from term2acp.rpc.errors import InternalError
 from term2acp.tools.base import attach_editor, detach_editor
 
 log = logging.getLogger(__name__)
@@ -107,23 +107,7 @@ class V1SessionHandlers(ControlHandlers):
         self.started(session)
         return result
 
-    @domain_errors
-    def list_sessions(self, params):
-        try:
-            rows, cursor = self.manager.list(params["cwd"], params["cursor"])
-        except InvalidCursor:
-            raise InvalidParamsError("invalid cursor: pass a nextCursor value from an earlier "
-                                     "session/list response") from None
-        sessions = []
-        for row in rows:
-            info = {"sessionId": row["id"], "cwd": row["cwd"], "updatedAt": row["updated_at"]}
-            if row["title"]:
-                info["title"] = row["title"]
-            sessions.append(info)
-        result = {"sessions": sessions}
-        if cursor:
-            result["nextCursor"] = cursor
-        return result
+    list_sessions = SessionHandlers.list_sessions  # one implementation for both faces
 
     @domain_errors
     def close_session(self, params):

@@ -1,19 +1,26 @@
-"""Store migration 2 (issue 15): a session's picker choices are columns of its row."""
+"""Store migrations: 2 (issue 15), a session's picker choices are columns of its row;
+3 (issue 13), the MCP servers it was last connected with (no secrets)."""
 
 import sqlite3
 
 from term2acp.sessions import store as st
 
 
+def store_at(path, version, row):
+    """A store file as ``version`` of the schema left it, holding one session ``row``."""
+    db = sqlite3.connect(path, isolation_level=None)
+    for step in range(1, version + 1):
+        for statement in st.MIGRATIONS[step].split(";"):
+            if statement.strip():
+                db.execute(statement)
+    db.execute(f"INSERT INTO sessions VALUES ({', '.join('?' * len(row))})", row)
+    db.execute(f"PRAGMA user_version = {version}")
+    db.close()
+
+
 def test_a_version_1_store_migrates_and_keeps_its_sessions(tmp_path):
     path = str(tmp_path / "sessions.sqlite3")
-    db = sqlite3.connect(path, isolation_level=None)
-    for statement in st.MIGRATIONS[1].split(";"):
-        if statement.strip():
-            db.execute(statement)
-    db.execute("INSERT INTO sessions VALUES ('s1', '/w', 't', 'a', 'b', 'openai', 'gpt-4o')")
-    db.execute("PRAGMA user_version = 1")
-    db.close()
+    store_at(path, 1, ("s1", "/w", "t", "a", "b", "openai", "gpt-4o"))
     store = st.Store(path).open()
     row = store.get_session("s1")
     assert (row["provider"], row["model"], row["effort"], row["mode"]) == \
@@ -24,5 +31,26 @@ def test_a_version_1_store_migrates_and_keeps_its_sessions(tmp_path):
     again = st.Store(path).open()
     row = again.get_session("s1")
     assert (row["model"], row["effort"], row["mode"]) == ("gpt-5", "high", "read-only")
-    assert again._db.execute("PRAGMA user_version").fetchone()[0] == st.SCHEMA_VERSION == 2
+    assert again._db.execute("PRAGMA user_version").fetchone()[0] == st.SCHEMA_VERSION >= 2
+    again.close()
+
+
+def test_a_version_2_store_migrates_and_keeps_its_sessions(tmp_path):
+    path = str(tmp_path / "sessions.sqlite3")
+    store_at(path, 2, ("s1", "/w", "t", "a", "b", "openai", "gpt-4o", "high", "ask"))
+    store = st.Store(path).open()
+    row = store.get_session("s1")
+    assert (row["effort"], row["mode"], row["mcp_servers"]) == ("high", "ask", [])
+    assert store.list_sessions()[0][0]["mcp_servers"] == []
+    store.set_mcp_servers("s1", [{"name": "gh", "transport": "http", "url": "https://h/mcp"}])
+    store.commit()
+    store.close()
+    again = st.Store(path).open()
+    assert again.get_session("s1")["mcp_servers"] == [{"name": "gh", "transport": "http",
+                                                       "url": "https://h/mcp"}]
+    assert again._db.execute("PRAGMA user_version").fetchone()[0] == st.SCHEMA_VERSION >= 3
+    again.set_mcp_servers("s1", [])
+    again.commit()
+    assert again.get_session("s1")["mcp_servers"] == []
+    assert again._db.execute("SELECT mcp_servers FROM sessions").fetchone()[0] is None
     again.close()
