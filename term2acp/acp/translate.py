@@ -49,7 +49,7 @@ def tool_content(items):
     return out
 
 
-def _locations(items):
+def locations(items):
     out = []
     for loc in items:
         entry = {"path": loc["path"]}
@@ -66,7 +66,7 @@ def tool_call_update(call_id, fields):
         if value is not None:
             update[wire] = value
     if fields.get("locations") is not None:
-        update["locations"] = _locations(fields["locations"])
+        update["locations"] = locations(fields["locations"])
     if fields.get("content") is not None:
         update["content"] = tool_content(fields["content"])
     return update

@@ -18,6 +18,7 @@ import base64
 import codecs
 import time
 
+from term2acp.acp.translate import compaction_update, locations
 from term2acp.agent import events as ev
 
 STOP_REASONS = frozenset({"end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"})
@@ -96,16 +97,6 @@ def tool_content(items, terminals=None):
             view = (terminals or {}).get(item["terminal_id"])
             if view is not None:
                 out.extend(view.content())
-    return out
-
-
-def locations(items):
-    out = []
-    for loc in items:
-        entry = {"path": loc["path"]}
-        if loc.get("line") is not None:
-            entry["line"] = int(loc["line"])
-        out.append(entry)
     return out
 
 
@@ -236,23 +227,6 @@ def _compaction(view, e):
     update = compaction_update(e.compaction_id, e.status, e.summary, e.error, e.text,
                                view.compaction)
     return [update] if update is not None else []
-
-
-def compaction_update(compaction_id, status, summary, error, text, supported):
-    """``compaction_update`` for a client that advertised compaction, else the agent
-    message ``text`` (None when there is nothing to say)."""
-    if supported:
-        update = {"sessionUpdate": "compaction_update", "compactionId": compaction_id,
-                  "status": status}
-        if status == "completed" and summary:
-            update["summary"] = [_text(summary)]
-        if status == "failed" and error:
-            update["error"] = error
-        return update
-    if not text:
-        return None
-    return {"sessionUpdate": "agent_message_chunk", "messageId": f"msg_{compaction_id}",
-            "content": _text(text)}
 
 
 _EVENTS = {
