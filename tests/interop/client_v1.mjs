@@ -28,12 +28,11 @@
 import { spawn } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
-import { Readable, Writable } from "node:stream";
-import { fileURLToPath } from "node:url";
 
 import * as acp from "@agentclientprotocol/sdk";
 
-const HERE = path.dirname(fileURLToPath(import.meta.url));
+import { fail, failures, losses, parseArgs, show, stderrWrite, tappedStream } from "./capture.mjs";
+
 const PROMPTS = {
   text: "Say hello.",
   tools: "Use the tools.",
@@ -50,123 +49,6 @@ const ZED_INITIALIZE = {
   },
   clientInfo: { name: "zed", version: "0.212.7" },
 };
-
-// ------------------------------------------------------------------ failure capture
-const failures = [];
-const fail = (what) => failures.push(String(what));
-const stderrWrite = (text) => process.stderr.write(text.endsWith("\n") ? text : text + "\n");
-const show = (value) => {
-  if (value instanceof Error) return `${value.name}: ${value.message}${value.data !== undefined ? " " + JSON.stringify(value.data) : ""}`;
-  if (typeof value === "string") return value;
-  try {
-    return JSON.stringify(value);
-  } catch {
-    return String(value);
-  }
-};
-for (const level of ["error", "warn"]) {
-  const original = console[level].bind(console);
-  console[level] = (...args) => {
-    fail(`console.${level}: ${args.map(show).join(" ")}`.slice(0, 2000));
-    original(...args);
-  };
-}
-process.on("unhandledRejection", (reason) => fail(`unhandled rejection: ${show(reason)}`));
-process.on("uncaughtException", (error) => fail(`uncaught exception: ${show(error)}`));
-
-// ------------------------------------------------------------------ arguments
-function parseArgs(argv) {
-  const options = { workspace: null, outside: null, timeoutMs: 60000, command: null };
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i];
-    if (arg === "--") {
-      options.command = argv.slice(i + 1);
-      break;
-    } else if (arg === "--workspace") {
-      options.workspace = argv[++i];
-    } else if (arg === "--outside") {
-      options.outside = argv[++i];
-    } else if (arg === "--timeout-ms") {
-      options.timeoutMs = Number(argv[++i]);
-    } else {
-      throw new Error(`unknown argument ${arg}`);
-    }
-  }
-  if (!options.command || options.command.length === 0) {
-    options.command = process.env.TERM2ACP_INTEROP_AGENT
-      ? JSON.parse(process.env.TERM2ACP_INTEROP_AGENT)
-      : [path.resolve(HERE, "..", "..", "bin", "term2-acp"), "--provider", "scripted"];
-  }
-  for (const key of ["workspace", "outside"]) {
-    if (!options[key] || !path.isAbsolute(options[key])) throw new Error(`--${key} /absolute/dir is required`);
-  }
-  return options;
-}
-
-// ------------------------------------------------------------------ wire taps
-function tappedStream(child, wire) {
-  const decoder = new TextDecoder();
-  let pending = "";
-  const check = (line) => {
-    if (!line.trim()) return;
-    try {
-      JSON.parse(line);
-    } catch {
-      wire.badLines.push(line.slice(0, 300));
-    }
-  };
-  const checker = new TransformStream({
-    transform(chunk, controller) {
-      pending += decoder.decode(chunk, { stream: true });
-      const lines = pending.split("\n");
-      pending = lines.pop();
-      lines.forEach(check);
-      controller.enqueue(chunk);
-    },
-    flush() {
-      check(pending);
-    },
-  });
-  const stdout = Readable.toWeb(child.stdout).pipeThrough(checker);
-  const base = acp.ndJsonStream(Writable.toWeb(child.stdin), stdout);
-  const readable = base.readable.pipeThrough(new TransformStream({
-    transform(message, controller) {
-      for (const item of Array.isArray(message) ? message : [message]) wire.incoming.push(item);
-      controller.enqueue(message);
-    },
-  }));
-  const writer = base.writable.getWriter();
-  const writable = new WritableStream({
-    write(message) {
-      for (const item of Array.isArray(message) ? message : [message]) wire.outgoing.push(item);
-      return writer.write(message);
-    },
-    close() {
-      return writer.close();
-    },
-    abort(reason) {
-      return writer.abort(reason);
-    },
-  });
-  return { readable, writable };
-}
-
-// Paths present in `raw` that are missing from, or differ in, the SDK-parsed value.
-function losses(raw, parsed, where = "") {
-  if (raw === null || typeof raw !== "object") {
-    return Object.is(raw, parsed) ? [] : [`${where || "."}: ${show(raw)} became ${show(parsed)}`];
-  }
-  if (parsed === null || typeof parsed !== "object" || Array.isArray(raw) !== Array.isArray(parsed)) {
-    return [`${where || "."}: ${show(raw).slice(0, 200)} became ${show(parsed).slice(0, 200)}`];
-  }
-  const out = [];
-  if (Array.isArray(raw) && raw.length !== parsed.length) out.push(`${where}: ${raw.length} items became ${parsed.length}`);
-  for (const key of Object.keys(raw)) {
-    if (!(key in parsed)) out.push(`${where}.${key}: dropped by the SDK (was ${show(raw[key]).slice(0, 200)})`);
-    else out.push(...losses(raw[key], parsed[key], `${where}.${key}`));
-  }
-  return out;
-}
 
 // ------------------------------------------------------------------ the client (Zed-like)
 const summary = {
@@ -266,7 +148,7 @@ function startAgent(options) {
   const wire = { incoming: [], outgoing: [], badLines: [] };
   const record = { updates: [], permissions: [] };
   const client = new ZedLikeClient(options, record);
-  const connection = new acp.ClientSideConnection(() => client, tappedStream(child, wire));
+  const connection = new acp.ClientSideConnection(() => client, tappedStream(child, wire, acp.ndJsonStream));
   const agent = { child, wire, record, client, connection };
   agents.push(agent);
   return agent;
@@ -405,7 +287,7 @@ function checkWire(agent) {
 async function main() {
   let options;
   try {
-    options = parseArgs(process.argv.slice(2));
+    options = parseArgs(process.argv.slice(2), ["outside"]);
   } catch (error) {
     stderrWrite(`client_v1.mjs: ${error.message}`);
     process.exit(2);
