@@ -10,13 +10,6 @@ class ClientProxy:
     def update(self, session_id, update):
         self._endpoint.notify(methods.SESSION_UPDATE, {"sessionId": session_id, "update": update})
 
-    def request_permission(self, params):
-        """Returns ``(request_id, AsyncResult)``; see :meth:`Endpoint.request`."""
-        return self._endpoint.request(methods.SESSION_REQUEST_PERMISSION, params)
-
-    def request(self, method, params):
-        """Any other request to the editor (v1 ``fs/*``); ``(request_id, AsyncResult)``."""
-        return self._endpoint.request(method, params)
-
-    def cancel_request(self, request_id):
-        self._endpoint.cancel_outgoing(request_id)
+    def call(self, method, params, timeout=None):
+        """A request to the editor, answered or withdrawn: see :meth:`Endpoint.call`."""
+        return self._endpoint.call(method, params, timeout)

@@ -2,9 +2,9 @@
 
 Fail closed, always: only a well-formed ``selected`` outcome naming an offered allow
 option approves. Cancelled, malformed, unknown, errors, disconnects, timeouts and a
-cancelled turn all deny. The turn greenlet blocks on the request's ``AsyncResult``; when
-the turn is cancelled (the greenlet is killed) the outstanding request is withdrawn with
-``$/cancel_request``.
+cancelled turn all deny. The turn greenlet blocks in ``Endpoint.call``, which withdraws
+the outstanding request with ``$/cancel_request`` when the turn is cancelled (the greenlet
+is killed) or the optional timeout passes.
 
 There is no separate per-prompt grant cache here: an ``allow_always`` answer becomes a
 session grant (``sessions/access.py``) that the tools' approval checks consult before
@@ -18,6 +18,7 @@ import re
 import gevent
 from marshmallow import ValidationError
 
+from term2acp.acp import methods
 from term2acp.acp.schemas.permission import RequestPermissionResponseSchema
 from term2acp.acp.translate import tool_content
 from term2acp.agent import approvals
@@ -104,24 +105,16 @@ class PermissionBridge:
         self._params_for = params_for  # the connection's version of the request shape
 
     def decide(self, interaction):
-        request_id, result = self._client.request_permission(
-            self._params_for(self._session_id, interaction))
-        settled = False
         try:
-            answer = result.get(timeout=self._timeout)
-            settled = True
+            answer = self._client.call(methods.SESSION_REQUEST_PERMISSION,
+                                       self._params_for(self._session_id, interaction),
+                                       self._timeout)
         except gevent.Timeout:
-            log.info("permission request %s timed out", request_id)
+            log.info("permission request for %s timed out", interaction.call_id)
             return Decision.deny(approvals.TIMED_OUT)
         except MethodNotFoundError:
-            settled = True
             return Decision.deny(approvals.NOT_SUPPORTED)
         except RpcError as exc:
-            settled = True
-            log.info("permission request %s failed: %s", request_id, exc.message)
+            log.info("permission request for %s failed: %s", interaction.call_id, exc.message)
             return Decision.deny(approvals.FAILED)
-        finally:
-            if not settled:
-                # Killed (turn cancelled / session closed) or timed out: withdraw it.
-                self._client.cancel_request(request_id)
         return decision_for(answer, interaction)

@@ -151,6 +151,22 @@ class Endpoint:
             self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
         return request_id, result
 
+    def call(self, method, params, timeout=None):
+        """Send a request and block until the peer answers; returns its ``result``.
+
+        The peer's error is raised as an :class:`RpcError` (:class:`DisconnectedError` when
+        it goes away first). When the waiting greenlet is killed (a cancelled turn) or
+        ``timeout`` seconds pass (``gevent.Timeout`` is raised), the request is withdrawn
+        here and the peer told with ``$/cancel_request``: no caller tracks that itself.
+        """
+        request_id, result = self.request(method, params)
+        try:
+            return result.get(timeout=timeout)
+        except BaseException:
+            if not result.ready():
+                self.cancel_outgoing(request_id)
+            raise
+
     def cancel_outgoing(self, request_id):
         """Give up on one of our requests and tell the peer with ``$/cancel_request``."""
         if self._outgoing.withdraw(request_id):

@@ -43,19 +43,11 @@ class EditorFiles:
 
     def _call(self, method, params):
         verb = "reading" if method == methods.FS_READ_TEXT_FILE else "writing"
-        request_id, result = self._client.request(method, params)
-        settled = False
         try:
-            value = result.get(timeout=TIMEOUT)
-            settled = True
+            return self._client.call(method, params, TIMEOUT)
         except gevent.Timeout:
             raise EditorError(f"The editor did not answer within {TIMEOUT:g}s while {verb} "
                               f"{params['path']}; nothing was {'read' if verb == 'reading' else 'written'}.") from None
         except RpcError as exc:
-            settled = True
             log.info("%s %s failed: %s", method, params["path"], exc.message)
             raise EditorError(f"The editor refused {verb} {params['path']}: {exc.message}") from None
-        finally:
-            if not settled:  # timed out, or the turn was cancelled: withdraw the request
-                self._client.cancel_request(request_id)
-        return value

@@ -129,6 +129,39 @@ def test_endpoint_cancel_outgoing_sends_cancel_request():
     endpoint.receive({"jsonrpc": "2.0", "id": rid, "result": {}})  # late answer: ignored
 
 
+def test_endpoint_call_returns_the_answer_and_raises_the_peers_error():
+    endpoint, _, out = make()
+    waiter = gevent.spawn(endpoint.call, "client/thing", {"x": 1})
+    gevent.sleep(0)
+    rid = out[-1]["id"]
+    endpoint.receive({"jsonrpc": "2.0", "id": rid, "result": {"ok": True}})
+    assert waiter.get(timeout=5) == {"ok": True}
+    failing = gevent.spawn(endpoint.call, "client/thing", {})
+    gevent.sleep(0)
+    endpoint.receive({"jsonrpc": "2.0", "id": out[-1]["id"],
+                      "error": {"code": -32601, "message": "no"}})
+    failing.join(timeout=5)
+    assert failing.exception.code == -32601
+    assert not [m for m in out if m.get("method") == "$/cancel_request"]
+
+
+@pytest.mark.parametrize("how", ["killed", "timeout"])
+def test_endpoint_call_withdraws_when_its_caller_stops_waiting(how):
+    """A cancelled turn (the greenlet killed) or a timeout withdraws the request and tells
+    the peer; the late answer is ignored."""
+    endpoint, _, out = make()
+    waiter = gevent.spawn(endpoint.call, "client/thing", {}, 0.01 if how == "timeout" else None)
+    gevent.sleep(0)
+    rid = out[-1]["id"]
+    if how == "killed":
+        waiter.kill(block=True, timeout=5)
+    else:
+        waiter.join(timeout=5)
+        assert isinstance(waiter.exception, gevent.Timeout)
+    assert out[-1] == {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": rid}}
+    endpoint.receive({"jsonrpc": "2.0", "id": rid, "result": {}})  # late answer: ignored
+
+
 def test_endpoint_batch_collects_responses_in_one_array():
     endpoint, _, out = make()
     endpoint.receive([{"jsonrpc": "2.0", "id": 1, "method": "echo", "params": {}},
