@@ -26,7 +26,7 @@ from term2acp.sessions.errors import (
     SessionNotFound,
     StoreError,
 )
-from term2acp.sessions.workspace import WorkspaceError
+from term2acp.core.workspace import WorkspaceError
 
 
 class SessionLockedError(RpcError):

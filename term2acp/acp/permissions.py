@@ -7,7 +7,7 @@ the outstanding request with ``$/cancel_request`` when the turn is cancelled (th
 is killed) or the optional timeout passes.
 
 There is no separate per-prompt grant cache here: an ``allow_always`` answer becomes a
-session grant (``sessions/access.py``) that the tools' approval checks consult before
+session grant (``core/access.py``) that the tools' approval checks consult before
 asking, which already covers every repeat within the prompt and on later prompts.
 """
 
@@ -21,8 +21,8 @@ from marshmallow import ValidationError
 from term2acp.acp import methods
 from term2acp.acp.schemas.permission import RequestPermissionResponseSchema
 from term2acp.acp.translate import tool_content
-from term2acp.agent import approvals
-from term2acp.agent.approvals import Decision
+from term2acp.core import approvals
+from term2acp.core.approvals import Decision
 from term2acp.rpc.errors import MethodNotFoundError, RpcError
 
 log = logging.getLogger(__name__)

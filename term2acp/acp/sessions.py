@@ -10,7 +10,7 @@ from term2acp.acp import translate
 from term2acp.acp.controls import ControlHandlers, control_updates, replay_plan
 from term2acp.acp.errors import domain_errors
 from term2acp.acp.permissions import PermissionBridge
-from term2acp.agent import events as ev
+from term2acp.core import events as ev
 from term2acp.rpc.errors import InternalError, InvalidParamsError
 from term2acp.sessions.errors import InvalidCursor
 

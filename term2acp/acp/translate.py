@@ -3,7 +3,7 @@
 import base64
 import difflib
 
-from term2acp.agent import events as ev
+from term2acp.core import events as ev
 
 _TOOL_FIELDS = (("title", "title"), ("kind", "kind"), ("status", "status"),
                 ("raw_input", "rawInput"), ("raw_output", "rawOutput"), ("name", "name"))

@@ -22,7 +22,7 @@ import importlib.metadata
 import logging
 import re
 
-from term2acp.agent import events as ev
+from term2acp.core import events as ev
 from term2acp.agent import modes
 
 log = logging.getLogger(__name__)
@@ -126,8 +126,6 @@ class _OptionCommand(Command):
     option = ""
 
     def run(self, argument, ctx):
-        from term2acp.sessions.options import InvalidChoice
-
         value = argument.strip()
         if ctx.controls is None:
             return f"/{self.name} is not available in this session."
@@ -139,7 +137,7 @@ class _OptionCommand(Command):
             return f"Current {self.option}: {current['current']}. Choices: {choices}."
         try:
             changed = ctx.controls.set(ctx.session, self.option, value)
-        except InvalidChoice as exc:
+        except ValueError as exc:  # sessions.options.InvalidChoice: the message lists choices
             return f"/{self.name}: {exc}"
         now = getattr(ctx.session, self.option)
         return f"{self.option.capitalize()} set to {now}." if changed else \

@@ -22,7 +22,7 @@ import os
 from urllib.parse import unquote, urlsplit
 
 from term2acp.agent.prompt import PromptError, scrub_text
-from term2acp.sessions.workspace import is_within
+from term2acp.core.workspace import is_within
 
 FILE_CAP = 100_000  # characters of one attached file
 TOTAL_CAP = 400_000  # characters of all attached files of one prompt

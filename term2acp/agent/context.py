@@ -30,7 +30,7 @@ import uuid
 
 import gevent
 
-from term2acp.agent import events as ev
+from term2acp.core import events as ev
 from term2acp.providers import base as pb
 from term2acp.providers.errors import ContextOverflow, ProviderError
 

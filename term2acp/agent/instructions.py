@@ -113,7 +113,7 @@ class Instructions:
 def system_with_instructions(session, system):
     """The system prompt plus the session's AGENTS.md text; the user is told (a notice
     event) the first time and when the files change."""
-    from term2acp.agent import events as ev
+    from term2acp.core import events as ev
     from term2acp.agent.turn import new_id
 
     state = getattr(session, "instructions", None)

@@ -11,7 +11,7 @@
 No mode runs commands unsandboxed or skips the fail-closed rules.
 """
 
-from term2acp.agent.approvals import ORDINARY, ApprovalRequest
+from term2acp.core.approvals import ORDINARY, ApprovalRequest
 
 READ_ONLY, ASK, AUTO = "read-only", "ask", "auto"
 MODES = (

@@ -9,15 +9,15 @@ The turn runs in the session's turn greenlet and emits plain events through
 import json
 import logging
 import os
-import uuid
 
 import gevent
 
-from term2acp.agent import approvals, commands
-from term2acp.agent import modes
-from term2acp.agent import events as ev
+from term2acp.agent import commands, modes
 from term2acp.agent.context import ContextGuard
 from term2acp.agent.prompt import scrub_text
+from term2acp.core import approvals
+from term2acp.core import events as ev
+from term2acp.core.ids import new_id  # noqa: F401 - the turn's ids (re-exported)
 from term2acp.core.nesting import MAX_DEPTH, too_deep
 from term2acp.providers import base as pb
 from term2acp.tools.base import ToolContext, ToolError, ToolResult
@@ -34,10 +34,6 @@ class TurnCancelled(gevent.GreenletExit):
 
 class TurnAborted(Exception):
     """A fail-closed path that ends the turn as cancelled (stale approval, closed session)."""
-
-
-def new_id(prefix):
-    return f"{prefix}_{uuid.uuid4().hex[:16]}"
 
 
 class Turn:

@@ -14,8 +14,8 @@ import base64
 import binascii
 import json
 
-from term2acp.agent import approvals
-from term2acp.agent.approvals import ApprovalRequest
+from term2acp.core import approvals
+from term2acp.core.approvals import ApprovalRequest
 from term2acp.mcp.naming import clean_schema
 from term2acp.mcp.rpc import McpError, RequestTimeout, ServerGone
 from term2acp.tools.base import Tool, ToolError, ToolResult

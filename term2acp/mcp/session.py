@@ -17,7 +17,7 @@ import logging
 
 from gevent.pool import Group
 
-from term2acp.agent import events as ev
+from term2acp.core import events as ev
 from term2acp.mcp.client import CALL_TIMEOUT
 from term2acp.mcp.hub import CLOSE_TIMEOUT, READY_TIMEOUT, McpHub
 

@@ -8,7 +8,7 @@ Chunks are appended in memory and written back as whole records when the store c
 import base64
 import uuid
 
-from term2acp.agent import events as ev
+from term2acp.core import events as ev
 
 TERMINAL_TAIL = 64 * 1024
 

@@ -8,8 +8,8 @@ import time
 
 from gevent.pool import Group
 
-from term2acp.agent import events as ev
-from term2acp.sessions.access import AccessState
+from term2acp.core import events as ev
+from term2acp.core.access import AccessState
 from term2acp.sessions.errors import SessionLocked
 from term2acp.sessions.journal import Recorder
 

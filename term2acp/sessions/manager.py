@@ -16,7 +16,7 @@ import uuid
 import gevent
 
 from term2acp.agent import content, context, failures, instructions
-from term2acp.agent import events as ev
+from term2acp.core import events as ev
 from term2acp.agent.prompt import system_prompt, title_from
 from term2acp.agent.turn import Turn, TurnAborted, TurnCancelled, new_id
 from term2acp.core.nesting import too_deep
@@ -27,7 +27,7 @@ from term2acp.sessions import repair
 from term2acp.sessions.errors import CwdMismatch, SessionBusy, SessionLimit, SessionNotFound
 from term2acp.sessions.live import LiveSession, SessionLock
 from term2acp.sessions.store import Store, store_path
-from term2acp.sessions.workspace import WorkspaceError, validate_cwd
+from term2acp.core.workspace import WorkspaceError, validate_cwd
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 Runtime only. :class:`Controls` describes the choices as plain dicts (``acp/controls.py``
 turns them into each protocol version's config options) and applies a change: it
 validates the value, updates the live session, persists the choice with the session (so
-resume restores it) and reports :class:`~term2acp.agent.events.ConfigChanged`.
+resume restores it) and reports :class:`~term2acp.core.events.ConfigChanged`.
 
 * ``model`` lists the models of the session's provider: the catalog, the config file, and
   what an OpenAI-compatible server lists at ``/models`` (fetched in the background with a
@@ -18,7 +18,7 @@ import logging
 
 import gevent
 
-from term2acp.agent import events as ev
+from term2acp.core import events as ev
 from term2acp.agent.modes import MODES
 from term2acp.settings import EFFORTS
 

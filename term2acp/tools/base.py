@@ -151,7 +151,7 @@ class Tool:
         return []
 
     def approval(self, args, ctx):
-        """Return an ``agent.approvals.ApprovalRequest`` when the call needs a human."""
+        """Return an ``core.approvals.ApprovalRequest`` when the call needs a human."""
         return None
 
     def run(self, args, ctx):

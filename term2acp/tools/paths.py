@@ -25,9 +25,9 @@ import errno
 import os
 import weakref
 
-from term2acp.agent.approvals import FOLDER_READ, OUTSIDE_EDIT, ApprovalRequest
+from term2acp.core.approvals import FOLDER_READ, OUTSIDE_EDIT, ApprovalRequest
 from term2acp.core.sensitive import is_sensitive
-from term2acp.sessions.workspace import WorkspaceError, is_within, resolve
+from term2acp.core.workspace import WorkspaceError, is_within, resolve
 from term2acp.tools.base import ToolError
 
 # ToolContext -> canonical targets the approval check evaluated for that call.

@@ -7,7 +7,8 @@ journaled, so replay shows it.
 
 from marshmallow import Schema, fields, validate
 
-from term2acp.agent import events as ev
+from term2acp.core import events as ev
+from term2acp.core.ids import new_id
 from term2acp.tools.base import Tool, ToolError, ToolResult
 
 STATUSES = ("pending", "in_progress", "completed")
@@ -54,8 +55,6 @@ class UpdatePlanTool(Tool):
                             "one step in_progress")
         explanation = (args.get("explanation") or "").strip()
         if explanation:
-            from term2acp.agent.turn import new_id
-
             ctx.emit(ev.ThoughtChunk(new_id("thought"), explanation[:EXPLANATION_CAP]))
         entries = [{"content": s["step"], "status": s["status"], "priority": "medium"}
                    for s in steps]

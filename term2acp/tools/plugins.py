@@ -30,7 +30,7 @@ import re
 
 from marshmallow import Schema
 
-from term2acp.agent.approvals import ORDINARY, ApprovalRequest
+from term2acp.core.approvals import ORDINARY, ApprovalRequest
 from term2acp.tools.base import Tool, ToolError, ToolResult
 
 log = logging.getLogger(__name__)

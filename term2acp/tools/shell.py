@@ -17,7 +17,7 @@ import uuid
 from marshmallow import Schema, fields, validate
 
 from term2acp import sandbox
-from term2acp.agent.events import TerminalExited, TerminalOutput, TerminalStarted
+from term2acp.core.events import TerminalExited, TerminalOutput, TerminalStarted
 from term2acp.tools.base import Tool, ToolError, ToolResult
 
 log = logging.getLogger(__name__)

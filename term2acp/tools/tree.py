@@ -28,7 +28,7 @@ from typing import NamedTuple
 import gevent
 
 from term2acp.core.sensitive import home_dir, is_sensitive
-from term2acp.sessions.workspace import is_within
+from term2acp.core.workspace import is_within
 from term2acp.tools.paths import DIR_FLAGS, FILE_FLAGS, open_checked
 from term2acp.tools.patterns import IgnoreRules, path_matcher  # noqa: F401 (re-exported)
 

@@ -2,7 +2,7 @@
 
 import os
 
-from term2acp.sessions.access import AccessState
+from term2acp.core.access import AccessState
 from term2acp.settings import Settings
 from term2acp.tools.base import ToolContext
 

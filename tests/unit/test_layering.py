@@ -46,3 +46,51 @@ def test_layering_core_depends_on_nothing_of_ours(module):
     gained = modules_after(f"import {module}")
     assert {m for m in gained if m.startswith("term2acp.")} <= {
         "term2acp.core", module} | {m for m in gained if m.startswith("term2acp.core.")}
+
+
+# The package order: each package may import only packages before it (lazy imports
+# included), so there are no cycles and the shared vocabulary lives in ``core``.
+PACKAGE_ORDER = ["core", "providers", "auth", "settings", "sandbox", "rpc", "tools", "mcp",
+                 "agent", "sessions", "acp", "warmup", "diagnostics", "server", "patching",
+                 "cli", "__main__"]
+
+
+def package_imports():
+    import ast
+    import os
+
+    base = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))), "term2acp")
+    graph = {}
+    for folder, _dirs, files in os.walk(base):
+        for name in files:
+            if not name.endswith(".py"):
+                continue
+            path = os.path.join(folder, name)
+            rel = os.path.relpath(path, base).split(os.sep)
+            source = rel[0][:-3] if len(rel) == 1 else rel[0]
+            if source in ("__init__", "testing", "client"):  # the kit and the chat client
+                continue                                      # sit outside the agent
+            with open(path, encoding="utf-8") as fh:
+                tree = ast.parse(fh.read())
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ImportFrom) and node.module:
+                    names = [node.module]
+                elif isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                else:
+                    continue
+                for module in names:
+                    parts = module.split(".")
+                    if parts[0] == "term2acp" and len(parts) > 1 and parts[1] != source:
+                        graph.setdefault(source, set()).add(parts[1])
+    return graph
+
+
+def test_layering_packages_import_only_earlier_packages():
+    graph = package_imports()
+    assert set(graph) <= set(PACKAGE_ORDER), set(graph) - set(PACKAGE_ORDER)
+    rank = {name: i for i, name in enumerate(PACKAGE_ORDER)}
+    backwards = sorted(f"{source} -> {target}" for source, targets in graph.items()
+                       for target in targets if rank[target] >= rank[source])
+    assert not backwards, backwards

@@ -18,7 +18,7 @@ from term2acp.acp.permissions import PermissionBridge
 from term2acp.acp.sessions import SessionHandlers
 from term2acp.acp.v1 import permissions, translate
 from term2acp.acp.v1.files import EditorFiles
-from term2acp.agent import events as ev
+from term2acp.core import events as ev
 from term2acp.rpc.errors import InternalError
 from term2acp.tools.base import attach_editor, detach_editor
 

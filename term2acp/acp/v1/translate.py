@@ -19,7 +19,7 @@ import codecs
 import time
 
 from term2acp.acp.translate import compaction_update, locations
-from term2acp.agent import events as ev
+from term2acp.core import events as ev
 
 STOP_REASONS = frozenset({"end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"})
 FINISHED = frozenset({"completed", "failed", "cancelled"})

@@ -4,7 +4,7 @@ import os
 
 from marshmallow import Schema, fields, validate
 
-from term2acp.sessions.workspace import contained
+from term2acp.core.workspace import contained
 from term2acp.tools.plugins import function_tool
 
 

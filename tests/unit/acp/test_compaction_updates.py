@@ -3,7 +3,7 @@
 from term2acp.acp import translate
 from term2acp.acp.agent import advertises_compaction
 from term2acp.acp.v1 import translate as v1
-from term2acp.agent import events as ev
+from term2acp.core import events as ev
 from term2acp.testing import schema
 
 

@@ -1,7 +1,7 @@
 import pytest
 
 from term2acp.acp.permissions import decision_for, redact, request_params
-from term2acp.agent import approvals
+from term2acp.core import approvals
 
 
 def interaction(variant=approvals.ORDINARY):

@@ -3,7 +3,7 @@
 import pytest
 
 from term2acp.agent import context as c
-from term2acp.agent import events as ev
+from term2acp.core import events as ev
 from term2acp.providers import base as pb
 from term2acp.providers.errors import ContextOverflow
 

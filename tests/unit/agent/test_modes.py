@@ -3,7 +3,7 @@
 import pytest
 
 from term2acp.agent import modes
-from term2acp.agent.approvals import OUTSIDE_EDIT, ApprovalRequest
+from term2acp.core.approvals import OUTSIDE_EDIT, ApprovalRequest
 
 
 class FakeTool:

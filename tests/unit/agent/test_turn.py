@@ -5,11 +5,11 @@ import os
 import gevent
 import pytest
 
-from term2acp.agent import approvals
-from term2acp.agent import events as ev
+from term2acp.core import approvals
+from term2acp.core import events as ev
 from term2acp.agent.turn import Turn, TurnAborted, TurnCancelled
 from term2acp.providers import base as pb
-from term2acp.sessions.access import AccessState
+from term2acp.core.access import AccessState
 from term2acp.settings import Settings
 from term2acp.tools.base import Tool, ToolResult
 

@@ -6,11 +6,11 @@ import json
 
 import gevent
 
-from term2acp.agent import approvals
-from term2acp.agent import events as ev
+from term2acp.core import approvals
+from term2acp.core import events as ev
 from term2acp.agent.turn import Turn, TurnCancelled
 from term2acp.providers import base as pb
-from term2acp.sessions.access import AccessState
+from term2acp.core.access import AccessState
 from term2acp.settings import Settings
 from tests.support.mcp_servers import stdio_entry
 

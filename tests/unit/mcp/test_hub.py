@@ -74,7 +74,7 @@ def test_results_structured_errors_and_caps():
 
 
 def test_session_glue_connects_tells_once_and_closes(root, tmp_path):
-    from term2acp.agent import events as ev
+    from term2acp.core import events as ev
     from term2acp.mcp import session as glue
     from term2acp.mcp.config import from_acp
 

@@ -10,7 +10,7 @@ import gevent
 import pytest
 
 from term2acp.sandbox import bwrap
-from term2acp.sessions.access import AccessState
+from term2acp.core.access import AccessState
 from term2acp.settings import Settings
 from term2acp.tools.base import ToolContext
 

@@ -6,7 +6,7 @@ import stat
 
 import pytest
 
-from term2acp.agent.approvals import OUTSIDE_EDIT
+from term2acp.core.approvals import OUTSIDE_EDIT
 from term2acp.tools import edit, paths
 from term2acp.tools.base import ToolError
 from term2acp.tools.edit import CreateFileTool, EditFileTool, apply_edits

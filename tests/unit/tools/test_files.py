@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from term2acp.agent.approvals import FOLDER_READ
+from term2acp.core.approvals import FOLDER_READ
 from term2acp.tools import files
 from term2acp.tools.base import ToolError
 from term2acp.tools.files import ListDirectoryTool, ReadFileTool

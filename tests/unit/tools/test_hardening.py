@@ -11,9 +11,9 @@ import time
 import gevent
 import pytest
 
-from term2acp.agent.approvals import FOLDER_READ, OUTSIDE_EDIT
-from term2acp.sessions.workspace import WorkspaceError, validate_cwd
-from term2acp.tools import atomic, files, paths, search, tree
+from term2acp.core.approvals import FOLDER_READ, OUTSIDE_EDIT
+from term2acp.core.workspace import WorkspaceError, validate_cwd
+from term2acp.tools import atomic, files, paths, tree
 from term2acp.tools.base import ToolError
 from term2acp.tools.edit import CreateFileTool, EditFileTool
 from term2acp.tools.files import ListDirectoryTool, ReadFileTool

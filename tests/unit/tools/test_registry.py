@@ -14,7 +14,7 @@ import sys
 import pytest
 from marshmallow import EXCLUDE, Schema, fields
 
-from term2acp.agent.approvals import ORDINARY, ApprovalRequest
+from term2acp.core.approvals import ORDINARY, ApprovalRequest
 from term2acp.settings import Settings
 from term2acp.tools import registry
 from term2acp.tools.base import Tool, ToolContext, ToolError, ToolResult

@@ -6,7 +6,7 @@ import time
 import gevent
 import pytest
 
-from term2acp.agent.events import TerminalExited, TerminalStarted
+from term2acp.core.events import TerminalExited, TerminalStarted
 from term2acp.sandbox import bwrap
 from term2acp.tools.base import ToolError, ToolResult
 from term2acp.tools.run_code import MAX_CALLS, RunCodeTool

@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from term2acp.agent.approvals import FOLDER_READ
-from term2acp.sessions.access import AccessState
+from term2acp.core.approvals import FOLDER_READ
+from term2acp.core.access import AccessState
 from term2acp.tools import search
 from term2acp.tools.base import ToolContext, ToolError
 from term2acp.tools.search import GlobTool, GrepTool

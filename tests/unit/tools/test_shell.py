@@ -7,7 +7,7 @@ import time
 import gevent
 import pytest
 
-from term2acp.agent.events import TerminalExited, TerminalOutput, TerminalStarted
+from term2acp.core.events import TerminalExited, TerminalOutput, TerminalStarted
 from term2acp.sandbox import bwrap, cgroup, process
 from term2acp.tools.base import ToolError
 from term2acp.tools.shell import Capture, ShellTool

@@ -4,7 +4,7 @@ Grants are keyed to canonical paths, never to tool names, live in memory only an
 cleared when the session closes.
 """
 
-from term2acp.sessions.workspace import is_within
+from term2acp.core.workspace import is_within
 
 
 class AccessState:
