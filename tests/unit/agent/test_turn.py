@@ -9,33 +9,9 @@ from term2acp.core import approvals
 from term2acp.core import events as ev
 from term2acp.agent.turn import Turn, TurnAborted, TurnCancelled
 from term2acp.providers import base as pb
-from term2acp.core.access import AccessState
 from term2acp.settings import Settings
+from tests.support.turnsession import FakeSession
 from term2acp.tools.base import Tool, ToolResult
-
-
-class FakeSession:
-    def __init__(self, root):
-        self.id, self.root, self.model, self.effort = "s1", root, "m", "default"
-        self.access = AccessState(root)
-        self.history, self.events = [], []
-        self.gate = None
-        self.pending_interaction = None
-        self.interaction_seq = 0
-        self.context_window = 1000
-        self.cost = 0.0
-        self.workdir = root
-        self.stopping = False
-        self.commits = 0
-
-    def commit(self):
-        self.commits += 1
-
-    def emit(self, event):
-        self.events.append(event)
-
-    def append_history(self, message):
-        self.history.append(message)
 
 
 class Asker(Tool):

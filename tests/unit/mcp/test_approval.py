@@ -10,33 +10,9 @@ from term2acp.core import approvals
 from term2acp.core import events as ev
 from term2acp.agent.turn import Turn, TurnCancelled
 from term2acp.providers import base as pb
-from term2acp.core.access import AccessState
 from term2acp.settings import Settings
+from tests.support.turnsession import FakeSession
 from tests.support.mcp_servers import stdio_entry
-
-
-class Session:
-    def __init__(self, root, gate):
-        self.id, self.root, self.model, self.effort = "s1", root, "m", "default"
-        self.access = AccessState(root)
-        self.history, self.events = [], []
-        self.gate = gate
-        self.pending_interaction = None
-        self.interaction_seq = 0
-        self.context_window = 1000
-        self.cost = 0.0
-        self.workdir = root
-        self.stopping = False
-        self.commits = 0
-
-    def commit(self):
-        self.commits += 1
-
-    def emit(self, event):
-        self.events.append(event)
-
-    def append_history(self, message):
-        self.history.append(message)
 
 
 class Provider(pb.Provider):
@@ -71,7 +47,7 @@ DONE = [pb.TextDelta("ok"), pb.Stop("end_turn")]
 
 def run_turn(hub, root, turns, gate):
     assert hub.wait_ready(30)
-    session = Session(root, gate)
+    session = FakeSession(root, gate)
     provider = Provider(turns)
     turn = Turn(session, provider, hub.merged({}), Settings.load(env={}), "sys")
     return session, provider, turn

@@ -1,0 +1,28 @@
+"""A stand-in for ``sessions.live.LiveSession`` with just what ``agent.turn.Turn`` uses,
+for unit tests that drive a real turn without the store or the protocol."""
+
+from term2acp.core.access import AccessState
+
+
+class FakeSession:
+    def __init__(self, root, gate=None):
+        self.id, self.root, self.model, self.effort = "s1", root, "m", "default"
+        self.access = AccessState(root)
+        self.history, self.events = [], []
+        self.gate = gate
+        self.pending_interaction = None
+        self.interaction_seq = 0
+        self.context_window = 1000
+        self.cost = 0.0
+        self.workdir = root
+        self.stopping = False
+        self.commits = 0
+
+    def commit(self):
+        self.commits += 1
+
+    def emit(self, event):
+        self.events.append(event)
+
+    def append_history(self, message):
+        self.history.append(message)
