@@ -170,15 +170,20 @@ def update_for(event, compaction=False):
     return _EVENTS[type(event)](event)
 
 
+def replayed_compaction(payload, supported):
+    """A journaled compaction as its update (either version); one still in progress when
+    the process stopped replays as cancelled."""
+    status = payload["status"]
+    if status == "in_progress":
+        status = "cancelled"
+    return compaction_update(payload["compaction_id"], status, payload.get("summary"),
+                             payload.get("error"), payload.get("text"), supported)
+
+
 def replay_update(kind, payload, compaction=False):
     """A journal record as the update that restores it on the client."""
     if kind == "compaction":
-        status = payload["status"]
-        if status == "in_progress":  # the process stopped while compacting
-            status = "cancelled"
-        update = compaction_update(payload["compaction_id"], status,
-                                   payload.get("summary"), payload.get("error"),
-                                   payload.get("text"), compaction)
+        update = replayed_compaction(payload, compaction)
         if update is not None and update["sessionUpdate"] == "agent_message_chunk":
             update = {"sessionUpdate": "agent_message", "messageId": update["messageId"],
                       "content": [update["content"]]}

@@ -18,7 +18,7 @@ import base64
 import codecs
 import time
 
-from term2acp.acp.translate import compaction_update, locations
+from term2acp.acp.translate import compaction_update, locations, replayed_compaction
 from term2acp.core import events as ev
 
 STOP_REASONS = frozenset({"end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"})
@@ -270,12 +270,7 @@ def replay_updates(records, compaction=False):
         elif kind == "plan":
             yield {"sessionUpdate": "plan", "entries": [dict(e) for e in payload["entries"]]}
         elif kind == "compaction":
-            status = payload["status"]
-            if status == "in_progress":  # the process stopped while compacting
-                status = "cancelled"
-            update = compaction_update(payload["compaction_id"], status,
-                                       payload.get("summary"), payload.get("error"),
-                                       payload.get("text"), compaction)
+            update = replayed_compaction(payload, compaction)
             if update is not None:
                 yield update
 
