@@ -25,6 +25,8 @@ An integrator's test::
 
 import json
 import os
+import shlex
+import sys
 
 import pytest
 
@@ -38,6 +40,23 @@ def pytest_addoption(parser):
     group = parser.getgroup("term2acp")
     group.addoption("--update-transcripts", action="store_true", default=False,
                     help="re-record ACP transcripts instead of comparing them")
+
+
+def pytest_configure(config):
+    _patched_xdist_workers(config)
+
+
+def _patched_xdist_workers(config):
+    """A run under gevent's monkey patching (``python -m gevent.monkey --module pytest``)
+    starts its local pytest-xdist workers patched too, through xdist_worker.py."""
+    from gevent import monkey
+
+    specs = getattr(config.option, "tx", None)
+    if not specs or not monkey.is_module_patched("socket"):
+        return
+    launcher = os.path.join(os.path.dirname(os.path.abspath(__file__)), "xdist_worker.py")
+    python = f"python={shlex.quote(sys.executable)} {shlex.quote(launcher)}"
+    config.option.tx = [f"popen//{python}" if spec == "popen" else spec for spec in specs]
 
 
 @pytest.fixture
