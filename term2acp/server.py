@@ -147,7 +147,7 @@ class Server:
 
 def _discarded(tag):
     session, turn_seq = tag
-    return session.cancelled_seq == turn_seq or session.closed
+    return session.lifecycle.dropped(turn_seq)
 
 
 def _dump_greenlets():

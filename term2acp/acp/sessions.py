@@ -10,7 +10,6 @@ from term2acp.acp import translate
 from term2acp.acp.controls import ControlHandlers, control_updates, replay_plan
 from term2acp.acp.errors import domain_errors
 from term2acp.acp.permissions import PermissionBridge
-from term2acp.core import events as ev
 from term2acp.rpc.errors import InternalError, InvalidParamsError
 from term2acp.sessions.errors import InvalidCursor
 
@@ -92,11 +91,9 @@ class SessionHandlers(ControlHandlers):
     def prompt(self, params):
         session = self.manager.admit(params["session_id"], params.get("ticket"))
         text = self.manager.prepare(session, params["prompt"])
-        if not session.cancel_requested:
-            session.emit(ev.StateChanged("running"))
         gate = PermissionBridge(self.client, session.id, self.settings.approval_timeout)
-        self.manager.start(session, params["prompt"], text, gate)
-        return {}
+        self.manager.start(session, params["prompt"], text, gate)  # the running update
+        return {}  # the turn goes on; its idle state_update ends it (translate.py)
 
     def cancel(self, params):
         self.manager.cancel(params["session_id"])

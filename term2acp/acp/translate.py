@@ -78,12 +78,18 @@ def _tool_event(e):
         "raw_output": e.raw_output, "name": e.name, "locations": e.locations, "content": e.content})
 
 
+ERROR_STOP = "_term2_error"  # v2 stop reason of a failed turn; _meta.term2.error says why
+
+
 def _state(e):
     update = {"sessionUpdate": "state_update", "state": e.state}
-    if e.stop_reason is not None:
-        update["stopReason"] = e.stop_reason
-    if e.usage:
-        tokens = e.usage
+    outcome = e.outcome
+    if outcome is None:
+        return update
+    failed = outcome.reason == "failed"
+    update["stopReason"] = ERROR_STOP if failed else outcome.reason
+    if outcome.usage:
+        tokens = outcome.usage
         usage = {"totalTokens": tokens["input"] + tokens["output"],
                  "inputTokens": tokens["input"], "outputTokens": tokens["output"]}
         if tokens.get("thought"):
@@ -91,8 +97,8 @@ def _state(e):
         if tokens.get("cached"):
             usage["cachedReadTokens"] = tokens["cached"]
         update["usage"] = usage
-    if e.meta:
-        update["_meta"] = e.meta
+    if failed:
+        update["_meta"] = {"term2": {"error": outcome.error or "unknown error"}}
     return update
 
 

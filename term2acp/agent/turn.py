@@ -241,22 +241,16 @@ class Turn:
             call_id=call_id, tool_name=tool.name if tool else "", title=request.title or title,
             kind=tool.kind if tool else "other", raw_input=raw, locations=locations,
             content=request.content, path=request.path)
-        session.pending_interaction = interaction
-        session.emit(ev.StateChanged("requires_action"))
-        try:
-            decision = session.gate.decide(interaction) if session.gate else \
-                approvals.Decision.deny(approvals.NOT_SUPPORTED)
-        finally:
-            stale = session.pending_interaction is not interaction
-            session.pending_interaction = None
-        if stale and decision.allowed:
-            decision = approvals.Decision.deny(approvals.STALE, abort_turn=True)
-        session.emit(ev.StateChanged("running"))
+        lifecycle = session.lifecycle  # sessions/lifecycle.py: running <-> requires_action
+        lifecycle.require_action(interaction)
+        gate = lifecycle.gate
+        decision = gate.decide(interaction) if gate else \
+            approvals.Decision.deny(approvals.NOT_SUPPORTED)
         # After session/cancel or session/close is read nothing may resolve to allow, in
-        # whatever order the answer and the cancel were read: both mark the session
-        # synchronously in the reader, and this check runs after the gate returned and
-        # after the last point where this greenlet could yield before the grant.
-        if decision.allowed and session.stopping:
+        # whatever order the answer and the cancel were read: both mark the lifecycle
+        # synchronously in the reader, and resume() runs after the gate returned and after
+        # the last point where this greenlet could yield before the grant.
+        if not lifecycle.resume(interaction) and decision.allowed:
             decision = approvals.Decision.deny(approvals.CANCELLED, abort_turn=True)
         if decision.allowed:
             self._grant(decision.choice, request)

@@ -8,10 +8,10 @@ from typing import Any
 
 @dataclass
 class StateChanged:
+    """A transition of the prompt lifecycle (``sessions/lifecycle.py``, the only sender)."""
+
     state: str  # "running" | "idle" | "requires_action"
-    stop_reason: str | None = None
-    meta: dict | None = None
-    usage: dict | None = None  # tokens of the settled turn: input, output, thought, cached
+    outcome: Any = None  # idle: the turn's sessions.lifecycle.Outcome (reason, error, usage)
 
 
 @dataclass

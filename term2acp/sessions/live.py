@@ -12,6 +12,7 @@ from term2acp.core import events as ev
 from term2acp.core.access import AccessState
 from term2acp.sessions.errors import SessionLocked
 from term2acp.sessions.journal import Recorder
+from term2acp.sessions.lifecycle import Lifecycle
 
 log = logging.getLogger(__name__)
 
@@ -69,28 +70,33 @@ class LiveSession:
         self.history = []
         self.group = Group()
         self.sink = None  # callable(session, event), set by the front end
-        self.gate = None  # approval gate of the running prompt
         self.provider = None
-        self.turn = None  # the turn greenlet while a prompt runs
-        self.preparing = False
-        self.cancel_requested = False
-        self.turn_started = False
-        self.pending_interaction = None
+        self.lifecycle = Lifecycle(self.id, self.emit)  # the prompt state machine
         self.interaction_seq = 0
         self.cost = 0.0
-        self.closed = False
-        self.turn_seq = 0  # counts admitted prompts
-        self.cancelled_seq = 0  # turn_seq of the last prompt cancelled (or closed)
         self.last_used = time.monotonic()
 
+    # What the turn and the faces ask; every answer comes from the one state machine.
     @property
     def busy(self):
-        return self.preparing or self.turn is not None
+        return self.lifecycle.busy
+
+    @property
+    def closed(self):
+        return self.lifecycle.closed
 
     @property
     def stopping(self):
         """session/cancel or session/close was read for the current prompt."""
-        return self.cancel_requested or self.closed
+        return self.lifecycle.stopping
+
+    @property
+    def gate(self):
+        return self.lifecycle.gate
+
+    @property
+    def turn_seq(self):
+        return self.lifecycle.seq
 
     def commit(self):
         self.store.commit()
@@ -99,7 +105,7 @@ class LiveSession:
         self.recorder.record(event)
         if self.sink is not None:
             kind = type(event)
-            if self.cancel_requested and (kind is ev.TextChunk or kind is ev.ThoughtChunk):
+            if (kind is ev.TextChunk or kind is ev.ThoughtChunk) and self.lifecycle.stopping:
                 return  # recorded for replay; a cancelled turn streams no more chunks
             self.sink(self, event)
 

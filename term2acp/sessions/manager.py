@@ -25,6 +25,7 @@ from term2acp.providers.catalog import NO_PROVIDER_HELP
 from term2acp.providers.errors import ProviderError, ProviderNotConfigured
 from term2acp.sessions import repair
 from term2acp.sessions.errors import CwdMismatch, SessionBusy, SessionLimit, SessionNotFound
+from term2acp.sessions.lifecycle import CANCELLED, FAILED, Outcome
 from term2acp.sessions.live import LiveSession, SessionLock
 from term2acp.sessions.store import Store, store_path
 from term2acp.core.workspace import WorkspaceError, validate_cwd
@@ -296,7 +297,7 @@ class SessionManager:
         return ticket
 
     def admit(self, session_id, ticket=None):
-        """Reserve the foreground slot (the first thing a prompt does)."""
+        """Reserve the foreground slot (the first thing a prompt does): idle -> preparing."""
         cancelled = False
         if ticket is not None:
             tickets = self._read_prompts.get(session_id, ())
@@ -309,11 +310,7 @@ class SessionManager:
         if session is not None and session.busy:
             raise SessionBusy(session_id)
         session = self.get(session_id)
-        session.preparing = True
-        session.cancel_requested = cancelled
-        session.turn_seq += 1
-        if cancelled:
-            session.cancelled_seq = session.turn_seq
+        session.lifecycle.admit(cancelled)
         return session
 
     def prepare(self, session, blocks):
@@ -337,24 +334,24 @@ class SessionManager:
                                                              session.model).images)
             return content.to_model(blocks, session.root, images=images, model=session.model)
         except BaseException:
-            session.preparing = False
+            session.lifecycle.abandon()
             raise
 
     def start(self, session, blocks, text, gate):
-        """Spawn the turn; it emits the user message first, after the acknowledgement."""
-        session.gate = gate
-        greenlet = session.group.spawn(self._run_turn, session, blocks, text)
-        greenlet.name = f"turn-{session.id}"
-        session.turn = greenlet
-        session.preparing = False
-        return greenlet
+        """preparing -> running: spawn the turn (it emits the user message first, after
+        the face's acknowledgement). Returns the AsyncResult of the turn's Outcome."""
+        def spawn():
+            greenlet = session.group.spawn(self._run_turn, session, blocks, text)
+            greenlet.name = f"turn-{session.id}"
+            return greenlet
+
+        return session.lifecycle.start(spawn, gate)
 
     def _run_turn(self, session, blocks, text):
-        reason, meta, turn = "cancelled", None, None
+        outcome, turn = Outcome(CANCELLED), None
         try:
-            if session.cancel_requested:
-                return
-            session.turn_started = True
+            if not session.lifecycle.begin():
+                return  # cancelled before it began
             title = None
             if not session.title:
                 title = session.title = title_from(content.user_words(blocks)) or None
@@ -368,19 +365,19 @@ class SessionManager:
             turn = Turn(session, session.provider, tools, self.settings,
                         instructions.system_with_instructions(
                             session, system_prompt(session.root, tools, self._note())))
-            reason = turn.run(text)
+            outcome = Outcome(turn.run(text))
         except (TurnCancelled, TurnAborted):
-            reason = "cancelled"
+            outcome = Outcome(CANCELLED)
         except ProviderError as exc:
             log.error("session %s: model provider failed: %s", session.id, exc)
-            reason, meta = "_term2_error", {"term2": {"error": str(exc)[:500]}}
+            outcome = Outcome(FAILED, str(exc)[:500])
             self._tell(session, exc)
         except Exception as exc:  # noqa: BLE001 - a turn never takes the agent down
             log.exception("session %s: turn failed", session.id)
-            reason, meta = "_term2_error", {"term2": {"error": f"internal error ({type(exc).__name__})"}}
+            outcome = Outcome(FAILED, f"internal error ({type(exc).__name__})")
             self._tell(session, exc)
         finally:
-            self._settle(session, turn, reason, meta)
+            self._settle(session, turn, outcome)
 
     def _tell(self, session, exc):
         """A failed turn says why as an agent message (besides the stop reason)."""
@@ -389,36 +386,31 @@ class SessionManager:
         except Exception:  # noqa: BLE001 - the stop reason still carries the error
             log.exception("session %s: could not report the failure", session.id)
 
-    def _settle(self, session, turn, reason, meta):
-        usage = None
-        if turn is not None and turn.tokens is not None:
-            usage = dict(zip(("input", "output", "thought", "cached"), turn.tokens))
+    def _settle(self, session, turn, outcome):
         try:
             if turn is not None:
-                turn.close_open_calls("cancelled" if reason == "cancelled" else "failed")
+                if turn.tokens is not None:
+                    outcome = Outcome(outcome.reason, outcome.error, dict(zip(
+                        ("input", "output", "thought", "cached"), turn.tokens)))
+                turn.close_open_calls("cancelled" if outcome.reason == CANCELLED else "failed")
                 session.cost += turn.cost
             stamp = self.store.touch(session.id)
             session.emit(ev.SessionInfoChanged(updated_at=stamp))
         except Exception:  # noqa: BLE001
             log.exception("session %s: could not record the end of the turn", session.id)
         finally:
-            session.turn = None
-            session.turn_started = False
-            session.gate = None
             session.last_used = time.monotonic()
-            session.emit(ev.StateChanged("idle", reason, meta, usage))
+            session.lifecycle.finish(outcome)  # -> idle, the one idle update
             session.recorder.forget_finished()
 
     def cancel(self, session_id):
+        """session/cancel (runs in the reader): the prompt admitted last, or one read and
+        not yet admitted, ends ``cancelled`` (sessions/lifecycle.py decides the rest)."""
         for ticket in self._read_prompts.get(session_id, ()):
             ticket.cancelled = True  # prompts read before this cancel, not yet admitted
         session = self.live.get(session_id)
-        if session is None:
-            return
-        session.cancel_requested = True
-        session.cancelled_seq = session.turn_seq
-        if session.turn is not None and session.turn_started:
-            session.turn.kill(TurnCancelled, block=False)
+        if session is not None:
+            session.lifecycle.cancel()
 
     def close(self, session_id, timeout=10.0):
         """Cancel, wait for the turn to settle, release. Returns False if cancelling failed."""
@@ -427,7 +419,7 @@ class SessionManager:
             self._dormant.pop(session_id, None)  # idle-closed here: now closed for good
             return True
         ok = True
-        turn = session.turn
+        turn = session.lifecycle.greenlet
         try:
             self.cancel(session_id)
         except Exception:  # noqa: BLE001
@@ -459,8 +451,7 @@ class SessionManager:
             session.mcp_stored = described
 
     def _release(self, session, forget_grants=True):
-        session.closed = True
-        session.pending_interaction = None
+        session.lifecycle.close()
         if session.mcp is not None:
             mcp.close(session)
         if forget_grants:
@@ -480,7 +471,8 @@ class SessionManager:
         try:
             for session_id in list(self.live):
                 self.cancel(session_id)
-            turns = [s.turn for s in self.live.values() if s.turn is not None]
+            turns = [s.lifecycle.greenlet for s in self.live.values()
+                     if s.lifecycle.greenlet is not None]
             gevent.joinall(turns, timeout=timeout)
         except gevent.Timeout:
             log.warning("shutdown deadline reached while cancelling turns")

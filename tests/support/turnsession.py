@@ -2,6 +2,7 @@
 for unit tests that drive a real turn without the store or the protocol."""
 
 from term2acp.core.access import AccessState
+from term2acp.sessions.lifecycle import RUNNING, Lifecycle
 
 
 class FakeSession:
@@ -9,14 +10,26 @@ class FakeSession:
         self.id, self.root, self.model, self.effort = "s1", root, "m", "default"
         self.access = AccessState(root)
         self.history, self.events = [], []
-        self.gate = gate
-        self.pending_interaction = None
+        self.lifecycle = Lifecycle(self.id, self.emit)  # the real state machine, running
+        self.lifecycle.admit()
+        self.lifecycle.state, self.lifecycle.gate = RUNNING, gate
         self.interaction_seq = 0
         self.context_window = 1000
         self.cost = 0.0
         self.workdir = root
-        self.stopping = False
         self.commits = 0
+
+    @property
+    def gate(self):
+        return self.lifecycle.gate
+
+    @gate.setter
+    def gate(self, gate):
+        self.lifecycle.gate = gate
+
+    @property
+    def stopping(self):
+        return self.lifecycle.stopping
 
     def commit(self):
         self.commits += 1

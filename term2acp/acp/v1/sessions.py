@@ -6,11 +6,9 @@ of the turn is queued before it); a failed turn is a JSON-RPC error on the promp
 become v1 updates through one :class:`~term2acp.acp.v1.translate.SessionView` per session.
 """
 
-import functools
 import logging
 
 import gevent
-from gevent.event import AsyncResult
 
 from term2acp.acp.controls import ControlHandlers, control_updates
 from term2acp.acp.errors import domain_errors
@@ -35,7 +33,6 @@ class V1SessionHandlers(ControlHandlers):
         self.settings = settings
         self.files = files  # acp.agent.ClientFiles: what the client's fs/* can do
         self._views = {}  # session id -> translate.SessionView
-        self._turns = {}  # session id -> AsyncResult of the running prompt (the idle event)
 
     # ------------------------------------------------------------ plumbing
     def _attach(self, session, mcp_servers):
@@ -56,12 +53,9 @@ class V1SessionHandlers(ControlHandlers):
             for update in controls:
                 self.client.update(session.id, update)
             return
-        if type(event) is ev.StateChanged:
+        if type(event) is ev.StateChanged:  # v1 has no state updates: the prompt answers
             if event.state == "idle":
                 view.turn_ended()
-                done = self._turns.get(session.id)
-                if done is not None and not done.ready():
-                    done.set(event)
             return
         for update in view.updates(event):
             self.client.update(session.id, update)
@@ -134,41 +128,27 @@ class V1SessionHandlers(ControlHandlers):
         # the model takes them
         session = self.manager.admit(params["session_id"], params.get("ticket"))
         text = self.manager.prepare(session, blocks)
-        done = self._turns[session.id] = AsyncResult()
+        gate = PermissionBridge(self.client, session.id, self.settings.approval_timeout,
+                                params_for=permissions.request_params)
+        ended = self.manager.start(session, blocks, text, gate)
         try:
-            if not session.cancel_requested:
-                session.emit(ev.StateChanged("running"))
-            gate = PermissionBridge(self.client, session.id, self.settings.approval_timeout,
-                                    params_for=permissions.request_params)
-            turn = self.manager.start(session, blocks, text, gate)
-            # A turn killed before it ran never reports idle: its end ends the wait too.
-            turn.link(functools.partial(_settle_once, done))
-            idle = done.get()
+            outcome = ended.get()  # set after the idle transition's updates were queued
         except BaseException:
-            if not done.ready():  # this request was cancelled ($/cancel_request, shutdown)
+            if not ended.ready():  # this request was cancelled ($/cancel_request, shutdown)
                 self.manager.cancel(session.id)
             raise
-        finally:
-            if self._turns.get(session.id) is done:
-                del self._turns[session.id]
-        return _prompt_result(idle)
+        return _prompt_result(outcome)
 
 
-def _settle_once(done, _greenlet):
-    if not done.ready():
-        done.set(None)
-
-
-def _prompt_result(idle):
-    if idle is None:
-        return {"stopReason": "cancelled"}
-    reason = idle.stop_reason
-    if reason == "_term2_error":
-        error = ((idle.meta or {}).get("term2") or {}).get("error") or "unknown error"
+def _prompt_result(outcome):
+    """The v1 answer to session/prompt for the turn's Outcome (sessions/lifecycle.py)."""
+    if outcome.reason == "failed":
+        error = outcome.error or "unknown error"
         raise InternalError(f"The turn failed: {error}. Check the model provider settings "
                             "(API key, base URL, model) in the agent's environment and try "
                             "again.", data={"error": error})
+    reason = outcome.reason
     result = {"stopReason": reason if reason in translate.STOP_REASONS else "end_turn"}
-    if idle.usage:
-        result["usage"] = translate.usage_of(idle.usage)
+    if outcome.usage:
+        result["usage"] = translate.usage_of(outcome.usage)
     return result

@@ -61,9 +61,9 @@ def test_turn_without_a_gate_denies(tmp_path):
     assert session.history[2]["is_error"] and approvals.NOT_SUPPORTED in session.history[2]["content"]
 
 
-def test_turn_stale_interaction_aborts_the_turn(tmp_path):
+def test_turn_an_allow_after_the_session_closed_aborts_the_turn(tmp_path):
     def decide(interaction):
-        session.pending_interaction = None  # the session moved on (closed/reset) meanwhile
+        session.lifecycle.close()  # the session moved on (closed) meanwhile
         return approvals.Decision(True, "allow-once")
     session, turn = make_turn(tmp_path, [CALL, DONE], Gate(decide))
     with pytest.raises(TurnAborted):
@@ -100,7 +100,7 @@ def test_turn_an_allow_after_cancel_or_close_is_a_denial(tmp_path):
     """session/cancel or session/close marks the session in the reader; an allow that the
     gate returns afterwards (read in the same chunk) must not run the tool or grant."""
     def decide(interaction):
-        session.stopping = True
+        session.lifecycle.cancel()  # what session/cancel does, in the reader
         return approvals.Decision(True, "allow-edit-folder-session")
     session, turn = make_turn(tmp_path, [CALL, DONE], Gate(decide))
     with pytest.raises(TurnAborted):
@@ -126,7 +126,7 @@ def test_turn_a_cancel_while_reporting_in_progress_stops_before_the_tool_runs(tm
     def emit(event):
         original(event)
         if isinstance(event, ev.ToolCallReported) and event.status == "in_progress":
-            session.stopping = True  # the emit waited for room; a cancel was read meanwhile
+            session.lifecycle.cancel()  # the emit waited for room; a cancel was read meanwhile
     session.emit = emit
     with pytest.raises(TurnAborted):
         turn.run("go")
