@@ -18,7 +18,20 @@ def pytest_configure(config):
         config.pluginmanager.import_plugin("term2acp.testing.plugin")
     if not monkey.is_module_patched("socket"):
         raise pytest.UsageError("run the tests under gevent: python -m gevent.monkey --module pytest")
+    if not hasattr(config, "workerinput"):  # once per run, before any xdist worker starts
+        _compile_sources()
     _track_spawned_greenlets()
+
+
+def _compile_sources():
+    """Byte-compile the code that spawned processes import (hundreds of agents): with
+    PYTHONDONTWRITEBYTECODE set, as here and maybe in CI, a fresh clone has no .pyc files
+    and every agent would compile term2acp from source. compileall writes them anyway and
+    skips the up-to-date ones."""
+    import compileall
+
+    for package in ("term2acp", os.path.join("tests", "support")):
+        compileall.compile_dir(os.path.join(ROOT, package), quiet=2, workers=1)
 
 
 # ---------------------------------------------------------------- greenlet leak check
