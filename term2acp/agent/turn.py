@@ -4,11 +4,20 @@ The turn runs in the session's turn greenlet and emits plain events through
 ``session.emit``. Cancellation kills that greenlet with :class:`TurnCancelled` (a
 ``GreenletExit``), wherever it is: streaming, inside a tool, or waiting for approval.
 ``finally`` blocks close every open tool call, so nothing is left ``in_progress``.
+
+Each tool call has one :class:`CallRecord`, owned by the turn: its ids, name, input,
+title, kind, locations, status and content. Every ``ToolCallReported`` is made from it,
+an approval's interaction describes it, and :meth:`Turn.close_open_calls` settles what it
+says is unfinished (a terminal status for the editor, a result for the model). A tool's
+approval check may return a plan (``tools/base.py``); the turn reports the plan's
+locations, asks for its request and hands that same plan to ``run``.
 """
 
 import json
 import logging
 import os
+from dataclasses import dataclass, field
+from typing import Any
 
 import gevent
 
@@ -17,10 +26,10 @@ from term2acp.agent.context import ContextGuard
 from term2acp.agent.prompt import scrub_text
 from term2acp.core import approvals
 from term2acp.core import events as ev
-from term2acp.core.ids import new_id  # noqa: F401 - the turn's ids (re-exported)
+from term2acp.core.ids import new_id  # the turn's ids (also re-exported)
 from term2acp.core.nesting import MAX_DEPTH, too_deep
 from term2acp.providers import base as pb
-from term2acp.tools.base import ToolContext, ToolError, ToolResult
+from term2acp.tools.base import Plan, ToolContext, ToolError, ToolResult, editor_of
 
 log = logging.getLogger(__name__)
 
@@ -32,8 +41,41 @@ class TurnCancelled(gevent.GreenletExit):
     """Kills a turn greenlet; ``except Exception`` in a tool cannot swallow it."""
 
 
-class TurnAborted(Exception):
-    """A fail-closed path that ends the turn as cancelled (stale approval, closed session)."""
+class TurnAborted(TurnCancelled):
+    """A fail-closed approval path that ends the turn as cancelled: an allow read after the
+    session's cancel or close, or the answer to a superseded request. A ``GreenletExit``
+    like a cancel, so a tool calling ``ctx.approve()`` inside ``except Exception`` cannot
+    swallow it (:meth:`Turn._abort`)."""
+
+
+TERMINAL = ("completed", "failed", "cancelled")
+
+
+@dataclass
+class CallRecord:
+    """One tool call's facts, kept once (see the module docstring)."""
+
+    id: str  # our tool call id, the editor's toolCallId
+    name: str
+    arguments: Any = None  # as the model sent them: a JSON text or an object
+    model_id: str | None = None  # the provider's id of a model call; None: a nested call
+    raw_input: Any = None  # the arguments as loaded from JSON
+    title: str = ""
+    kind: str = "other"
+    locations: list = field(default_factory=list)
+    status: str | None = None  # None until reported; pending, in_progress, then TERMINAL
+    content: list | None = None  # the display items it ended with
+    answered: bool = False  # its result is in the model's history (model calls)
+
+    @property
+    def open(self):
+        """Reported to the editor without a terminal status yet."""
+        return self.status is not None and self.status not in TERMINAL
+
+    @property
+    def unanswered(self):
+        """A model call whose result is not in the history yet."""
+        return self.model_id is not None and not self.answered
 
 
 class Turn:
@@ -43,14 +85,15 @@ class Turn:
         self.tools = tools
         self.settings = settings
         self.system = system
-        self.open_calls = {}  # reported calls without a terminal status yet
-        self._pending_results = []  # model tool calls whose results are not in the history
+        self.calls = {}  # id -> CallRecord of every call still open or unanswered
+        self.greenlet = None  # the turn greenlet, where an abort must land
         self.cost = 0.0
         self.tokens = None  # summed over the turn's model rounds, once a provider reports
         self.context = ContextGuard(session, provider, settings)  # size, compaction
 
     # ------------------------------------------------------------ the loop
     def run(self, user_text):
+        self.greenlet = gevent.getcurrent()
         prompt = commands.run(self, user_text)  # a slash command: answered, or a prompt
         if prompt == "":
             return "end_turn"
@@ -64,8 +107,8 @@ class Turn:
             stop, calls = self._model_round()
             if not calls:
                 return stop if stop in ("max_tokens", "refusal") else "end_turn"
-            for call in calls:
-                self._execute(call)
+            for record in calls:
+                self._execute(record)
         return "max_turn_requests"
 
     def _model_round(self):
@@ -103,7 +146,8 @@ class Turn:
                                       for c in calls]}
             if text or thought or calls:
                 session.append_history(message)
-            self._pending_results = list(calls)
+            calls = [self._track(CallRecord(new_id("tc"), c.name, c.arguments, c.call_id))
+                     for c in calls]
         return stop, calls
 
     def _usage(self, usage):
@@ -119,127 +163,170 @@ class Turn:
             self.session.emit(ev.UsageReported(used=used, size=size, cost=cost))
 
     # ------------------------------------------------------------ tools
-    def _execute(self, call):
+    def _execute(self, record):
         """Run one model tool call end to end and append its result to the history.
 
-        If the turn dies inside, the call stays in ``_pending_results`` and
-        :meth:`close_open_calls` gives the model a matching result.
+        If the turn dies inside, the record stays unanswered and :meth:`close_open_calls`
+        gives the model a matching result.
         """
-        result = self.run_tool(new_id("tc"), call.name, call.arguments)
-        self._pending_results.remove(call)
-        self.session.append_history({"role": "tool", "tool_call_id": call.call_id,
-                                     "name": call.name,
+        result = self.run_tool(record)
+        record.answered = True
+        self._untrack(record)
+        self.session.append_history({"role": "tool", "tool_call_id": record.model_id,
+                                     "name": record.name,
                                      "content": scrub_text(self.context.cap_result(
                                          result.text, MODEL_RESULT_CAP)),
                                      "is_error": result.is_error,
                                      **({"images": result.images}
                                         if getattr(result, "images", None) else {})})
 
-    def run_tool(self, call_id, name, arguments):
+    def run_tool(self, record):
         """Report, approve and run one call; returns the ToolResult (never raises ToolError)."""
         session = self.session
+        name, arguments = record.name, record.arguments
         tool = self.tools.get(name)
         raw = arguments
         if isinstance(arguments, str):
             try:
                 raw = json.loads(arguments) if arguments.strip() else {}
             except ValueError as exc:
-                return self._fail(call_id, name, arguments,
+                return self._fail(record, name, arguments,
                                   f"The arguments for {name} are not valid JSON ({exc}). "
                                   "Send a JSON object.")
         if too_deep(raw):  # never stored: replaying it would fail every later resume
-            return self._fail(call_id, name or "unknown tool", None,
+            return self._fail(record, name or "unknown tool", None,
                               f"The arguments for {name} nest deeper than {MAX_DEPTH} levels. "
                               "Send flat JSON arguments.")
         if tool is None:
             known = ", ".join(sorted(self.tools))
-            return self._fail(call_id, name or "unknown tool", raw,
+            return self._fail(record, name or "unknown tool", raw,
                               f"Unknown tool {name!r}. Available tools: {known}.")
-        ctx = self._context(call_id)
+        ctx = self._context(record)
+        record.raw_input, record.kind = raw, tool.kind
         try:
             args = tool.load(raw)
-            title, locations = tool.title(args), tool.locations(args, ctx)
+            record.title = tool.title(args)
         except ToolError as exc:
-            return self._fail(call_id, name, raw, str(exc), kind=tool.kind)
-        self._report_pending(call_id, title=title, kind=tool.kind, raw_input=raw,
-                             locations=locations, name=name)
+            return self._fail(record, name, raw, str(exc), kind=tool.kind)
         try:
-            request = tool.approval(args, ctx)
+            checked, failure = tool.approval(args, ctx), None
+        except ToolError as exc:  # reported as pending, then failed with this message
+            checked, failure = None, exc
+        plan = checked if isinstance(checked, Plan) else None
+        request = plan.request if plan is not None else checked
+        try:
+            locations = plan.locations if plan is not None and plan.locations is not None \
+                else tool.locations(args, ctx)
         except ToolError as exc:
-            return self._finish(call_id, ToolResult(str(exc), is_error=True))
-        refusal, request = modes.check(getattr(session, "mode", modes.AUTO), tool, title, request)
+            return self._fail(record, name, raw, str(exc), kind=tool.kind)
+        record.locations = locations
+        self._report(record, "pending", title=record.title, kind=record.kind, raw_input=raw,
+                     locations=locations, name=name)
+        if failure is not None:
+            return self._finish(record, ToolResult(str(failure), is_error=True))
+        refusal, request = modes.check(getattr(session, "mode", modes.AUTO), tool,
+                                       record.title, request)
         if refusal is not None:
-            return self._finish(call_id, ToolResult(refusal, is_error=True))
+            return self._finish(record, ToolResult(refusal, is_error=True))
         if request is not None:
-            decision = self.ask(call_id, tool, raw, title, locations, request)
+            decision = self.ask(record, request)
             if not decision.allowed:
-                self._finish(call_id, ToolResult(decision.reason, is_error=True))
+                self._finish(record, ToolResult(decision.reason, is_error=True))
                 if decision.abort_turn:
-                    raise TurnAborted(decision.reason)
+                    self._abort(decision.reason)
                 return ToolResult(f"The user did not allow this call: {decision.reason} "
                                   "Do not retry it unchanged.", is_error=True)
-        session.emit(ev.ToolCallReported(call_id, status="in_progress"))
+        self._report(record, "in_progress")
         if session.stopping:  # cancel/close arrived after the approval (or while reporting)
-            self._finish(call_id, ToolResult(approvals.CANCELLED, is_error=True))
-            raise TurnAborted(approvals.CANCELLED)
+            self._finish(record, ToolResult(approvals.CANCELLED, is_error=True))
+            self._abort(approvals.CANCELLED)
         session.commit()  # never hold a store write transaction while a tool works
         try:
-            result = tool.run(args, ctx)
+            result = tool.run(args, ctx) if plan is None else tool.run(args, ctx, plan)
         except ToolError as exc:
             result = ToolResult(str(exc), is_error=True)
-        except (TurnAborted, gevent.GreenletExit):
+        except gevent.GreenletExit:  # a cancel or an abort (TurnAborted) ends the turn
             raise
         except Exception as exc:  # noqa: BLE001 - a plug-in's bug is a failed call
             log.exception("tool %s crashed", name)
             result = ToolResult(f"{name} failed: {type(exc).__name__}: {exc}", is_error=True)
         if isinstance(result, str):
             result = ToolResult(result)
-        return self._finish(call_id, result)
+        return self._finish(record, result)
 
-    def _context(self, call_id):
+    def _context(self, record):
         session = self.session
-        ctx = ToolContext(root=session.root, session_id=session.id, call_id=call_id,
+        ctx = ToolContext(root=session.root, session_id=session.id, call_id=record.id,
                           access=session.access, settings=self.settings, emit=session.emit,
-                          approve=lambda request: self._approve_nested(call_id, request),
-                          run_tool=self._nested_call, workdir=session.workdir)
+                          approve=lambda request: self._approve_nested(record, request),
+                          run_tool=self._nested_call, workdir=session.workdir,
+                          editor=editor_of(session))
         ctx.images = getattr(session, "images", False)  # read_file may return images
         return ctx
 
     def _nested_call(self, name, arguments):
         if name in ("shell", "run_code"):
             return ToolResult(f"{name} cannot be called from run_code", is_error=True)
-        return self.run_tool(new_id("tc"), name, arguments)
+        return self.run_tool(self._track(CallRecord(new_id("tc"), name, arguments)))
 
-    def _approve_nested(self, call_id, request):
-        decision = self.ask(call_id, None, None, request.title, [], request)
+    def _approve_nested(self, record, request):
+        """``ctx.approve()`` from inside a running tool: True only on an allow."""
+        decision = self.ask(record, request, nested=True)
         if decision.abort_turn:
-            raise TurnAborted(decision.reason)
+            self._abort(decision.reason)
         return decision.allowed
 
-    def _report_pending(self, call_id, **fields):
-        self.open_calls[call_id] = True
-        self.session.emit(ev.ToolCallReported(call_id, status="pending", **fields))
+    def _abort(self, reason):
+        """End the turn as cancelled. Raised where the abort was found; when that is not the
+        turn greenlet (a tool's helper, e.g. run_code answering a nested call), the turn
+        greenlet gets it too, so no tool can keep the turn going past it."""
+        aborted = TurnAborted(reason)
+        turn = self.greenlet
+        if isinstance(turn, gevent.Greenlet) and turn is not gevent.getcurrent():
+            turn.kill(aborted, block=False)
+        raise aborted
 
-    def _fail(self, call_id, title, raw, message, kind="other"):
-        self._report_pending(call_id, title=title, kind=kind, raw_input=raw, name=title)
-        return self._finish(call_id, ToolResult(message, is_error=True))
+    # ------------------------------------------------------------ the records
+    def _track(self, record):
+        self.calls[record.id] = record
+        return record
 
-    def _finish(self, call_id, result):
-        self.open_calls.pop(call_id, None)
+    def _untrack(self, record):
+        if not record.open and not record.unanswered:
+            self.calls.pop(record.id, None)
+
+    def _report(self, record, status, **fields):
+        record.status = status
+        self.session.emit(ev.ToolCallReported(record.id, status=status, **fields))
+
+    def _fail(self, record, title, raw, message, kind="other"):
+        record.title, record.raw_input, record.kind = title, raw, kind
+        self._report(record, "pending", title=title, kind=kind, raw_input=raw, name=title)
+        return self._finish(record, ToolResult(message, is_error=True))
+
+    def _finish(self, record, result):
         content = result.content or [{"type": "text", "text": result.text[:RESULT_DISPLAY_CAP]}]
-        self.session.emit(ev.ToolCallReported(
-            call_id, status="failed" if result.is_error else "completed", content=content,
-            raw_output=result.raw_output, locations=result.locations))
+        record.content = content
+        if result.locations is not None:
+            record.locations = result.locations
+        self._report(record, "failed" if result.is_error else "completed", content=content,
+                     raw_output=result.raw_output, locations=result.locations)
+        self._untrack(record)
         return result
 
     # ------------------------------------------------------------ approvals
-    def ask(self, call_id, tool, raw, title, locations, request):
+    def ask(self, record, request, nested=False):
+        """The decision on ``request`` for the call ``record``. ``nested``: asked from inside
+        the running tool (``ctx.approve``); the interaction then shows the request alone."""
         session = self.session
         session.interaction_seq += 1
         interaction = approvals.Interaction(
             id=f"int_{session.interaction_seq}", revision=1, variant=request.variant,
-            call_id=call_id, tool_name=tool.name if tool else "", title=request.title or title,
-            kind=tool.kind if tool else "other", raw_input=raw, locations=locations,
+            call_id=record.id, tool_name="" if nested else record.name,
+            title=request.title or ("" if nested else record.title),
+            kind="other" if nested else record.kind,
+            raw_input=None if nested else record.raw_input,
+            locations=[] if nested else record.locations,
             content=request.content, path=request.path)
         lifecycle = session.lifecycle  # sessions/lifecycle.py: running <-> requires_action
         lifecycle.require_action(interaction)
@@ -272,11 +359,14 @@ class Turn:
     # ------------------------------------------------------------ endings
     def close_open_calls(self, status):
         """Give every unfinished call a terminal status and the model a matching result."""
-        for call_id in list(self.open_calls):
-            self.session.emit(ev.ToolCallReported(call_id, status=status))
-        self.open_calls.clear()
-        for call in self._pending_results:
-            self.session.append_history({"role": "tool", "tool_call_id": call.call_id,
-                                         "name": call.name, "is_error": True,
-                                         "content": f"Not run: the turn ended ({status})."})
-        self._pending_results = []
+        records = list(self.calls.values())
+        self.calls.clear()
+        for record in records:
+            if record.open:
+                self._report(record, status)
+        for record in records:
+            if record.unanswered:
+                record.answered = True
+                self.session.append_history({"role": "tool", "tool_call_id": record.model_id,
+                                             "name": record.name, "is_error": True,
+                                             "content": f"Not run: the turn ended ({status})."})

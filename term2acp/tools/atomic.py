@@ -2,7 +2,8 @@
 
 The new bytes go to a temp file created (O_EXCL) in the target's directory, fsynced, then
 renamed over the target (``os.replace``), or hard-linked to its name when the target must
-not exist yet, so a file that appeared meanwhile is never clobbered. The directory is
+not exist yet, so a file that appeared meanwhile is never clobbered; a target that is no
+longer the file the caller read (``seen``) is not replaced either. The directory is
 reached by opening the deepest existing directory and then each missing one (created
 relative to the fd of its parent) with O_NOFOLLOW, checking each fd with the kernel as it
 is opened (:func:`term2acp.tools.paths.open_checked`), before anything is created in it,
@@ -16,18 +17,19 @@ import os
 import secrets
 import stat
 
-from term2acp.tools.base import ToolError
+from term2acp.tools.base import ToolError, changed_since_read, identity
 from term2acp.tools.paths import DIR_FLAGS, PathMoved, display_path, open_checked
 
 log = logging.getLogger(__name__)
 
 
-def write_atomically(ctx, real, data, exclusive):
-    """Put ``data`` at ``real`` in one step; ``exclusive`` refuses when ``real`` exists."""
+def write_atomically(ctx, real, data, exclusive, seen=None):
+    """Put ``data`` at ``real`` in one step; ``exclusive`` refuses when ``real`` exists, and
+    ``seen`` (``base.identity`` of the file read) when ``real`` is another file now."""
     parent, name = os.path.split(real)
     dfd = _open_dirs(ctx, parent)
     try:
-        _replace_at(ctx, dfd, name, data, exclusive, real)
+        _replace_at(ctx, dfd, name, data, exclusive, real, seen)
     finally:
         os.close(dfd)
 
@@ -79,7 +81,7 @@ def _why(exc, path=None):
     return exc.strerror or str(exc)
 
 
-def _replace_at(ctx, dfd, name, data, exclusive, real):
+def _replace_at(ctx, dfd, name, data, exclusive, real, seen):
     try:
         st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
     except FileNotFoundError:
@@ -89,6 +91,8 @@ def _replace_at(ctx, dfd, name, data, exclusive, real):
     if st is not None and not stat.S_ISREG(st.st_mode):
         raise ToolError(f"{display_path(ctx, real)} is no longer a regular file (a symlink was "
                         "swapped in?); nothing was written.")
+    if seen is not None and identity(st) != seen:
+        raise ToolError(changed_since_read(display_path(ctx, real)))
     tmp = f".{name[:200]}.{secrets.token_hex(4)}.tmp"
     try:
         _write_new(dfd, tmp, data, stat.S_IMODE(st.st_mode) if st else None)

@@ -6,6 +6,21 @@ schema), a description for the model, an ACP ``kind``, an approval check and ``r
 the model, never protocol errors. Tools run in the turn's tool greenlet: blocking code is
 fine (gevent makes it cooperative) and cancellation arrives as a ``GreenletExit``
 subclass, so ``except Exception`` in a tool cannot swallow it.
+
+The approval check, ``approval(args, ctx)``, returns one of:
+
+* ``None``: the call needs nobody; the turn calls ``run(args, ctx)``;
+* an ``core.approvals.ApprovalRequest``: the user is asked first; ``run(args, ctx)``
+  runs only after an allow;
+* a :class:`Plan`: what the check found (its ``request``, None or an ApprovalRequest, the
+  resolved target, the locations to report, whatever else ``run`` needs, e.g. the old and
+  new text of an edit). The turn reports the plan's ``locations`` (no separate
+  ``locations()`` call), asks when ``plan.request`` is set, and then calls
+  ``run(args, ctx, plan)``: the plan ``run`` gets is the one that was checked and, if it
+  asked, allowed. ``run`` still checks the target again at the time of use.
+
+The first two are the plug-in API (``tools/plugins.py``, MCP tools); the built-in file tools
+return plans so one call resolves its path once, reads a file once and builds its diff once.
 """
 
 import io
@@ -30,9 +45,9 @@ class EditorError(ToolError):
     """The editor could not read or write a file for us; the call fails, nothing falls back."""
 
 
-# The editor's file access per session (a front end registers it; see ToolContext.editor).
-# An editor object has ``can_read``, ``can_write``, ``read_text(path) -> str`` and
-# ``write_text(path, text)``; the last two raise EditorError.
+# Deprecated: the v1 face's old way to hand the turn a session's editor files (keyed by
+# session id). The turn reads ``session.editor`` first and this only as a fallback
+# (``editor_of``); it goes once acp/v1/sessions.py sets ``session.editor`` itself.
 _editors = {}
 
 
@@ -42,6 +57,25 @@ def attach_editor(session_id, editor):
 
 def detach_editor(session_id):
     _editors.pop(session_id, None)
+
+
+def editor_of(session):
+    """The editor's file access of ``session``, or None (then all tool I/O is local)."""
+    editor = getattr(session, "editor", None)
+    return editor if editor is not None else _editors.get(session.id)
+
+
+@dataclass
+class Plan:
+    """What a tool's approval check found, handed to its ``run(args, ctx, plan)``.
+
+    Tools add what their ``run`` needs (``tools/edit.py`` subclasses it with the old and new
+    text and the diff).
+    """
+
+    request: Any = None  # core.approvals.ApprovalRequest, or None: nobody is asked
+    target: str | None = None  # the canonical target the check resolved
+    locations: list | None = None  # what the call reports; None: the tool's locations()
 
 
 @dataclass
@@ -71,14 +105,12 @@ class ToolContext:
         self._approve = approve
         self._run_tool = run_tool
         self.workdir = workdir  # per-session scratch directory (private /tmp for the sandbox)
-        self._editor = editor
+        # The editor's file access for this session, or None (then all I/O is local): an
+        # object with ``can_read``, ``can_write``, ``read_text(path) -> str`` and
+        # ``write_text(path, text)``; the last two raise EditorError.
+        self.editor = editor
 
     # ------------------------------------------------------------ the editor's files
-    @property
-    def editor(self):
-        """The editor's file access for this session, or None (then all I/O is local)."""
-        return self._editor if self._editor is not None else _editors.get(self.session_id)
-
     def _inside(self, real):
         root = self.root.rstrip(os.sep)
         return real == root or real.startswith(root + os.sep)
@@ -92,12 +124,13 @@ class ToolContext:
             return local
         return io.BytesIO(editor.read_text(real).encode("utf-8"))
 
-    def write_via_editor(self, real, text, exclusive):
+    def write_via_editor(self, real, text, exclusive, seen=None):
         """Write ``text`` through the editor (ACP ``fs/write_text_file``) so it shows and
         tracks the change; False when the write must be local instead: no editor, or
         ``real`` outside the root. Called after the path policy and approvals; the target
         must be a regular file or absent, under directories inside the root with no symlink
-        on the way (missing ones are created here)."""
+        on the way (missing ones are created here), and still the file ``seen`` (see
+        :func:`identity`) when given."""
         editor = self.editor
         if editor is None or not editor.can_write or not self._inside(real):
             return False
@@ -122,11 +155,15 @@ class ToolContext:
             raise ToolError(f"{real} appeared while writing; nothing was written.")
         if st is not None and not stat.S_ISREG(st.st_mode):
             raise ToolError(f"{real} is no longer a regular file; nothing was written.")
+        if seen is not None and identity(st) != seen:
+            raise ToolError(changed_since_read(real))
         editor.write_text(real, text)
         return True
 
     def approve(self, request):
-        """Ask the client (through the session's gate); returns True only on an allow."""
+        """Ask the client (through the session's gate); returns True only on an allow. A
+        denial that ends the turn is raised instead, as a ``GreenletExit``
+        (``agent.turn.TurnAborted``) that ``except Exception`` does not catch."""
         if self._approve is None:
             return False
         return self._approve(request)
@@ -136,6 +173,17 @@ class ToolContext:
         if self._run_tool is None:
             raise ToolError("nested tool calls are not available here")
         return self._run_tool(name, arguments)
+
+
+def identity(st):
+    """What says a file was not replaced or changed since ``st`` was taken (None: absent)."""
+    return None if st is None else (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def changed_since_read(shown):
+    return (f"{shown} changed after it was read for this call (the diff shown is no longer "
+            "what would be written); nothing was written. Read it again and call the tool "
+            "again.")
 
 
 class Tool:
@@ -151,7 +199,8 @@ class Tool:
         return []
 
     def approval(self, args, ctx):
-        """Return an ``core.approvals.ApprovalRequest`` when the call needs a human."""
+        """None, an ``core.approvals.ApprovalRequest`` when the call needs a human, or a
+        :class:`Plan` (then the turn calls ``run(args, ctx, plan)``; module docstring)."""
         return None
 
     def run(self, args, ctx):

@@ -1,43 +1,64 @@
 """Writing tools: create_file and edit_file.
 
 Edits inside the session root need no approval; a target outside it asks for an
-``outside_workspace_edit`` grant, showing the real whole-file diff. ``run()`` computes the
-new text in memory first, then, right before writing, resolves the path again
-(:func:`term2acp.tools.paths.recheck_editable`) and writes once with
+``outside_workspace_edit`` grant, showing the real whole-file diff. The approval check
+returns an :class:`EditPlan`: the target, resolved once, and, when it asks, the old text
+(read once), the new text and the diff (built once) the user is shown. ``run()`` takes
+that plan (it reads and builds them itself when nobody was asked), then, right before
+writing, resolves the path again (:func:`term2acp.tools.paths.recheck_target`: a target
+that moved since the check writes nothing) and writes once with
 :func:`term2acp.tools.atomic.write_atomically`: a temp file in the target's directory,
 reached without following symlinks and renamed over the target, so a symlink swapped in
-after the approval check writes nothing.
+after the approval check writes nothing, and only while the file is still the one that was
+read (a file changed meanwhile writes nothing: the diff shown would be a lie).
 """
 
 import os
+from dataclasses import dataclass
 
 from marshmallow import Schema, fields, validate
 
 from term2acp.tools.atomic import write_atomically
-from term2acp.tools.base import Tool, ToolError, ToolResult
+from term2acp.tools.base import Plan, Tool, ToolError, ToolResult, identity
 from term2acp.tools.files import SNIFF, open_regular
-from term2acp.tools.paths import (display_path, edit_approval, editable_path, located,
-                                  planned_path, recheck_editable)
+from term2acp.tools.paths import (can_edit, display_path, edit_request, located, not_approved,
+                                  recheck_target, resolve_path)
 
 EDIT_CAP = 4 * 1024 * 1024  # bytes: larger files are not edited in memory
 
 
+@dataclass
+class EditPlan(Plan):
+    """An edit's plan. ``diff`` is None until the file was read (``prepared``)."""
+
+    old: str | None = None  # the current text; None: the file does not exist
+    new: str | None = None  # the text to write
+    count: int = 0  # replacements (edit_file)
+    diff: dict | None = None  # the one diff item: shown with the request and in the result
+    seen: tuple | None = None  # base.identity() of the file read (None: it did not exist)
+
+    @property
+    def prepared(self):
+        return self.diff is not None
+
+
 def read_existing(ctx, real):
-    """The current text of an existing target, None when it does not exist; strict UTF-8."""
+    """``(text, identity)`` of an existing target, ``(None, None)`` when it does not exist;
+    strict UTF-8."""
     if not os.path.lexists(real):
-        return None
+        return None, None
     shown = display_path(ctx, real)
     fd = open_regular(ctx, real)
     with os.fdopen(fd, "rb") as fh:
-        size = os.fstat(fh.fileno()).st_size
-        if size > EDIT_CAP:
-            raise ToolError(f"{shown} is {size} bytes, above the {EDIT_CAP // 2**20} MiB edit "
-                            "limit. Use the shell to change it.")
+        st = os.fstat(fh.fileno())
+        if st.st_size > EDIT_CAP:
+            raise ToolError(f"{shown} is {st.st_size} bytes, above the {EDIT_CAP // 2**20} MiB "
+                            "edit limit. Use the shell to change it.")
         data = ctx.read_via_editor(real, fh).read(EDIT_CAP + 1)  # editor's buffer if it serves
     if b"\0" in data[:SNIFF]:
         raise ToolError(f"{shown} is a binary file; only text files can be edited.")
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8"), identity(st)
     except UnicodeDecodeError as exc:
         raise ToolError(f"{shown} is not valid UTF-8 (byte {exc.start}); editing it as text "
                         "would corrupt it. Use the shell to change it.") from None
@@ -56,11 +77,59 @@ def first_changed_line(old, new):
     return min(len(old_lines), len(new_lines))
 
 
-def write_text(ctx, path, real, text, exclusive):
-    """Write ``text`` to ``real`` atomically, resolving and checking once more right before."""
-    recheck_editable(ctx, path, real)
-    if not ctx.write_via_editor(real, text, exclusive):  # the editor saves it when it can
-        write_atomically(ctx, real, text.encode("utf-8"), exclusive)
+def write_text(ctx, path, plan):
+    """Write the plan's new text to its target atomically, resolving ``path`` once more
+    right before (the time-of-use check)."""
+    recheck_target(ctx, path, plan)
+    real, exclusive = plan.target, plan.old is None
+    if not ctx.write_via_editor(real, plan.new, exclusive, plan.seen):  # the editor saves it
+        write_atomically(ctx, real, plan.new.encode("utf-8"), exclusive, plan.seen)
+
+
+class _WriteTool(Tool):
+    """What create_file and edit_file share: the plan, the checks and the write."""
+
+    kind = "edit"
+    line = None  # the line of the reported location, if any
+
+    def verb(self, args):
+        raise NotImplementedError
+
+    def locations(self, args, ctx):
+        return located(ctx, args["path"], **({"line": self.line} if self.line else {}))
+
+    def approval(self, args, ctx):
+        real = resolve_path(ctx, args["path"])
+        location = {"path": real, **({"line": self.line} if self.line else {})}
+        plan = EditPlan(target=real, locations=[location])
+        if not can_edit(ctx, real):
+            self.prepare(args, ctx, plan)  # nobody is asked to approve an edit that would fail
+            plan.request = edit_request(ctx, real, self.verb(args), plan.diff)
+        return plan
+
+    def run(self, args, ctx, plan=None):
+        """Write what ``plan`` (the checked and, if it asked, allowed plan) says; without a
+        plan only a target that needs nobody's approval."""
+        self.precheck(args)
+        if plan is None:
+            real = resolve_path(ctx, args["path"])
+            if not can_edit(ctx, real):
+                raise not_approved(ctx, args["path"], real, "written")
+            plan = EditPlan(target=real)
+        if not plan.prepared:
+            self.prepare(args, ctx, plan)
+        write_text(ctx, args["path"], plan)
+        return self.result(args, ctx, plan)
+
+    def precheck(self, args):
+        """Refuse what needs no file system to refuse."""
+
+    def prepare(self, args, ctx, plan):
+        """Read the target once and fill in ``plan``'s old and new text and its diff."""
+        raise NotImplementedError
+
+    def result(self, args, ctx, plan):
+        raise NotImplementedError
 
 
 class CreateFileParams(Schema):
@@ -71,50 +140,45 @@ class CreateFileParams(Schema):
         "description": "Replace the file if it already exists. Default: false (refuse)."})
 
 
-class CreateFileTool(Tool):
+class CreateFileTool(_WriteTool):
     name = "create_file"
-    kind = "edit"
     Params = CreateFileParams
+    line = 1
     description = (
         "Create a UTF-8 text file with the given content, creating missing parent "
         "directories. Refuses to replace an existing file unless overwrite is true; to "
         "change part of a file use edit_file.")
 
     def title(self, args):
-        verb = "Write" if args.get("overwrite") else "Create"
-        return f"{verb} {args.get('path')}"
+        return f"{self.verb(args)} {args.get('path')}"
 
-    def locations(self, args, ctx):
-        return located(ctx, args["path"], line=1)
+    def verb(self, args):
+        return "Write" if args.get("overwrite") else "Create"
 
-    def approval(self, args, ctx):
-        real = planned_path(ctx, args["path"])
-        preview = lambda: diff_item(real, self._old(args, ctx, real), args["content"])  # noqa: E731
-        return edit_approval(ctx, real, self.title(args).split()[0], preview)
-
-    def run(self, args, ctx):
-        new = args["content"]
-        if len(new.encode("utf-8")) > EDIT_CAP:
+    def precheck(self, args):
+        if len(args["content"].encode("utf-8")) > EDIT_CAP:
             raise ToolError(f"content is above the {EDIT_CAP // 2**20} MiB limit; write a "
                             "smaller file.")
-        real = editable_path(ctx, args["path"])
-        old = self._old(args, ctx, real)
-        write_text(ctx, args["path"], real, new, exclusive=old is None)
-        verb = "Created" if old is None else "Overwrote"
-        return ToolResult(f"{verb} {display_path(ctx, real)} ({len(new.splitlines())} lines).",
-                          content=[diff_item(real, old, new)],
-                          locations=[{"path": real, "line": first_changed_line(old, new)}])
 
-    def _old(self, args, ctx, real):
+    def prepare(self, args, ctx, plan):
+        real = plan.target
         shown = display_path(ctx, real)
         if os.path.isdir(real):
             raise ToolError(f"{shown} is a directory; choose a file path.")
-        old = read_existing(ctx, real)
+        old, seen = read_existing(ctx, real)
         if old is not None and not args["overwrite"]:
             raise ToolError(f"{shown} already exists; nothing was written. Use edit_file to "
                             "change part of it, or call create_file with overwrite=true to "
                             "replace it entirely.")
-        return old
+        plan.old, plan.seen, plan.new = old, seen, args["content"]
+        plan.diff = diff_item(real, old, plan.new)
+
+    def result(self, args, ctx, plan):
+        real, old, new = plan.target, plan.old, plan.new
+        verb = "Created" if old is None else "Overwrote"
+        return ToolResult(f"{verb} {display_path(ctx, real)} ({len(new.splitlines())} lines).",
+                          content=[plan.diff],
+                          locations=[{"path": real, "line": first_changed_line(old, new)}])
 
 
 class EditParams(Schema):
@@ -133,9 +197,8 @@ class EditFileParams(Schema):
                         metadata={"description": "Search/replace edits, applied in order."})
 
 
-class EditFileTool(Tool):
+class EditFileTool(_WriteTool):
     name = "edit_file"
-    kind = "edit"
     Params = EditFileParams
     description = (
         "Edit an existing UTF-8 text file with exact search/replace edits. Each old_text must "
@@ -146,34 +209,29 @@ class EditFileTool(Tool):
     def title(self, args):
         return f"Edit {args.get('path')}"
 
-    def locations(self, args, ctx):
-        return located(ctx, args["path"])
+    def verb(self, args):
+        return "Edit"
 
-    def approval(self, args, ctx):
-        real = planned_path(ctx, args["path"])
-        return edit_approval(ctx, real, "Edit",
-                             lambda: diff_item(real, *self._apply(args, ctx, real)[:2]))
+    def prepare(self, args, ctx, plan):
+        real = plan.target
+        shown = display_path(ctx, real)
+        if os.path.isdir(real):
+            raise ToolError(f"{shown} is a directory; edit_file edits files.")
+        old, seen = read_existing(ctx, real)
+        if old is None:
+            raise ToolError(f"{shown} does not exist. Use create_file to create it.")
+        plan.new, plan.count = apply_edits(old, args["edits"], shown)
+        plan.old, plan.seen = old, seen
+        plan.diff = diff_item(real, old, plan.new)
 
-    def run(self, args, ctx):
-        real = editable_path(ctx, args["path"])
-        old, new, count = self._apply(args, ctx, real)
-        write_text(ctx, args["path"], real, new, exclusive=False)
-        line = first_changed_line(old, new)
+    def result(self, args, ctx, plan):
+        real, count = plan.target, plan.count
+        line = first_changed_line(plan.old, plan.new)
         edits = len(args["edits"])
         return ToolResult(
             f"Edited {display_path(ctx, real)}: {edits} edit{'s' * (edits != 1)}, {count} "
             f"replacement{'s' * (count != 1)}; first change at line {line}.",
-            content=[diff_item(real, old, new)], locations=[{"path": real, "line": line}])
-
-    def _apply(self, args, ctx, real):
-        shown = display_path(ctx, real)
-        if os.path.isdir(real):
-            raise ToolError(f"{shown} is a directory; edit_file edits files.")
-        old = read_existing(ctx, real)
-        if old is None:
-            raise ToolError(f"{shown} does not exist. Use create_file to create it.")
-        new, count = apply_edits(old, args["edits"], shown)
-        return old, new, count
+            content=[plan.diff], locations=[{"path": real, "line": line}])
 
 
 def apply_edits(text, edits, shown):

@@ -1,7 +1,7 @@
 """Reading tools (read_file, list_directory) and the regular-file open the edit tools share.
 
-Which targets may be read, and the re-check ``run()`` does after the approval check, is the
-path policy in :mod:`term2acp.tools.paths`. The file is checked once more as it is opened:
+Which targets may be read, the plan the approval check returns (:func:`paths.read_plan`)
+and the re-check ``run()`` does with it, is the path policy in :mod:`term2acp.tools.paths`. The file is checked once more as it is opened:
 :func:`open_regular` accepts regular files only, opens with O_NOFOLLOW (a symlink swapped
 in is not followed) and O_NONBLOCK (a FIFO swapped in cannot block), and asks the kernel
 whether the fd it holds is the file that was checked (:func:`paths.open_checked`).
@@ -19,7 +19,7 @@ from marshmallow import Schema, ValidationError, fields, validate, validates_sch
 from term2acp.tools import images
 from term2acp.tools.base import Tool, ToolError, ToolResult
 from term2acp.tools.paths import (DIR_FLAGS, FILE_FLAGS, PathMoved, display_path, located,
-                                  open_checked, read_approval, readable_path)
+                                  open_checked, read_plan, readable_path)
 
 READ_CAP = 256 * 1024  # bytes of file text one read_file call returns
 SNIFF = 8192  # bytes inspected for NUL to call a file binary
@@ -116,10 +116,10 @@ class ReadFileTool(Tool):
         return located(ctx, args["path"], line=args.get("start_line") or 1)
 
     def approval(self, args, ctx):
-        return read_approval(ctx, args["path"], self.title(args))
+        return read_plan(ctx, args["path"], self.title(args), line=args.get("start_line") or 1)
 
-    def run(self, args, ctx):
-        real = readable_path(ctx, args["path"])
+    def run(self, args, ctx, plan=None):
+        real = readable_path(ctx, args["path"], plan)
         fd = open_regular(ctx, real)
         with os.fdopen(fd, "rb") as fh:
             if images.wanted(ctx, fh.peek(SNIFF)[:16]):  # an image, for a model that sees
@@ -213,10 +213,10 @@ class ListDirectoryTool(Tool):
         return located(ctx, args.get("path") or ".")
 
     def approval(self, args, ctx):
-        return read_approval(ctx, args.get("path") or ".", self.title(args))
+        return read_plan(ctx, args.get("path") or ".", self.title(args))
 
-    def run(self, args, ctx):
-        real = readable_path(ctx, args.get("path") or ".")
+    def run(self, args, ctx, plan=None):
+        real = readable_path(ctx, args.get("path") or ".", plan)
         shown = display_path(ctx, real)
         if os.path.isfile(real):
             raise ToolError(f"{shown} is a file; use read_file to read it.")

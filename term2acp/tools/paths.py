@@ -6,12 +6,14 @@ or inside a folder the session granted, need no approval; anything else asks for
 ``folder_read`` grant of the containing folder. Edits inside the root need no approval;
 a target outside it asks for an ``outside_workspace_edit`` grant.
 
-The approval check runs before ``run()``, so ``run()`` resolves again and refuses a target
-that moved in between (a swapped symlink). A target outside the root that the approval
-check itself saw, and so was shown to the user, stays allowed for that one call (the
-"allow once" answer): :func:`mark_checked` records it per :class:`ToolContext`, which is
-why the turn must pass the same context to ``approval()`` and ``run()``. Before ``run()``,
-``locations()`` and ``approval()`` share one resolution per call (:func:`planned_path`).
+The approval check resolves a call's path once and returns a :class:`~term2acp.tools.base.Plan`
+(:func:`read_plan`, ``tools/edit.py``): the target, the locations the call reports and the
+request, if any. ``run()`` gets that plan (the checked one, allowed if it asked) and resolves
+the path once more at the time of use: a target that moved in between (a swapped symlink)
+is refused, unless a read lands where it could go without asking anyway
+(:func:`readable_path`, :func:`recheck_target`). A target outside the root that the check
+saw, and so was shown to the user, stays allowed for that one call (the "allow once"
+answer) because it is the plan's target; nothing is remembered beyond the plan.
 
 Credential and shell start-up files (:mod:`term2acp.core.sensitive`) always ask, even
 inside the root and even when a session grant covers them: grants never cover them.
@@ -23,17 +25,11 @@ allowed (a directory swapped for a symlink mid-walk fails that check).
 
 import errno
 import os
-import weakref
 
 from term2acp.core.approvals import FOLDER_READ, OUTSIDE_EDIT, ApprovalRequest
 from term2acp.core.sensitive import is_sensitive
 from term2acp.core.workspace import WorkspaceError, is_within, resolve
-from term2acp.tools.base import ToolError
-
-# ToolContext -> canonical targets the approval check evaluated for that call.
-_checked = weakref.WeakKeyDictionary()
-# ToolContext -> {path argument: canonical target} resolved before run(); run() drops it.
-_planned = weakref.WeakKeyDictionary()
+from term2acp.tools.base import Plan, ToolError
 
 
 def resolve_path(ctx, path):
@@ -44,29 +40,11 @@ def resolve_path(ctx, path):
         raise ToolError(f"invalid path {path!r}: {exc}") from None
 
 
-def planned_path(ctx, path):
-    """The target of ``path`` for reporting and the approval check: resolved once per call.
-
-    Never for ``run()``, which must see the target as it is when it acts: see
-    :func:`readable_path` and :func:`editable_path`, which resolve afresh and drop this.
-    """
-    plan = _planned.get(ctx)
-    if plan is None:
-        plan = _planned[ctx] = {}
-    real = plan.get(path)
-    if real is None:
-        real = plan[path] = resolve_path(ctx, path)
-    return real
-
-
-def drop_planned(ctx):
-    _planned.pop(ctx, None)
-
-
 def located(ctx, path, **extra):
-    """``locations()`` of a tool acting on ``path``; [] when it does not resolve."""
+    """``locations()`` of a tool acting on ``path``; [] when it does not resolve. Only for a
+    call whose plan could not be made (its own resolution); a plan carries its locations."""
     try:
-        return [{"path": planned_path(ctx, path), **extra}]
+        return [{"path": resolve_path(ctx, path), **extra}]
     except ToolError:
         return []
 
@@ -78,14 +56,6 @@ def display_path(ctx, real):
     if is_within(ctx.root, real):
         return os.path.relpath(real, ctx.root)
     return real
-
-
-def mark_checked(ctx, real):
-    _checked.setdefault(ctx, set()).add(real)
-
-
-def is_checked(ctx, real):
-    return real in _checked.get(ctx, ())
 
 
 def moved_error(ctx, path, real, verb):
@@ -103,6 +73,13 @@ def sensitive_error(ctx, path, real, verb):
         f"for it. Nothing was {verb}. Call the tool again so the user can be asked.")
 
 
+def not_approved(ctx, path, real, verb):
+    """The refusal of a target this call's (approved) check did not cover."""
+    if is_sensitive(real):
+        return sensitive_error(ctx, path, real, verb)
+    return moved_error(ctx, path, real, verb)
+
+
 SENSITIVE_NOTE = " (a credential or shell start-up file: asked every time)"
 
 
@@ -111,60 +88,44 @@ def can_read(ctx, real):
     return ctx.access.can_read(real) and not is_sensitive(real)
 
 
-def read_approval(ctx, path, title):
-    """``folder_read`` request for a target outside every readable folder or sensitive."""
-    real = planned_path(ctx, path)
-    if can_read(ctx, real):
-        return None
-    mark_checked(ctx, real)
-    folder = real if os.path.isdir(real) else os.path.dirname(real)
-    if is_sensitive(real):
-        title += SENSITIVE_NOTE
-    return ApprovalRequest(variant=FOLDER_READ, path=folder, title=title)
+def can_edit(ctx, real):
+    """Editable without asking: inside an editable place and not a credential file."""
+    return ctx.access.can_edit(real) and not is_sensitive(real)
 
 
-def readable_path(ctx, path):
-    """Resolve again at run time and require the target to still be readable."""
-    drop_planned(ctx)
+def read_plan(ctx, path, title, **location):
+    """The plan of a read of ``path``: its target, its location (``location`` adds e.g. the
+    line) and a ``folder_read`` request when it is outside every readable folder or
+    sensitive."""
     real = resolve_path(ctx, path)
-    if is_checked(ctx, real) or can_read(ctx, real):
-        return real
-    if is_sensitive(real):
-        raise sensitive_error(ctx, path, real, "read")
-    raise moved_error(ctx, path, real, "read")
+    plan = Plan(target=real, locations=[{"path": real, **location}])
+    if not can_read(ctx, real):
+        folder = real if os.path.isdir(real) else os.path.dirname(real)
+        plan.request = ApprovalRequest(variant=FOLDER_READ, path=folder,
+                                       title=title + SENSITIVE_NOTE * is_sensitive(real))
+    return plan
 
 
-def edit_approval(ctx, real, verb, preview):
-    """``outside_workspace_edit`` request showing ``preview()``, unless ``real`` is editable.
-
-    ``preview()`` returns the content item shown with the request (the whole-file diff) and
-    raises ToolError when the call cannot succeed, so nobody is asked to approve an edit
-    that would fail anyway.
-    """
-    sensitive = is_sensitive(real)
-    if ctx.access.can_edit(real) and not sensitive:
-        return None
-    shown = preview()
-    mark_checked(ctx, real)
-    return ApprovalRequest(variant=OUTSIDE_EDIT, path=real, content=[shown],
-                           title=f"{verb} {real}" + SENSITIVE_NOTE * sensitive)
-
-
-def editable_path(ctx, path):
-    """Resolve ``path`` at run time and require the target to still be editable."""
-    drop_planned(ctx)
+def readable_path(ctx, path, plan=None):
+    """Resolve ``path`` again at the time of use: the target of ``plan`` (the checked and,
+    if it asked, allowed one), or any target readable without asking; else ToolError."""
     real = resolve_path(ctx, path)
-    if is_checked(ctx, real) or ctx.access.can_edit(real) and not is_sensitive(real):
+    if plan is not None and real == plan.target or can_read(ctx, real):
         return real
-    if is_sensitive(real):
-        raise sensitive_error(ctx, path, real, "written")
-    raise moved_error(ctx, path, real, "written")
+    raise not_approved(ctx, path, real, "read")
 
 
-def recheck_editable(ctx, path, real):
-    """Right before writing: ``path`` must still resolve to ``real``, and that be editable."""
-    if editable_path(ctx, path) != real:
-        raise moved_error(ctx, path, resolve_path(ctx, path), "written")
+def edit_request(ctx, real, verb, preview):
+    """``outside_workspace_edit`` request showing ``preview`` (the whole-file diff)."""
+    return ApprovalRequest(variant=OUTSIDE_EDIT, path=real, content=[preview],
+                           title=f"{verb} {real}" + SENSITIVE_NOTE * is_sensitive(real))
+
+
+def recheck_target(ctx, path, plan):
+    """Right before writing: ``path`` must still resolve to the plan's target."""
+    real = resolve_path(ctx, path)
+    if real != plan.target:
+        raise not_approved(ctx, path, real, "written")
 
 
 def same_place(fd, path):

@@ -21,7 +21,10 @@ runs in the call's greenlet, so plain blocking I/O is fine. It returns a string,
 a failed tool call whose message the model sees. ``approval`` is ``"never"``,
 ``"always"`` (an ordinary Allow/Reject question before each call) or a callable
 ``(args, ctx) -> ApprovalRequest | None``; the function may also ask mid-run with
-``ctx.approve(ApprovalRequest(...))``, which returns True only on an allow.
+``ctx.approve(ApprovalRequest(...))``, which returns True only on an allow. A denial that
+must end the turn (the session was cancelled or closed meanwhile) is raised from
+``ctx.approve`` as ``agent.turn.TurnAborted``, a ``GreenletExit``: ``except Exception``
+does not catch it, so the function cannot carry on past it.
 """
 
 import json

@@ -16,8 +16,8 @@ from marshmallow import Schema, fields, validate
 
 from term2acp.tools.base import Tool, ToolError, ToolResult
 from term2acp.tools.files import SNIFF
-from term2acp.tools.paths import (FILE_FLAGS, display_path, located, open_checked,
-                                  read_approval, readable_path)
+from term2acp.tools.paths import (FILE_FLAGS, display_path, located, open_checked, read_plan,
+                                  readable_path)
 from term2acp.tools.patterns import PatternError, compile_grep, path_matcher
 from term2acp.tools.tree import MAX_WALK, Pacer, TreeWalk, ignorer_for
 
@@ -37,10 +37,10 @@ class _SearchTool(Tool):
         return located(ctx, args.get("path") or ".")
 
     def approval(self, args, ctx):
-        return read_approval(ctx, args.get("path") or ".", self.title(args))
+        return read_plan(ctx, args.get("path") or ".", self.title(args))
 
-    def _top(self, args, ctx):
-        real = readable_path(ctx, args.get("path") or ".")
+    def _top(self, args, ctx, plan):
+        real = readable_path(ctx, args.get("path") or ".", plan)
         if not os.path.exists(real):
             raise ToolError(f"{display_path(ctx, real)} does not exist.")
         return real
@@ -70,12 +70,12 @@ class GlobTool(_SearchTool):
         where = f" in {args['path']}" if args.get("path") else ""
         return f"Glob {args.get('pattern')}{where}"
 
-    def run(self, args, ctx):
+    def run(self, args, ctx, plan=None):
         pattern = args["pattern"].removeprefix("./")
         if ".." in pattern.split("/") or os.path.isabs(pattern):
             raise ToolError("pattern must be relative and must not contain '..'; put the "
                             "directory to search in path instead.")
-        top = self._top(args, ctx)
+        top = self._top(args, ctx, plan)
         if not os.path.isdir(top):
             raise ToolError(f"{display_path(ctx, top)} is not a directory; glob searches "
                             "directories (use path for the directory, pattern for names).")
@@ -153,24 +153,27 @@ class GrepTool(_SearchTool):
         where = f" in {args['path']}" if args.get("path") not in (None, ".") else ""
         return f"Grep {args.get('pattern')}{where}"
 
-    def run(self, args, ctx):
+    def run(self, args, ctx, plan=None):
         try:
             regex = compile_grep(args["pattern"], args["fixed_strings"], args["ignore_case"])
         except PatternError as exc:
             raise ToolError(str(exc)) from None
-        top = self._top(args, ctx)
+        top = self._top(args, ctx, plan)
         pacer, state = Pacer(), {"binary": 0, "big": 0, "changed": 0}
-        walk, opens = None, [(top, lambda: open_checked(top, FILE_FLAGS))]
+        walk = None
         if os.path.isdir(top):
             walk = self._walk(args, ctx, top, pacer)
-            opens = self._files(args, walk, top)
-        elif read_regular_fd(opens[0][1], state, 0) is None:
-            raise ToolError(f"{display_path(ctx, top)} is not a regular file; grep searches "
-                            "regular files and directories.")
+            reads = self._files(args, walk, top, state)
+        else:  # one file: opened (and checked) once
+            read = read_regular_fd(lambda: open_checked(top, FILE_FLAGS), state)
+            if read is None:
+                raise ToolError(f"{display_path(ctx, top)} is not a regular file; grep "
+                                "searches regular files and directories.")
+            reads = [(top, read)]
         hits = []
         try:
-            for path, opener in opens:
-                data = _searchable(opener, state)
+            for path, read in reads:
+                data = _searchable(read, state)
                 for lineno, line in matching_lines(regex, data, MAX_MATCHES + 1 - len(hits),
                                                    pacer):
                     hits.append(f"{display_path(ctx, path)}:{lineno}: {_cut(line)}")
@@ -178,7 +181,7 @@ class GrepTool(_SearchTool):
                     break
         finally:
             if walk is not None:
-                opens.close()  # the walk's directory fds, now (also on cancel)
+                reads.close()  # the walk's directory fds, now (also on cancel)
         return ToolResult(self._report(args, ctx, top, hits, state, walk, pacer),
                           locations=[{"path": top}])
 
@@ -189,13 +192,14 @@ class GrepTool(_SearchTool):
             prune = lambda path, is_dir: exclude(os.path.relpath(path, top))  # noqa: E731
         return TreeWalk(top, ignorer_for(ctx, top), args["no_ignore"], prune, pacer)
 
-    def _files(self, args, walk, top):
+    def _files(self, args, walk, top, state):
+        """``(path, read_regular_fd result)`` of each file to search, read as it comes."""
         include = _matcher(args["include"]) if args["include"] else None
         for visit in walk:
             if not visit.is_file:
                 continue
             if include is None or include(os.path.relpath(visit.path, top)):
-                yield visit.path, visit.open
+                yield visit.path, read_regular_fd(visit.open, state)
 
     def _report(self, args, ctx, top, hits, state, walk, pacer):
         shown = display_path(ctx, top)
@@ -228,9 +232,9 @@ def read_regular_fd(opener, state, limit=MAX_GREP_BYTES):
         return (fh.read(limit) if st.st_size <= limit else None), st.st_size
 
 
-def _searchable(opener, state):
-    """UTF-8 bytes of a file worth searching (bad bytes as U+FFFD), else b""."""
-    read = read_regular_fd(opener, state)
+def _searchable(read, state):
+    """UTF-8 bytes of a file worth searching (bad bytes as U+FFFD), else b"": ``read`` is
+    what :func:`read_regular_fd` returned for it."""
     if read is None:
         return b""
     if read[0] is None:

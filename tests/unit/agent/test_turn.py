@@ -1,5 +1,6 @@
 """The turn loop with a fake session: approvals (stale, no gate, grants) and endings."""
 
+import json
 import os
 
 import gevent
@@ -148,3 +149,91 @@ def test_turn_commits_the_store_before_a_tool_runs(tmp_path):
                               Gate(lambda i: approvals.Decision(True, "allow-once")))
     assert turn.run("go") == "end_turn"
     assert session.commits == 3  # before each of the two model rounds and before the tool
+
+
+def test_turn_a_plugin_calling_ctx_approve_cannot_swallow_an_abort(tmp_path):
+    """A denial that must end the turn (here the gate says so) is a GreenletExit: a plug-in
+    that wraps ``ctx.approve()`` in ``except Exception`` neither sees nor stops it."""
+    from term2acp.tools.plugins import function_tool
+
+    seen = []
+
+    @function_tool(name="asker", kind="edit")
+    def careless(args, ctx):
+        try:
+            seen.append(ctx.approve(approvals.ApprovalRequest(title="Really?")))
+        except Exception as exc:  # noqa: BLE001 - what a careless plug-in does
+            seen.append(exc)
+            return "swallowed"
+        return "ran anyway"
+
+    session, turn = make_turn(tmp_path, [CALL, DONE], Gate(
+        lambda i: approvals.Decision.deny(approvals.CANCELLED, abort_turn=True)))
+    turn.tools = {"asker": careless}
+    with pytest.raises(TurnAborted):
+        turn.run("go")
+    assert seen == []
+    turn.close_open_calls("cancelled")
+    assert statuses(session) == ["pending", "in_progress", "cancelled"]
+    assert session.history[-1]["content"] == "Not run: the turn ended (cancelled)."
+
+
+def test_turn_an_abort_found_in_a_tools_helper_greenlet_ends_the_turn(tmp_path):
+    """run_code answers nested calls in a greenlet of its own: an abort found there still
+    ends the turn (the turn greenlet gets it too), whatever the helper does with it."""
+    class Helper(Tool):
+        name = "asker"
+
+        def run(self, args, ctx):
+            helper = gevent.spawn(ctx.approve, approvals.ApprovalRequest(title="Really?"))
+            helper.join()
+            gevent.sleep(5)  # the abort arrives here
+            return ToolResult("ran anyway")
+
+    _, turn = make_turn(tmp_path, [CALL, DONE], Gate(
+        lambda i: approvals.Decision.deny(approvals.CANCELLED, abort_turn=True)))
+    turn.tools = {"asker": Helper()}
+    greenlet = gevent.spawn(turn.run, "go")
+    greenlet.join(timeout=2)
+    assert greenlet.dead and isinstance(greenlet.value, TurnAborted)
+
+
+def test_turn_an_approved_edit_resolves_reads_and_diffs_once(tmp_path, monkeypatch):
+    """One record, one plan: the reported location, the request's diff and the result come
+    from one resolution, one read and one diff; run() re-checks the target once."""
+    from term2acp.tools import edit, files, paths
+    from term2acp.tools.edit import EditFileTool
+
+    (tmp_path / "work").mkdir()
+    (tmp_path / "out").mkdir()
+    target = os.path.join(os.path.realpath(tmp_path / "out"), "f.txt")
+    with open(target, "w") as fh:
+        fh.write("old text\n")
+    counts = {}
+
+    def counting(module, name):
+        real = getattr(module, name)
+
+        def counted(*args, **kwargs):
+            counts[name] = counts.get(name, 0) + 1
+            return real(*args, **kwargs)
+        monkeypatch.setattr(module, name, counted)
+    counting(paths, "resolve")  # every path resolution
+    counting(files, "open_checked")  # every open of the file to read it
+    counting(edit, "diff_item")
+    asked = []
+    arguments = json.dumps({"path": target, "edits": [{"old_text": "old", "new_text": "new"}]})
+    session = FakeSession(os.path.realpath(tmp_path / "work"),
+                          Gate(lambda i: asked.append(i) or approvals.Decision(True, "allow-once")))
+    turn = Turn(session, Provider([[pb.ToolCall("c1", "edit_file", arguments),
+                                    pb.Stop("tool_use")], DONE]),
+                {"edit_file": EditFileTool()}, Settings.load(env={}), "sys")
+    assert turn.run("go") == "end_turn"
+    assert counts == {"resolve": 2, "open_checked": 1, "diff_item": 1}
+    with open(target) as fh:
+        assert fh.read() == "new text\n"
+    reported = [e for e in session.events if isinstance(e, ev.ToolCallReported)]
+    assert [e.status for e in reported] == ["pending", "in_progress", "completed"]
+    assert reported[0].locations == asked[0].locations == [{"path": target}]
+    assert reported[-1].content == asked[0].content  # the diff the user saw is the result
+    assert turn.calls == {}

@@ -48,8 +48,9 @@ def snapshot(directory):
 
 def call(tool, ctx, **raw):
     args = tool.load(raw)
-    assert tool.approval(args, ctx) is None
-    return tool.run(args, ctx)
+    plan = tool.approval(args, ctx)
+    assert plan.request is None
+    return tool.run(args, ctx, plan)
 
 
 def edits(*pairs, replace_all=False):
@@ -100,10 +101,11 @@ def test_create_file_outside_asks_with_the_real_diff(ctx, root, outside, how):
     tool = CreateFileTool()
     args = tool.load({"path": path, "content": "hello\n"})
     target = os.path.join(outside, "new.txt")
-    request = tool.approval(args, ctx)
+    plan = tool.approval(args, ctx)
+    request = plan.request
     assert (request.variant, request.path) == (OUTSIDE_EDIT, target)
     assert request.content == [{"type": "diff", "path": target, "old": None, "new": "hello\n"}]
-    tool.run(args, ctx)  # the user allowed it once
+    tool.run(args, ctx, plan)  # the user allowed it once
     assert content(target) == "hello\n"
 
 
@@ -127,12 +129,13 @@ def test_create_file_symlink_swapped_between_approval_and_run_writes_nothing(ctx
     os.symlink(os.path.join(root, "real"), link)
     tool = CreateFileTool()
     args = tool.load({"path": "dir/new.txt", "content": "payload"})
-    assert tool.approval(args, ctx) is None  # inside the root at check time
+    plan = tool.approval(args, ctx)
+    assert plan.request is None  # inside the root at check time
     os.unlink(link)
     os.symlink(outside, link)
     before = snapshot(outside)
     with pytest.raises(ToolError, match="changed after the permission check"):
-        tool.run(args, ctx)
+        tool.run(args, ctx, plan)
     assert snapshot(outside) == before
 
 
@@ -248,11 +251,12 @@ def test_edit_file_outside_via_symlink_asks_then_writes_the_real_target(ctx, roo
     os.symlink(target, os.path.join(root, "link.txt"))
     tool = EditFileTool()
     args = tool.load({"path": "link.txt", "edits": edits(("outside", "edited"))})
-    request = tool.approval(args, ctx)
+    plan = tool.approval(args, ctx)
+    request = plan.request
     assert (request.variant, request.path) == (OUTSIDE_EDIT, target)
     assert request.content == [{"type": "diff", "path": target, "old": SECRET,
                                 "new": "edited content\n"}]
-    tool.run(args, ctx)
+    tool.run(args, ctx, plan)
     assert content(target) == "edited content\n"
     assert os.path.islink(os.path.join(root, "link.txt"))
 
@@ -270,12 +274,13 @@ def test_edit_file_symlink_swapped_between_approval_and_run_writes_nothing(ctx, 
     os.symlink(os.path.join(root, "real"), link)
     tool = EditFileTool()
     args = tool.load({"path": "dir/target.txt", "edits": edits(("outside", "pwned"))})
-    assert tool.approval(args, ctx) is None
+    plan = tool.approval(args, ctx)
+    assert plan.request is None
     os.unlink(link)
     os.symlink(outside, link)
     before = snapshot(outside)
     with pytest.raises(ToolError, match="changed after the permission check"):
-        tool.run(args, ctx)
+        tool.run(args, ctx, plan)
     assert snapshot(outside) == before
 
 
@@ -285,13 +290,14 @@ def test_edit_file_symlink_swapped_after_locations_writes_nothing(ctx, root, out
     os.symlink(os.path.join(root, "real"), link)
     tool = EditFileTool()
     args = tool.load({"path": "dir/target.txt", "edits": edits(("outside", "pwned"))})
-    assert tool.locations(args, ctx) == [{"path": os.path.join(root, "real/target.txt")}]
+    plan = tool.approval(args, ctx)  # one resolution: the location reported and checked
+    assert plan.locations == [{"path": os.path.join(root, "real/target.txt")}]
+    assert plan.request is None
     os.unlink(link)
     os.symlink(outside, link)
-    assert tool.approval(args, ctx) is None  # checked against the target it reported
     before = snapshot(outside)
     with pytest.raises(ToolError, match="changed after the permission check"):
-        tool.run(args, ctx)
+        tool.run(args, ctx, plan)
     assert snapshot(outside) == before
 
 
@@ -336,3 +342,54 @@ def test_edit_tools_spec_describes_every_parameter(tool):
     assert tool.kind == "edit" and spec["description"]
     props = spec["parameters"]["properties"]
     assert all(prop.get("description") for prop in props.values())
+
+
+def counting(monkeypatch, module, name, counts):
+    real = getattr(module, name)
+
+    def counted(*args, **kwargs):
+        counts[name] = counts.get(name, 0) + 1
+        return real(*args, **kwargs)
+    monkeypatch.setattr(module, name, counted)
+
+
+def test_an_approved_edit_resolves_reads_and_diffs_once_then_rechecks_once(ctx, outside,
+                                                                        monkeypatch):
+    from term2acp.tools import files
+    counts = {}
+    counting(monkeypatch, paths, "resolve", counts)  # every path resolution
+    counting(monkeypatch, files, "open_checked", counts)  # every open of the file to read it
+    counting(monkeypatch, edit, "diff_item", counts)
+    tool = EditFileTool()
+    args = tool.load({"path": os.path.join(outside, "target.txt"),
+                      "edits": edits(("outside", "edited"))})
+    plan = tool.approval(args, ctx)  # what the turn reports, asks and hands to run()
+    assert plan.request.content == [plan.diff]
+    assert counts == {"resolve": 1, "open_checked": 1, "diff_item": 1}
+    result = tool.run(args, ctx, plan)  # the user allowed it once
+    assert result.content == [plan.diff]
+    assert counts == {"resolve": 2, "open_checked": 1, "diff_item": 1}  # + the time-of-use check
+    assert content(os.path.join(outside, "target.txt")) == "edited content\n"
+
+
+def test_a_file_changed_between_approval_and_run_is_not_overwritten(ctx, outside):
+    target = os.path.join(outside, "target.txt")
+    tool = EditFileTool()
+    args = tool.load({"path": target, "edits": edits(("outside", "edited"))})
+    plan = tool.approval(args, ctx)
+    with open(target, "a") as fh:
+        fh.write("a line the user added while being asked\n")
+    with pytest.raises(ToolError, match="changed after it was read"):
+        tool.run(args, ctx, plan)
+    assert content(target) == SECRET + "a line the user added while being asked\n"
+    assert sorted(os.listdir(outside)) == ["target.txt"]  # no temp file left
+
+
+def test_an_outside_edit_without_a_plan_is_refused_before_reading(ctx, outside, monkeypatch):
+    monkeypatch.setattr(edit, "read_existing", lambda *a: pytest.fail("read without approval"))
+    tool = EditFileTool()
+    args = tool.load({"path": os.path.join(outside, "target.txt"),
+                      "edits": edits(("outside", "edited"))})
+    with pytest.raises(ToolError, match="this call was not approved"):
+        tool.run(args, ctx)
+    assert content(os.path.join(outside, "target.txt")) == SECRET

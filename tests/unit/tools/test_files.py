@@ -33,8 +33,9 @@ def write(root, rel, data):
 def read(ctx, **raw):
     tool = ReadFileTool()
     args = tool.load(raw)
-    assert tool.approval(args, ctx) is None
-    return tool.run(args, ctx)
+    plan = tool.approval(args, ctx)
+    assert plan.request is None
+    return tool.run(args, ctx, plan)
 
 
 def test_read_file_numbers_lines_and_reports_location(ctx, root):
@@ -123,21 +124,22 @@ def test_read_file_fifo_is_refused_without_blocking(ctx, root):
 def test_read_file_device_needs_approval_then_is_refused(ctx):
     tool = ReadFileTool()
     args = tool.load({"path": "/dev/zero"})
-    request = tool.approval(args, ctx)
-    assert (request.variant, request.path) == (FOLDER_READ, "/dev")
+    plan = tool.approval(args, ctx)
+    assert (plan.request.variant, plan.request.path) == (FOLDER_READ, "/dev")
     with pytest.raises(ToolError, match="device file"):
-        tool.run(args, ctx)  # as if the user allowed it once
+        tool.run(args, ctx, plan)  # as if the user allowed it once
 
 
 def test_read_file_symlink_to_device_resolves_outside(ctx, root):
     os.symlink("/dev/zero", os.path.join(root, "zero"))
     tool = ReadFileTool()
     args = tool.load({"path": "zero"})
-    assert tool.approval(args, ctx).path == "/dev"
+    assert tool.approval(args, ctx).request.path == "/dev"
     ctx.access.allow_read_folder("/dev")
-    assert tool.approval(args, ctx) is None
+    plan = tool.approval(args, ctx)
+    assert plan.request is None
     with pytest.raises(ToolError, match="device file"):
-        tool.run(args, ctx)
+        tool.run(args, ctx, plan)
 
 
 @pytest.mark.parametrize("how", ["traversal", "absolute", "symlink"])
@@ -147,9 +149,9 @@ def test_read_file_outside_asks_for_the_containing_folder(ctx, root, outside, ho
             "symlink": "link.txt"}[how]
     tool = ReadFileTool()
     args = tool.load({"path": path})
-    request = tool.approval(args, ctx)
-    assert (request.variant, request.path) == (FOLDER_READ, outside)
-    assert "secret" in tool.run(args, ctx).text  # the approval check saw it: allowed once
+    plan = tool.approval(args, ctx)
+    assert (plan.request.variant, plan.request.path) == (FOLDER_READ, outside)
+    assert "secret" in tool.run(args, ctx, plan).text  # the approval check saw it: allowed once
 
 
 def test_read_file_outside_without_approval_check_is_refused(ctx, outside):
@@ -171,11 +173,12 @@ def test_read_file_symlink_swapped_after_approval_is_refused(ctx, root, outside)
     os.symlink(os.path.join(root, "inner"), link)
     tool = ReadFileTool()
     args = tool.load({"path": "dir/secret.txt"})
-    assert tool.approval(args, ctx) is None
+    plan = tool.approval(args, ctx)
+    assert plan.request is None
     os.unlink(link)
     os.symlink(outside, link)
     with pytest.raises(ToolError, match="changed after the permission check") as info:
-        tool.run(args, ctx)
+        tool.run(args, ctx, plan)
     assert "top secret" not in str(info.value)
 
 
@@ -186,15 +189,15 @@ def test_read_file_checks_before_run_share_one_resolution_but_run_resolves_again
     os.symlink(os.path.join(root, "inner"), link)
     tool = ReadFileTool()
     args = tool.load({"path": "dir/secret.txt"})
-    assert tool.locations(args, ctx) == [{"path": os.path.join(root, "inner/secret.txt"),
-                                          "line": 1}]
+    plan = tool.approval(args, ctx)  # the location reported and the target checked: one
+    assert plan.locations == [{"path": os.path.join(root, "inner/secret.txt"), "line": 1}]
+    assert plan.request is None
     os.unlink(link)
     os.symlink(outside, link)
-    assert tool.approval(args, ctx) is None  # the target this call reported
     with pytest.raises(ToolError, match="changed after the permission check") as info:
-        tool.run(args, ctx)
+        tool.run(args, ctx, plan)
     assert "top secret" not in str(info.value)
-    request = tool.approval(args, ctx)  # run() dropped the old resolution
+    request = tool.approval(args, ctx).request  # the next call's check sees the new target
     assert (request.variant, request.path) == (FOLDER_READ, outside)
 
 
@@ -218,8 +221,9 @@ def test_open_regular_refuses_a_symlink_swapped_in_after_resolution(ctx, root, o
 def list_dir(ctx, **raw):
     tool = ListDirectoryTool()
     args = tool.load(raw)
-    assert tool.approval(args, ctx) is None
-    return tool.run(args, ctx).text
+    plan = tool.approval(args, ctx)
+    assert plan.request is None
+    return tool.run(args, ctx, plan).text
 
 
 def test_list_directory_marks_types_and_puts_directories_first(ctx, root):
@@ -248,9 +252,9 @@ def test_list_directory_refuses_files_and_missing(ctx, root):
 
 def test_list_directory_outside_asks_for_that_directory(ctx, outside):
     tool = ListDirectoryTool()
-    request = tool.approval(tool.load({"path": "../outside"}), ctx)
+    request = tool.approval(tool.load({"path": "../outside"}), ctx).request
     assert (request.variant, request.path) == (FOLDER_READ, outside)
-    assert tool.approval(tool.load({}), ctx) is None
+    assert tool.approval(tool.load({}), ctx).request is None
 
 
 @pytest.mark.parametrize("tool", [ReadFileTool(), ListDirectoryTool()])

@@ -34,8 +34,9 @@ def write(root, rel, data):
 def run(tool, ctx, **raw):
     """Run a call whose approval check must not ask."""
     args = tool.load(raw)
-    assert tool.approval(args, ctx) is None
-    return tool.run(args, ctx).text
+    plan = tool.approval(args, ctx)
+    assert plan.request is None
+    return tool.run(args, ctx, plan).text
 
 
 @pytest.fixture
@@ -323,6 +324,15 @@ def test_one_time_of_use_check_per_open(ctx, root, monkeypatch):
         ".", ".gitignore", ".gitignore", "a", "a/b", "a/b/f.txt", "a/g.txt"])  # rules, then grep
 
 
+def test_grep_of_one_file_opens_and_checks_it_once(ctx, root, monkeypatch):
+    write(root, "one.txt", "hit\n")
+    checks = []
+    real_same = paths.same_place
+    monkeypatch.setattr(paths, "same_place", lambda fd, p: checks.append(p) or real_same(fd, p))
+    assert run(GrepTool(), ctx, pattern="hit", path="one.txt") == "one.txt:1: hit"
+    assert checks == [os.path.join(root, "one.txt")]
+
+
 # ---------------------------------------------------------------- credential files
 @pytest.fixture
 def home_ctx(tmp_path, monkeypatch):
@@ -353,7 +363,7 @@ def test_credential_files_ask_inside_the_root_even_with_a_grant(home_ctx, tool, 
     home_ctx.access.allow_read_folder(home_ctx.root)
     home_ctx.access.allow_edit_folder(home_ctx.root)
     args = tool.load(raw)
-    request = tool.approval(args, home_ctx)
+    request = tool.approval(args, home_ctx).request
     assert request is not None and request.variant == variant
     assert "credential or shell start-up file" in request.title
     fresh = tool_context(home_ctx.root, pathlib.Path(home_ctx.root).parent)
@@ -368,8 +378,9 @@ def test_credential_files_ask_inside_the_root_even_with_a_grant(home_ctx, tool, 
 def test_approved_credential_read_runs_once(home_ctx):
     tool = ReadFileTool()
     args = tool.load({"path": ".ssh/id_rsa"})
-    assert tool.approval(args, home_ctx) is not None  # the user is asked; say allow once
-    assert SECRET in tool.run(args, home_ctx).text
+    plan = tool.approval(args, home_ctx)
+    assert plan.request is not None  # the user is asked; say allow once
+    assert SECRET in tool.run(args, home_ctx, plan).text
 
 
 def test_walks_in_the_home_skip_credentials_with_a_note(home_ctx):

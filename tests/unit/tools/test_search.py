@@ -34,8 +34,9 @@ def tree(root, spec):
 
 def call(tool, ctx, **raw):
     args = tool.load(raw)
-    assert tool.approval(args, ctx) is None
-    return tool.run(args, ctx).text
+    plan = tool.approval(args, ctx)
+    assert plan.request is None
+    return tool.run(args, ctx, plan).text
 
 
 def glob(ctx, pattern, **raw):
@@ -130,9 +131,9 @@ def test_glob_refuses_parent_and_absolute_patterns(ctx):
 def test_glob_outside_asks_for_the_folder(ctx, outside):
     tool = GlobTool()
     args = tool.load({"pattern": "*.py", "path": outside})
-    request = tool.approval(args, ctx)
-    assert (request.variant, request.path) == (FOLDER_READ, outside)
-    assert tool.run(args, ctx).text == os.path.join(outside, "secret.py")
+    plan = tool.approval(args, ctx)
+    assert (plan.request.variant, plan.request.path) == (FOLDER_READ, outside)
+    assert tool.run(args, ctx, plan).text == os.path.join(outside, "secret.py")
 
 
 def test_grep_reports_path_line_text(ctx, root):
@@ -185,7 +186,7 @@ def test_grep_single_file_and_symlinked_path_needs_approval(ctx, root, outside):
     os.symlink(os.path.join(outside, "secret.py"), os.path.join(root, "link.py"))
     tool = GrepTool()
     args = tool.load({"pattern": "hunter2", "path": "link.py"})
-    assert tool.approval(args, ctx).path == outside
+    assert tool.approval(args, ctx).request.path == outside
     fresh = ToolContext(ctx.root, "s", "c2", AccessState(ctx.root), ctx.settings, [].append)
     with pytest.raises(ToolError, match="not approved"):
         tool.run(args, fresh)  # no approval check ran for this call
