@@ -1,9 +1,11 @@
 """Interactions and decisions: what a tool asks and what comes back.
 
 A tool that needs approval describes it with :class:`ApprovalRequest`; the turn turns
-that into an :class:`Interaction` (id, revision, offered choices) and blocks on the
-session's approval gate, which returns a :class:`Decision`. Every doubtful path is a
-denial: the gate never defaults to allow.
+that into an :class:`Interaction` (id, the call it is about, offered choices) and blocks
+on the session's approval gate, which returns a :class:`Decision`. Every doubtful path is
+a denial: the gate never defaults to allow. An allow that arrives after the prompt was
+cancelled, or for an interaction that is no longer the pending one
+(``sessions/lifecycle.py``), is a denial that also ends the turn (``abort_turn``).
 """
 
 from dataclasses import dataclass, field
@@ -44,7 +46,6 @@ CANCELLED = "Permission request was cancelled."
 UNKNOWN_OPTION = "Client selected an unknown permission option."
 FAILED = "Permission request failed."
 NOT_SUPPORTED = "Approval is not yet supported over ACP."
-STALE = "The approval is no longer pending."
 TIMED_OUT = "No response to the permission request before the timeout."
 
 
@@ -62,7 +63,7 @@ class ApprovalRequest:
 @dataclass
 class Interaction:
     id: str
-    revision: int
+    revision: int  # always 1 and read by nothing: an interaction never changes (to drop)
     variant: str
     call_id: str
     tool_name: str
@@ -83,7 +84,7 @@ class Decision:
     allowed: bool
     choice: str | None = None
     reason: str = ""
-    abort_turn: bool = False  # stale interaction / session closed: settle as cancelled
+    abort_turn: bool = False  # cancelled, closed or superseded: the turn ends cancelled
 
     @classmethod
     def deny(cls, reason, abort_turn=False):
