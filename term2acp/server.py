@@ -26,8 +26,9 @@ class Server:
         self._tools = None
         self.sandbox_note = None  # set by the probe
         self.catalog = catalog
-        self.writer = Writer(out_fd, on_failure=self._disconnected, before_write=self._commit,
-                             discard=_discarded)
+        # The writer's before_write is the session store's durability barrier, wired when
+        # the session layer is built (_sessions).
+        self.writer = Writer(out_fd, on_failure=self._disconnected, discard=_discarded)
         self.pool = Pool(256)
         self.endpoint = Endpoint(None, self.writer.put, self.pool, max_line=settings.max_line_bytes,
                                  send_wait=self.writer.put_wait,
@@ -51,8 +52,10 @@ class Server:
         self.warmup.wait_sessions()  # never import what the warm-up thread is importing
         from term2acp.sessions.manager import SessionManager
 
-        return SessionManager(self.settings, self.catalog, self.tools, self._sandbox_note,
-                              store=self.warmup.take_store())
+        manager = SessionManager(self.settings, self.catalog, self.tools, self._sandbox_note,
+                                 store=self.warmup.take_store())
+        self.writer.before_write = manager.barrier  # what a line reports is committed first
+        return manager
 
     @property
     def manager(self):
@@ -84,10 +87,6 @@ class Server:
         # Only a prompt's own chunks: a v1 session/load replays history as chunks between
         # turns, and those must never be dropped.
         return None if session is None or not session.busy else (session, session.turn_seq)
-
-    def _commit(self):
-        if self.manager is not None and self.manager.store.is_open:
-            self.manager.flush()
 
     def _disconnected(self, exc):
         log.info("client went away (%s); shutting down", exc)

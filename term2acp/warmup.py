@@ -182,14 +182,12 @@ def _load_tools(settings):
 
 
 def _open_store(settings):
-    from term2acp.sessions.errors import StoreError, StoreRecovered
+    from term2acp.sessions.errors import StoreError
     from term2acp.sessions.store import Store, store_path
 
     store = Store(store_path(settings))
     try:
-        store.open()
-    except StoreRecovered as exc:  # a fresh file: told on first use
-        store.recovered = str(exc)
+        store.open_here()  # in this thread; a damaged file moved aside is told on first use
     except StoreError:
         return None  # the manager opens it on first use and reports the error there
     return store

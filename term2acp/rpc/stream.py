@@ -102,7 +102,9 @@ class Writer:
     def __init__(self, fd, on_failure=None, before_write=None, limit=DEFAULT_QUEUE_BYTES,
                  discard=None):
         self._fd = fd
-        self._before_write = before_write  # e.g. commit the store before lines go out
+        # Called right before each batch of lines is written (the session store's
+        # durability barrier); the composition root may set it later.
+        self.before_write = before_write
         self._items = deque()  # (bytes, tag or None)
         self._queued = 0  # bytes (plus a per-item overhead) in _items
         self._limit = limit
@@ -201,9 +203,9 @@ class Writer:
             parts = self._next_batch()
             if not parts:
                 continue
-            if self._before_write is not None:
+            if self.before_write is not None:
                 try:
-                    self._before_write()
+                    self.before_write()
                 except Exception:  # noqa: BLE001 - never stop the writer
                     log.exception("pre-write hook failed")
             try:

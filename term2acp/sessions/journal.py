@@ -1,8 +1,11 @@
 """Consolidates runtime events into replay records (whole messages, final tool states).
 
-Chunks are appended in memory and written back as whole records when the store commits
-(right before the protocol writer puts the lines that reported them on the wire), so a
-5,000-chunk answer costs a handful of writes, and a ``kill -9`` loses nothing reported.
+Chunks are appended in memory and written back as whole records right before the
+store's next trip to its thread (at the latest the durability barrier that the protocol
+writer calls before it puts the lines that reported them on the wire: ``Store.barrier``),
+so a 5,000-chunk answer costs a handful of writes and no thread round trip per chunk, and
+a ``kill -9`` loses nothing reported. A Recorder registers with the store
+(``Store.defer``) when it first has something to write since its last flush.
 """
 
 import base64
@@ -22,6 +25,11 @@ class Recorder:
         self._terminals = {}  # terminal id -> dict with bytearray output tail
         self._dirty = {}  # insertion-ordered: first report decides the record's position
 
+    def _mark(self, key):
+        if not self._dirty:
+            self._store.defer(self)  # flushed before the store's next trip
+        self._dirty[key] = None
+
     def record(self, event):
         kind = type(event)
         if kind is ev.TextChunk or kind is ev.ThoughtChunk:
@@ -30,6 +38,8 @@ class Recorder:
                 tag = "agent_message" if kind is ev.TextChunk else "agent_thought"
                 entry = self._messages[event.message_id] = [tag, []]
             entry[1].append(event.text)
+            if not self._dirty:  # self._mark, inlined: this is the per-chunk path
+                self._store.defer(self)
             self._dirty[("m", event.message_id)] = None
         elif kind is ev.UserMessage:
             self.flush()  # keep the journal in reporting order
@@ -41,7 +51,7 @@ class Recorder:
                                     {"plan_id": event.plan_id, "entries": event.entries})
         elif kind is ev.Notice:  # replayed as the agent message the user saw
             self._messages[event.message_id] = ["agent_message", [event.text]]
-            self._dirty[("m", event.message_id)] = None
+            self._mark(("m", event.message_id))
         elif kind is ev.CompactionReported:
             self.flush()  # keep the journal in reporting order
             self._store.journal_put(self._sid, "compaction", event.compaction_id, {
@@ -54,12 +64,12 @@ class Recorder:
                 value = getattr(event, field)
                 if value is not None:
                     merged[field] = value
-            self._dirty[("c", event.call_id)] = None
+            self._mark(("c", event.call_id))
         elif kind is ev.TerminalStarted:
             self._terminals[event.terminal_id] = {"terminal_id": event.terminal_id,
                                                   "command": event.command, "cwd": event.cwd,
                                                   "tail": bytearray()}
-            self._dirty[("t", event.terminal_id)] = None
+            self._mark(("t", event.terminal_id))
         elif kind is ev.TerminalOutput:
             term = self._terminals.get(event.terminal_id)
             if term is not None:
@@ -67,15 +77,16 @@ class Recorder:
                 tail += event.data
                 if len(tail) > TERMINAL_TAIL:
                     del tail[:len(tail) - TERMINAL_TAIL]
-                self._dirty[("t", event.terminal_id)] = None
+                self._mark(("t", event.terminal_id))
         elif kind is ev.TerminalExited:
             term = self._terminals.get(event.terminal_id)
             if term is not None:
                 term["exit"] = {"exit_code": event.exit_code, "signal": event.signal}
-                self._dirty[("t", event.terminal_id)] = None
+                self._mark(("t", event.terminal_id))
 
     def flush(self):
-        """Write every record changed since the last flush (inside the open transaction)."""
+        """Write every record changed since the last flush (queued in the store: they go
+        to its thread, in one transaction, with its next trip)."""
         dirty, self._dirty = self._dirty, {}
         for tag, key in dirty:
             if tag == "m":

@@ -99,7 +99,9 @@ class LiveSession:
         return self.lifecycle.seq
 
     def commit(self):
-        self.store.commit()
+        """Everything emitted and written so far is committed; raises the StoreError of a
+        batch that lost this session's changes (also one the protocol writer sent)."""
+        self.store.commit(self.id)
 
     def emit(self, event):
         self.recorder.record(event)

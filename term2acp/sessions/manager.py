@@ -36,7 +36,6 @@ PAGE_SIZE = 50
 MAX_DORMANT = 4096  # idle-closed sessions remembered for a transparent reopen
 DORMANT_STATE = ("sink", "access", "effort", "provider_id", "model", "context_window", "cost",
                  "title", "interaction_seq", "mode", "controls", "window_learned", "mcp_servers")
-MAX_TRANSACTION = 0.2  # seconds a batch transaction may stay open
 
 
 class PromptTicket:
@@ -58,15 +57,13 @@ class SessionManager:
         self.store = store or Store(store_path(settings))
         self.live = {}
         self._scratch = None
-        self._flush_timer = None
         self._idle_timer = None
         self._dormant = {}  # session id -> state of a session idle-closed by this process
         self._creating = {}  # greenlet -> ids it created inside undo_new_on_failure()
         self._read_prompts = {}  # session id -> tickets of prompts read, not yet admitted
-        # The writer commits before each batch of lines; if it is stuck on a client that
-        # stopped reading, an open transaction would block other term2-acp processes
-        # sharing the store, so a transaction never stays open longer than this.
-        self.store.on_begin = self._flush_soon
+        # The durability barrier the protocol writer calls before each batch of lines
+        # (sessions/store.py): what was emitted before is committed when it returns.
+        self.barrier = self.store.barrier
 
     # ------------------------------------------------------------ plumbing
     def _note(self):
@@ -74,21 +71,8 @@ class SessionManager:
         return note() if callable(note) else note
 
     def flush(self):
-        """Commit hook: write consolidated journal records, then commit."""
-        for session in self.live.values():
-            session.recorder.flush()
+        """Commit everything written so far, the Recorders' journal records included."""
         self.store.commit()
-
-    def _flush_soon(self):
-        if self._flush_timer is None:
-            self._flush_timer = gevent.spawn_later(MAX_TRANSACTION, self._timed_flush)
-
-    def _timed_flush(self):
-        self._flush_timer = None
-        try:
-            self.flush()
-        except Exception:  # noqa: BLE001 - the next write or commit reports store errors
-            log.exception("periodic store commit failed")
 
     def _workdir(self, session_id):
         if self._scratch is None:
@@ -486,9 +470,8 @@ class SessionManager:
                 self._release(session)
             except Exception:  # noqa: BLE001
                 log.exception("session %s: close failed during shutdown", session.id)
-        for timer in (self._flush_timer, self._idle_timer):
-            if timer is not None:
-                timer.kill(block=False)
+        if self._idle_timer is not None:
+            self._idle_timer.kill(block=False)
         self.store.close()
         if self._scratch:
             shutil.rmtree(self._scratch, ignore_errors=True)

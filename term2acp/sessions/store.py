@@ -4,10 +4,25 @@ Tables: ``sessions`` (what session/list shows), ``history`` (the model-facing
 conversation, so a resumed session continues with context) and ``journal`` (consolidated
 records for replay: whole messages with stable ids, final tool-call states).
 
-Journal writes made while streaming are not committed one by one: the protocol writer
-calls :meth:`Store.commit` right before it writes a batch of lines to stdout, so every
-change is committed before it is reported on the wire at the cost of one commit per
-batch. Several processes may share the file; WAL plus a busy timeout serialise writers.
+Off the hub (issue 16): every statement runs in one dedicated native thread with its own
+connection (:class:`_Worker`); the calling greenlet waits cooperatively, so inserts,
+commits, fsyncs and SQLite's own busy waits (another process holding the write lock, up
+to ``BUSY_WAIT``) never block the hub. Writes are not sent one by one: they queue in
+memory on the hub (a list append), together with the journal records that the
+Recorders (``sessions/journal.py``) consolidate (registered with
+:meth:`Store.defer`), and go to the thread as one batch, one transaction, with the next
+read or commit. A transaction is open only while the thread runs one batch: nothing holds
+the write lock between batches (several processes may share the file), and no timer is
+needed to bound it.
+
+Durability (issue 11): :meth:`Store.commit` is the one commit path and
+:meth:`Store.barrier` is what the protocol writer calls right before it writes a batch
+of lines: everything emitted before the call is committed when it returns, so a
+``kill -9`` loses nothing that was reported. A batch that fails (disk full, locked past
+the busy timeout, a damaged file) is rolled back; whoever waited for it gets the
+:class:`StoreError`, and every session whose changes it carried is told on its own next
+``commit(session_id)`` (the turn commits before streaming and before each tool), so the
+client hears of it as before.
 """
 
 import base64
@@ -17,15 +32,27 @@ import json
 import logging
 import os
 import sqlite3
-import time
+from collections import deque
 from datetime import datetime, timezone
 
-import gevent
+from gevent import get_hub, monkey
+from gevent.event import Event
 
 from term2acp.core.text import scrub_text as clean_text
 from term2acp.sessions.errors import InvalidCursor, StoreError, StoreRecovered
 
 log = logging.getLogger(__name__)
+
+# The store thread is a real thread even under monkey-patching (threading.Thread would be
+# a greenlet), fed by a native queue (_queue.SimpleQueue is never patched; its get()
+# releases the GIL), and it sleeps natively.
+_start_thread = monkey.get_original("_thread", "start_new_thread")
+_sleep = monkey.get_original("time", "sleep")
+_monotonic = monkey.get_original("time", "monotonic")
+try:
+    from _queue import SimpleQueue as _NativeQueue
+except ImportError:  # pragma: no cover - CPython always has it
+    from queue import SimpleQueue as _NativeQueue  # noqa: N813
 
 SCHEMA_VERSION = 3
 MIGRATIONS = {
@@ -103,16 +130,9 @@ def _servers(column):
     return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
 
 
-SQLITE_BUSY = 5
-SQLITE_LOCKED = 6
 SQLITE_CORRUPT = 11
-BUSY_WAIT = 5.0  # seconds a statement waits for another process's write lock
 SQLITE_NOTADB = 26
-
-
-def _busy(exc):
-    """SQLITE_BUSY or SQLITE_LOCKED (any extended code)."""
-    return (getattr(exc, "sqlite_errorcode", 0) & 0xFF) in (SQLITE_BUSY, SQLITE_LOCKED)
+BUSY_WAIT = 5.0  # seconds a statement waits for another process's write lock (in the thread)
 
 
 class _Corrupt(Exception):
@@ -128,7 +148,8 @@ def _is_empty_file(path):
 
 class _InitLock:
     """``flock`` around inspecting and creating the store, so that of several processes
-    starting on one damaged file exactly one moves it aside (cooperative wait, bounded)."""
+    starting on one damaged file exactly one moves it aside (bounded wait; runs in the
+    store thread or the warm-up thread, never on the hub)."""
 
     def __init__(self, path, timeout=10.0):
         self.path = path
@@ -140,17 +161,17 @@ class _InitLock:
             self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         except OSError:
             return self  # e.g. a read-only data dir: opening then says what is wrong
-        deadline = time.monotonic() + self.timeout
+        deadline = _monotonic() + self.timeout
         while True:
             try:
                 fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 return self
             except BlockingIOError:
-                if time.monotonic() > deadline:
+                if _monotonic() > deadline:
                     os.close(self.fd)
                     raise StoreError(f"the session store {self.path} stayed locked by another "
                                      "term2-acp process while it was being opened") from None
-                gevent.sleep(0.01)
+                _sleep(0.01)
 
     def __exit__(self, *exc):
         if self.fd is not None:
@@ -163,12 +184,275 @@ def store_path(settings):
     return os.path.join(settings.data_dir, "sessions.sqlite3")
 
 
+# ---------------------------------------------------------------- opening (off the hub)
+def _open_db(path):
+    """Open (create, migrate) the store file in the calling native thread; returns
+    ``(connection, notice)``, where ``notice`` says where a damaged file was moved (or
+    None).
+
+    A zero-length or corrupt (not SQLite) file is never silently recreated: it is moved
+    aside to ``<path>.damaged-<UTC time>`` (with its -wal/-shm files) and a fresh store is
+    started.
+    """
+    try:
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(f"cannot open the session store {path}: {exc}") from None
+    with _InitLock(path + ".lock"):  # one process inspects/creates at a time
+        moved = None
+        if _is_empty_file(path):
+            moved = _move_aside(path, "the file is empty (zero length)")
+        try:
+            db = _connect(path)
+        except _Corrupt as exc:
+            if moved is not None:
+                raise StoreError(f"the session store {path} is unusable ({exc})") from None
+            moved = _move_aside(path, str(exc))
+            try:
+                db = _connect(path)
+            except _Corrupt as again:
+                raise StoreError(f"the session store {path} is unusable ({again})") from None
+    return db, moved
+
+
+def _connect(path):
+    try:
+        db = sqlite3.connect(path, timeout=BUSY_WAIT, isolation_level=None,
+                             check_same_thread=False)
+    except (OSError, sqlite3.Error) as exc:
+        raise StoreError(f"cannot open the session store {path}: {exc}") from None
+    try:
+        # SQLite's own busy handler sleeps in C: fine in the store thread (the GIL is
+        # released), so it stays on for the connection's whole life.
+        db.execute(f"PRAGMA busy_timeout = {int(BUSY_WAIT * 1000)}")
+        db.execute("PRAGMA journal_mode = WAL")
+        db.execute("PRAGMA synchronous = NORMAL")
+        _migrate(db)
+    except sqlite3.Error as exc:
+        db.close()
+        if getattr(exc, "sqlite_errorcode", None) in (SQLITE_CORRUPT, SQLITE_NOTADB):
+            raise _Corrupt(str(exc)) from None
+        raise StoreError(f"the session store {path} is unusable ({exc}); "
+                         "move it aside to start a fresh one") from None
+    return db
+
+
+def _move_aside(path, why):
+    """Rename the damaged file (and its WAL/SHM files); returns the user-facing notice."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+    target = f"{path}.damaged-{stamp}"
+    try:
+        os.rename(path, target)
+        for suffix in ("-wal", "-shm"):
+            if os.path.exists(path + suffix):
+                os.rename(path + suffix, target + suffix)
+    except OSError as exc:
+        raise StoreError(f"the session store {path} is damaged ({why}) and could not "
+                         f"be moved aside: {exc}") from None
+    return (f"the session store {path} was damaged ({why}), so term2-acp had to "
+            f"move it aside: it is now {target}, and a fresh store was started "
+            "(sessions created before are in the damaged file). Retry the request.")
+
+
+def _migrate(db):
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    if version > SCHEMA_VERSION:
+        raise sqlite3.DatabaseError(f"schema version {version} is newer than this term2acp")
+    for target in range(version + 1, SCHEMA_VERSION + 1):
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            if db.execute("PRAGMA user_version").fetchone()[0] >= target:
+                db.execute("ROLLBACK")  # another process migrated meanwhile
+                continue
+            for statement in MIGRATIONS[target].split(";"):
+                if statement.strip():
+                    db.execute(statement)
+            db.execute(f"PRAGMA user_version = {target}")
+            db.execute("COMMIT")
+        except sqlite3.Error:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+
+
+# ---------------------------------------------------------------- the store thread
+class _Job:
+    """One trip to the store thread: a batch of writes (one transaction), then ``op``."""
+
+    __slots__ = ("batch", "sids", "op", "args", "done", "value", "error", "lost")
+
+    def __init__(self, batch, sids, op, args):
+        self.batch, self.sids, self.op, self.args = batch, sids, op, args
+        self.done = Event()
+        self.value = self.error = self.lost = None
+
+
+class _Worker:
+    """One native thread with the store's connection: runs jobs in the order submitted.
+
+    Hub side: :meth:`submit` (never blocks) and :meth:`_deliver` (an async watcher's
+    callback: wakes the waiters, notes the sessions whose changes a failed batch lost).
+    Thread side: :meth:`_serve`. It holds no reference to the :class:`Store`, so a store
+    dropped without ``close()`` stops its thread through a finalizer.
+    """
+
+    def __init__(self, db):
+        self.db = db  # used only in the thread from now on
+        self.lost = {}  # session id -> StoreError of a failed batch that held its changes
+        self.alive = True
+        self.trips = 0  # jobs run (tests count round trips with it)
+        self._jobs = _NativeQueue()
+        self._finished = deque()
+        self._outstanding = 0
+        self._async = get_hub().loop.async_()
+        self._async.start(self._deliver)
+        self._async.ref = False  # keeps the loop alive only while a job is out
+        _start_thread(self._serve, ())
+
+    # ------------------------------------------------------------ hub side
+    def submit(self, job):
+        self._outstanding += 1
+        if self._outstanding == 1:
+            self._async.ref = True
+        self._jobs.put(job)
+
+    def _deliver(self):
+        finished = self._finished
+        while finished:
+            job = finished.popleft()
+            self._outstanding -= 1
+            if job.lost is not None:
+                for sid in job.sids:
+                    self.lost[sid] = job.lost
+            job.done.set()
+        if not self._outstanding:
+            self._async.ref = False
+        if not self.alive:
+            self._async.close()
+
+    def stop(self):
+        """Without waiting (a finalizer): end the thread after the jobs queued."""
+        if self.alive:
+            self._jobs.put(None)
+
+    # ------------------------------------------------------------ thread side
+    def _serve(self):
+        jobs, finished, wake = self._jobs, self._finished, self._async.send
+        while True:
+            job = jobs.get()
+            if job is None:  # the store was dropped without close()
+                self._close_db()
+                self.alive = False
+                return
+            try:
+                self._run(job)
+            except BaseException as exc:  # noqa: BLE001 - the waiter must always wake
+                job.error = exc
+            self.trips += 1
+            closing = job.op is _close
+            if closing:
+                self.alive = False
+            finished.append(job)
+            wake()
+            if closing:
+                return
+
+    def _run(self, job):
+        db = self.db
+        batch, job.batch = job.batch, None
+        if batch:
+            try:
+                if db is None:
+                    raise StoreError("the session store is not open")
+                db.execute("BEGIN IMMEDIATE")
+                for sql, args in batch:
+                    if type(sql) is str:
+                        db.execute(sql, args)
+                    else:
+                        sql(db, *args)
+                db.execute("COMMIT")
+            except Exception as exc:  # noqa: BLE001 - told to the hub
+                try:
+                    if db is not None and db.in_transaction:
+                        db.execute("ROLLBACK")  # never leave a half-open transaction
+                except sqlite3.Error:
+                    pass
+                job.lost = StoreError(f"session store commit failed: {_reason(exc)}")
+        if job.op is not None:
+            try:
+                job.value = job.op(self, *job.args)
+            except sqlite3.Error as exc:
+                job.error = StoreError(f"session store error: {exc}")
+            except Exception as exc:  # noqa: BLE001 - raised in the waiting greenlet
+                job.error = exc
+
+    def _close_db(self):
+        db, self.db = self.db, None
+        if db is not None:
+            try:
+                db.close()
+            except sqlite3.Error:
+                pass
+
+
+def _reason(exc):
+    if isinstance(exc, sqlite3.Error):
+        return f"session store error: {exc}"
+    return str(exc)
+
+
+# Thread-side operations: op(worker, *args) -> value.
+def _open(worker, path):
+    if worker.db is not None:  # opened meanwhile (another greenlet's open)
+        return None
+    worker.db, moved = _open_db(path)
+    return moved
+
+
+def _close(worker):
+    worker._close_db()
+
+
+def _fetchall(worker, sql, args):
+    return worker.db.execute(sql, args).fetchall()
+
+
+def _fetchone(worker, sql, args):
+    return worker.db.execute(sql, args).fetchone()
+
+
+def _load_history(worker, session_id):
+    rows = worker.db.execute("SELECT message FROM history WHERE session_id = ? ORDER BY seq",
+                             (session_id,)).fetchall()
+    return [json.loads(r[0]) for r in rows]
+
+
+def _read_journal(worker, sql, args):
+    rows = worker.db.execute(sql, args).fetchall()
+    return [(kind, json.loads(payload)) for kind, payload in rows]
+
+
+def _journal_put(db, session_id, kind, key, data):
+    """Insert or replace the record ``key`` (keeps its original position)."""
+    cur = db.execute("UPDATE journal SET payload = ? WHERE session_id = ? AND key = ?",
+                     (data, session_id, key))
+    if cur.rowcount == 0:
+        db.execute("INSERT INTO journal (session_id, seq, kind, key, payload) VALUES (?,"
+                   " (SELECT COALESCE(MAX(seq), 0) + 1 FROM journal WHERE session_id = ?),"
+                   " ?, ?, ?)", (session_id, session_id, kind, key, data))
+
+
+# ---------------------------------------------------------------- the store (hub side)
 class Store:
     def __init__(self, path):
         self.path = path
-        self._db = None
-        self._dirty = False
-        self.on_begin = None  # called when a batch transaction opens (to bound its length)
+        self._db = None  # the connection (the store thread's, once it runs)
+        self._worker = None  # started on the hub by the first trip
+        self._pending = []  # (sql or callable, args) written since the last trip
+        self._pending_sids = set()
+        self._sources = {}  # Recorders with records not yet written (see defer)
+        self._last_write = None  # the newest job that carried writes
+        self._closed = False
         self.recovered = None  # a StoreRecovered notice not yet told (opened off the hub)
 
     # ------------------------------------------------------------ lifecycle
@@ -177,7 +461,7 @@ class Store:
         return self._db is not None
 
     def open(self):
-        """Open (create, migrate) the store.
+        """Open (create, migrate) the store, in the store thread.
 
         A zero-length or corrupt (not SQLite) file is never silently recreated: it is moved
         aside to ``<path>.damaged-<UTC time>`` (with its -wal/-shm files), a fresh store is
@@ -189,142 +473,128 @@ class Store:
                 notice, self.recovered = self.recovered, None
                 raise StoreRecovered(notice)
             return self
-        try:
-            os.makedirs(os.path.dirname(self.path), mode=0o700, exist_ok=True)
-        except OSError as exc:
-            raise StoreError(f"cannot open the session store {self.path}: {exc}") from None
-        with _InitLock(self.path + ".lock"):  # one process inspects/creates at a time
-            moved = None
-            if _is_empty_file(self.path):
-                moved = self._move_aside("the file is empty (zero length)")
-            try:
-                db = self._connect()
-            except _Corrupt as exc:
-                if moved is not None:
-                    raise StoreError(f"the session store {self.path} is unusable ({exc})") from None
-                moved = self._move_aside(str(exc))
-                try:
-                    db = self._connect()
-                except _Corrupt as again:
-                    raise StoreError(f"the session store {self.path} is unusable ({again})") from None
-        self._db = db
-        if moved is not None:
-            raise StoreRecovered(moved)
+        self._closed = False
+        job = self._trip(_open, (self.path,), writes=False)
+        self._db = self._worker.db
+        if job.value is not None:
+            log.error("%s", job.value)
+            raise StoreRecovered(job.value)
         return self
 
-    def _connect(self):
-        try:
-            db = sqlite3.connect(self.path, timeout=5.0, isolation_level=None,
-                                 check_same_thread=False)
-        except (OSError, sqlite3.Error) as exc:
-            raise StoreError(f"cannot open the session store {self.path}: {exc}") from None
-        try:
-            db.execute("PRAGMA busy_timeout = 5000")
-            db.execute("PRAGMA journal_mode = WAL")
-            db.execute("PRAGMA synchronous = NORMAL")
-            self._migrate(db)
-            db.execute("PRAGMA busy_timeout = 0")  # from now on _execute waits cooperatively
-        except sqlite3.Error as exc:
-            db.close()
-            if getattr(exc, "sqlite_errorcode", None) in (SQLITE_CORRUPT, SQLITE_NOTADB):
-                raise _Corrupt(str(exc)) from None
-            raise StoreError(f"the session store {self.path} is unusable ({exc}); "
-                             "move it aside to start a fresh one") from None
-        return db
-
-    def _move_aside(self, why):
-        """Rename the damaged file (and its WAL/SHM files); returns the user-facing notice."""
-        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
-        target = f"{self.path}.damaged-{stamp}"
-        try:
-            os.rename(self.path, target)
-            for suffix in ("-wal", "-shm"):
-                if os.path.exists(self.path + suffix):
-                    os.rename(self.path + suffix, target + suffix)
-        except OSError as exc:
-            raise StoreError(f"the session store {self.path} is damaged ({why}) and could not "
-                             f"be moved aside: {exc}") from None
-        message = (f"the session store {self.path} was damaged ({why}), so term2-acp had to "
-                   f"move it aside: it is now {target}, and a fresh store was started "
-                   "(sessions created before are in the damaged file). Retry the request.")
-        log.error("%s", message)
-        return message
-
-    def _migrate(self, db):
-        version = db.execute("PRAGMA user_version").fetchone()[0]
-        if version > SCHEMA_VERSION:
-            raise sqlite3.DatabaseError(f"schema version {version} is newer than this term2acp")
-        for target in range(version + 1, SCHEMA_VERSION + 1):
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                if db.execute("PRAGMA user_version").fetchone()[0] >= target:
-                    db.execute("ROLLBACK")  # another process migrated meanwhile
-                    continue
-                for statement in MIGRATIONS[target].split(";"):
-                    if statement.strip():
-                        db.execute(statement)
-                db.execute(f"PRAGMA user_version = {target}")
-                db.execute("COMMIT")
-            except sqlite3.Error:
-                if db.in_transaction:
-                    db.execute("ROLLBACK")
-                raise
+    def open_here(self):
+        """Open in the calling native thread (the warm-up's, term2acp/warmup.py), before
+        the hub uses the store; a damaged file moved aside is told by the first
+        :meth:`open` on the hub. Raises StoreError when the store cannot be opened."""
+        if self._db is None:
+            self._db, moved = _open_db(self.path)
+            if moved is not None:
+                log.error("%s", moved)
+                self.recovered = moved
+        return self
 
     def close(self):
-        if self._db is not None:
-            try:
+        """Commit what is pending, close the connection and end the store thread."""
+        try:
+            if self._db is not None and not self._closed:
                 self.commit()
-            finally:
+        finally:
+            self._closed = True
+            worker, self._worker = self._worker, None
+            if worker is not None:
+                job = _Job(None, (), _close, ())
+                worker.submit(job)
+                job.done.wait()
+            elif self._db is not None:
                 self._db.close()
-                self._db = None
+            self._db = None
 
     # ------------------------------------------------------------ plumbing
-    def _execute(self, sql, args=()):
-        """Run one statement. When another process holds the write lock, wait for it
-        cooperatively (SQLite's own busy handler sleeps in C and would stall every
-        greenlet), for at most BUSY_WAIT seconds."""
-        if self._db is None:
-            self.open()
-        delay, deadline = 0.002, None
-        while True:
-            try:
-                return self._db.execute(sql, args)
-            except sqlite3.Error as exc:
-                if not _busy(exc):
-                    raise StoreError(f"session store error: {exc}") from None
-                if deadline is None:
-                    deadline = time.monotonic() + BUSY_WAIT
-                elif time.monotonic() >= deadline:
-                    raise StoreError(f"session store error: {exc}") from None
-            gevent.sleep(delay)
-            delay = min(delay * 2, 0.05)
+    def defer(self, source):
+        """``source.flush()`` writes its changed records (with :meth:`journal_put`) right
+        before the next trip to the store thread: a Recorder registers when it first has
+        something to write since its last flush."""
+        self._sources[source] = None
 
-    def _write(self, sql, args=()):
-        """A write inside the open batch transaction (committed by :meth:`commit`)."""
-        if not self._dirty:
-            self._execute("BEGIN IMMEDIATE")
-            self._dirty = True
-            if self.on_begin is not None:
-                self.on_begin()
-        return self._execute(sql, args)
+    def _write(self, sql, args, session_id):
+        """Queue a write: it goes to the store thread with the next trip (one transaction)."""
+        self._pending.append((sql, args))
+        self._pending_sids.add(session_id)
 
-    def commit(self):
-        if self._dirty and self._db is not None:
-            try:
-                self._execute("COMMIT")
-            except StoreError as exc:
-                if self._db.in_transaction:
-                    self._db.execute("ROLLBACK")  # never leave a half-open transaction
-                raise StoreError(f"session store commit failed: {exc}") from None
-            finally:
-                self._dirty = False
+    def _trip(self, op, args=(), writes=True):
+        """Send what is pending (and ``op``) to the store thread; wait cooperatively."""
+        job = self._send(op, args, writes)
+        job.done.wait()
+        if job.error is not None:
+            raise job.error
+        return job
+
+    def _send(self, op, args=(), writes=True):
+        if self._closed:
+            raise StoreError(f"the session store {self.path} is closed")
+        if writes and self._db is None:
+            self.open()  # on first use, as before (may raise StoreError/StoreRecovered)
+        batch = sids = None
+        if writes:
+            if self._sources:
+                sources, self._sources = self._sources, {}
+                for source in sources:
+                    source.flush()
+            if self._pending:
+                batch, self._pending = self._pending, []
+                sids, self._pending_sids = self._pending_sids, set()
+        if batch is None and op is None:
+            return None
+        worker = self._worker
+        if worker is None:
+            worker = self._worker = _Worker(self._db)
+        job = _Job(batch, sids, op, args)
+        if batch is not None:
+            self._last_write = job
+        worker.submit(job)
+        return job
+
+    def commit(self, session_id=None):
+        """Everything written so far (and every record a Recorder holds) is committed when
+        this returns. Raises the StoreError of the batch it waited for; with
+        ``session_id``, also one that an earlier batch (committed by someone else, e.g.
+        the protocol writer) lost of that session's changes."""
+        job = self._send(None) if (self._pending or self._sources) else None
+        if job is None:
+            last = self._last_write  # committing now: someone else's trip carries it
+            if last is not None and not last.done.is_set():
+                job = last
+        if job is not None:
+            job.done.wait()
+            if job.lost is not None:
+                if session_id is not None and self._worker is not None:
+                    self._worker.lost.pop(session_id, None)
+                raise job.lost
+        if session_id is not None and self._worker is not None:
+            lost = self._worker.lost.pop(session_id, None)
+            if lost is not None:
+                raise lost
+
+    def barrier(self):
+        """The protocol writer calls this right before it writes a batch of lines: what
+        was emitted before is committed when it returns (a ``kill -9`` loses nothing
+        reported). Cheap when nothing is pending. A failure is logged here; the sessions
+        whose changes it lost hear of it on their next commit."""
+        if not (self._pending or self._sources):
+            last = self._last_write
+            if last is None or last.done.is_set():
+                return
+        try:
+            self.commit()
+        except StoreError as exc:
+            log.warning("writing lines whose changes could not be committed: %s", exc)
 
     # ------------------------------------------------------------ sessions
     def create_session(self, session_id, cwd, provider, model):
         stamp = now()
         self._write("INSERT INTO sessions (id, cwd, title, created_at, updated_at, provider, model)"
                     " VALUES (?, ?, NULL, ?, ?, ?, ?)",
-                    (session_id, cwd, stamp, stamp, clean_text(provider), clean_text(model)))
+                    (session_id, cwd, stamp, stamp, clean_text(provider), clean_text(model)),
+                    session_id)
         self.commit()
         return {"id": session_id, "cwd": cwd, "title": None, "updated_at": stamp,
                 "provider": provider, "model": model}
@@ -333,12 +603,13 @@ class Store:
         """Remove a session that never came to life (a failed session/new), committed."""
         for table, column in (("journal", "session_id"), ("history", "session_id"),
                               ("sessions", "id")):
-            self._write(f"DELETE FROM {table} WHERE {column} = ?", (session_id,))
+            self._write(f"DELETE FROM {table} WHERE {column} = ?", (session_id,), session_id)
         self.commit()
 
     def get_session(self, session_id):
-        row = self._execute("SELECT id, cwd, title, updated_at, provider, model, effort, mode,"
-                            " mcp_servers FROM sessions WHERE id = ?", (session_id,)).fetchone()
+        row = self._trip(_fetchone, ("SELECT id, cwd, title, updated_at, provider, model, effort,"
+                                     " mode, mcp_servers FROM sessions WHERE id = ?",
+                                     (session_id,))).value
         if row is None:
             return None
         keys = ("id", "cwd", "title", "updated_at", "provider", "model", "effort", "mode")
@@ -348,21 +619,22 @@ class Store:
         """The session's picker choices (restored on resume)."""
         self._write("UPDATE sessions SET provider = ?, model = ?, effort = ?, mode = ?"
                     " WHERE id = ?", (clean_text(provider), clean_text(model), effort, mode,
-                                      session_id))
+                                      session_id), session_id)
 
     def set_mcp_servers(self, session_id, described):
         """The MCP servers the session is now connected with: ``ServerConfig.describe()``
         dicts (no secrets in them), or an empty list."""
         self._write("UPDATE sessions SET mcp_servers = ? WHERE id = ?",
-                    (json.dumps(described) if described else None, session_id))
+                    (json.dumps(described) if described else None, session_id), session_id)
 
     def touch(self, session_id, title=None):
         stamp = now()
         if title is None:
-            self._write("UPDATE sessions SET updated_at = ? WHERE id = ?", (stamp, session_id))
+            self._write("UPDATE sessions SET updated_at = ? WHERE id = ?", (stamp, session_id),
+                        session_id)
         else:
             self._write("UPDATE sessions SET updated_at = ?, title = ? WHERE id = ?",
-                        (stamp, clean_text(title), session_id))
+                        (stamp, clean_text(title), session_id), session_id)
         return stamp
 
     def list_sessions(self, cwd=None, cursor=None, limit=50):
@@ -378,7 +650,7 @@ class Store:
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY updated_at DESC, id DESC LIMIT ?"
-        rows = self._execute(sql, args + [limit + 1]).fetchall()
+        rows = self._trip(_fetchall, (sql, args + [limit + 1])).value
         more = len(rows) > limit
         rows = rows[:limit]
         next_cursor = encode_cursor(rows[-1][3], rows[-1][0]) if more and rows else None
@@ -389,31 +661,24 @@ class Store:
     def append_history(self, session_id, message):
         self._write("INSERT INTO history (session_id, seq, message) VALUES (?,"
                     " (SELECT COALESCE(MAX(seq), 0) + 1 FROM history WHERE session_id = ?), ?)",
-                    (session_id, session_id, json.dumps(message)))
+                    (session_id, session_id, json.dumps(message)), session_id)
 
     def replace_history(self, session_id, messages):
         """Rewrite a session's conversation (a repair), committed."""
-        self._write("DELETE FROM history WHERE session_id = ?", (session_id,))
+        self._write("DELETE FROM history WHERE session_id = ?", (session_id,), session_id)
         for seq, message in enumerate(messages, 1):
             self._write("INSERT INTO history (session_id, seq, message) VALUES (?, ?, ?)",
-                        (session_id, seq, json.dumps(message)))
+                        (session_id, seq, json.dumps(message)), session_id)
         self.commit()
 
     def load_history(self, session_id):
-        rows = self._execute("SELECT message FROM history WHERE session_id = ? ORDER BY seq",
-                             (session_id,)).fetchall()
-        return [json.loads(r[0]) for r in rows]
+        return self._trip(_load_history, (session_id,)).value
 
     # ------------------------------------------------------------ journal
     def journal_put(self, session_id, kind, key, payload):
-        """Insert or replace the record ``key`` (keeps its original position)."""
-        data = json.dumps(payload)
-        cur = self._write("UPDATE journal SET payload = ? WHERE session_id = ? AND key = ?",
-                          (data, session_id, key))
-        if cur.rowcount == 0:
-            self._write("INSERT INTO journal (session_id, seq, kind, key, payload) VALUES (?,"
-                        " (SELECT COALESCE(MAX(seq), 0) + 1 FROM journal WHERE session_id = ?),"
-                        " ?, ?, ?)", (session_id, session_id, kind, key, data))
+        """Insert or replace the record ``key`` (keeps its original position). The payload
+        is encoded now (it may change later on the hub), written with the next trip."""
+        self._write(_journal_put, (session_id, kind, key, json.dumps(payload)), session_id)
 
     def journal(self, session_id, kinds=None):
         """``(kind, payload)`` records in order; ``kinds`` restricts the kinds read."""
@@ -421,5 +686,4 @@ class Store:
         if kinds:
             sql += f" AND kind IN ({', '.join('?' * len(kinds))})"
             args += list(kinds)
-        rows = self._execute(sql + " ORDER BY seq", args).fetchall()
-        return [(kind, json.loads(payload)) for kind, payload in rows]
+        return self._trip(_read_journal, (sql + " ORDER BY seq", args)).value

@@ -1,0 +1,162 @@
+"""The store off the hub (issue 16) and its one durability barrier (issue 11): statements
+run in one native thread, writes travel in batches, the protocol writer's barrier commits
+what a line reports before the line is written, failures still reach the session."""
+
+import logging
+import os
+import sqlite3
+
+import gevent
+import gevent.os
+import gevent.socket
+import pytest
+
+from term2acp.core import events as ev
+from term2acp.providers.catalog import Catalog
+from term2acp.rpc.stream import Writer
+from term2acp.sessions.errors import StoreError
+from term2acp.sessions.journal import Recorder
+from term2acp.sessions.manager import SessionManager
+from term2acp.sessions.store import Store
+from term2acp.settings import Settings
+
+
+def _store(tmp_path):
+    store = Store(str(tmp_path / "sessions.sqlite3")).open()
+    store.create_session("s1", "/w", None, None)
+    return store
+
+
+def _journal(path, session_id="s1"):
+    db = sqlite3.connect(path)
+    try:
+        return db.execute("SELECT kind, key FROM journal WHERE session_id = ? ORDER BY seq",
+                          (session_id,)).fetchall()
+    finally:
+        db.close()
+
+
+def test_chunks_travel_to_the_store_thread_in_one_batch(tmp_path):
+    store = _store(tmp_path)
+    recorder = Recorder(store, "s1")
+    trips = store._worker.trips
+    for _ in range(1000):
+        recorder.record(ev.TextChunk("m1", "tok "))
+    store.touch("s1")
+    assert store._worker.trips == trips  # nothing sent per chunk or per write
+    store.barrier()
+    assert store._worker.trips == trips + 1  # one trip, one transaction
+    assert _journal(store.path) == [("agent_message", "m1")]
+    store.barrier()  # nothing pending: no trip at all
+    assert store._worker.trips == trips + 1
+    assert store.journal("s1") == [("agent_message", {"message_id": "m1", "text": "tok " * 1000})]
+    store.close()
+
+
+def test_the_barrier_commits_what_a_line_reports_before_the_line_is_written(tmp_path):
+    """The writer calls the barrier before each batch: when the reader sees the line, the
+    record it reports is committed (so a kill -9 right then loses nothing reported)."""
+    store = _store(tmp_path)
+    recorder = Recorder(store, "s1")
+    read_end, write_end = os.pipe()
+    writer = Writer(write_end, before_write=store.barrier)
+    try:
+        recorder.record(ev.ToolCallReported("call_1", title="read", status="pending"))
+        writer.put(b'{"reported": "call_1"}\n')
+        gevent.socket.wait_read(read_end, timeout=10)
+        assert os.read(read_end, 1000) == b'{"reported": "call_1"}\n'
+        assert _journal(store.path) == [("tool_call", "call_1")]
+    finally:
+        writer.drain(5)
+        writer.close()
+        os.close(read_end)
+        store.close()
+
+
+def test_the_barrier_waits_for_changes_another_greenlet_is_committing(tmp_path):
+    """A line must not overtake a commit already on its way that holds what it reports."""
+    store = _store(tmp_path)
+    holder = sqlite3.connect(store.path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # the store thread's next batch waits for this lock
+    try:
+        store.touch("s1", "a title")
+        committing = gevent.spawn(store.commit, "s1")
+        gevent.idle()
+        assert not committing.dead  # its batch waits in the store thread, the hub runs
+        barrier = gevent.spawn(store.barrier)  # nothing pending, but a batch in flight
+        gevent.idle()
+        assert not barrier.dead
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    gevent.joinall([committing, barrier], timeout=10)
+    assert committing.successful() and barrier.successful()
+    assert store.get_session("s1")["title"] == "a title"
+    store.close()
+
+
+def _failing_journal(path):
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("CREATE TRIGGER no_room BEFORE INSERT ON journal BEGIN"
+               " SELECT RAISE(ABORT, 'database or disk is full (simulated)'); END")
+    return db
+
+
+def test_a_batch_the_writer_could_not_commit_is_told_to_the_session(tmp_path, caplog):
+    settings = Settings.load(env={"TERM2ACP_HOME": str(tmp_path / "home")})
+    manager = SessionManager(settings, Catalog(settings), dict)
+    session = manager.new(str(tmp_path))
+    other = manager.new(str(tmp_path))
+    db = _failing_journal(manager.store.path)
+    session.emit(ev.TextChunk("m1", "lost"))
+    session.append_history({"role": "user", "content": "lost too"})  # same batch: rolled back
+    with caplog.at_level(logging.WARNING, logger="term2acp.sessions.store"):
+        manager.barrier()  # the writer's hook never raises: it logs
+    assert "disk is full" in caplog.text
+    other.commit()  # another session lost nothing: not told
+    with pytest.raises(StoreError, match="disk is full"):
+        session.commit()  # the turn's next commit: the client hears of it
+    session.commit()  # told once
+    assert manager.store.load_history(session.id) == []
+    db.execute("DROP TRIGGER no_room")
+    db.close()
+    session.emit(ev.TextChunk("m1", " and found"))
+    session.commit()
+    assert manager.journal(session)[0][1]["text"] == "lost and found"
+    manager.shutdown(1)
+
+
+def test_a_failed_commit_is_raised_to_its_caller(tmp_path):
+    store = _store(tmp_path)
+    db = _failing_journal(store.path)
+    store.journal_put("s1", "plan", "plan:1", {"entries": []})
+    with pytest.raises(StoreError, match="session store commit failed.*disk is full"):
+        store.commit("s1")
+    store.commit("s1")  # not told twice
+    db.close()
+    store.close()
+
+
+def test_close_commits_what_is_pending_and_ends_the_thread(tmp_path):
+    store = _store(tmp_path)
+    recorder = Recorder(store, "s1")
+    recorder.record(ev.TextChunk("m1", "last words"))
+    worker = store._worker
+    store.close()
+    assert not worker.alive and not store.is_open
+    assert _journal(store.path) == [("agent_message", "m1")]
+    store.touch("s1")
+    with pytest.raises(StoreError, match="closed"):
+        store.commit()
+    store.open()  # an explicit open starts again
+    store.commit()
+    store.close()
+
+
+def test_a_store_opened_off_the_hub_is_handed_to_the_store_thread(tmp_path):
+    path = str(tmp_path / "sessions.sqlite3")
+    store = gevent.get_hub().threadpool.apply(lambda: Store(path).open_here())
+    assert store.is_open and store._worker is None
+    store.create_session("s1", "/w", None, None)
+    assert store._worker is not None and store.list_sessions()[0][0]["id"] == "s1"
+    store.close()
