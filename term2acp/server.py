@@ -9,15 +9,11 @@ from gevent.pool import Pool
 
 from term2acp.acp.agent import AcpAgent
 from term2acp.acp.client import ClientProxy
-from term2acp.acp.methods import SESSION_UPDATE
 from term2acp.rpc.endpoint import Endpoint
 from term2acp.rpc.stream import Writer, open_reader, read_lines
 from term2acp.warmup import Warmup
 
 log = logging.getLogger(__name__)
-
-CHUNKS = frozenset({"agent_message_chunk", "agent_thought_chunk"})
-
 
 class Server:
     def __init__(self, settings, catalog, in_fd, out_fd):
@@ -33,7 +29,6 @@ class Server:
         self.endpoint = Endpoint(None, self.writer.put, self.pool, max_line=settings.max_line_bytes,
                                  send_wait=self.writer.put_wait,
                                  backlogged=self.writer.backlogged)
-        self.endpoint.tag_of = self._chunk_tag
         self.agent = AcpAgent(self._sessions, ClientProxy(self.endpoint), settings)
         self.agent.catalog = catalog  # authMethods name its providers' key variables
         self.endpoint.router = self.agent
@@ -75,18 +70,6 @@ class Server:
 
             self._tools = load_tools(self.settings)
         return self._tools
-
-    def _chunk_tag(self, method, params):
-        """Message and thought chunks are tagged with their turn, so that the writer can
-        drop those still queued when the turn is cancelled (never anything else: tool-call
-        statuses and state updates always go out)."""
-        if method != SESSION_UPDATE or params["update"].get("sessionUpdate") not in CHUNKS:
-            return None
-        manager = self.manager
-        session = manager.live.get(params["sessionId"]) if manager is not None else None
-        # Only a prompt's own chunks: a v1 session/load replays history as chunks between
-        # turns, and those must never be dropped.
-        return None if session is None or not session.busy else (session, session.turn_seq)
 
     def _disconnected(self, exc):
         log.info("client went away (%s); shutting down", exc)
@@ -145,8 +128,9 @@ class Server:
 
 
 def _discarded(tag):
-    session, turn_seq = tag
-    return session.lifecycle.dropped(turn_seq)
+    """The writer's question for a queued tagged line (a chunk): may it go unsent?"""
+    lifecycle, seq = tag
+    return lifecycle.dropped(seq)
 
 
 def _dump_greenlets():

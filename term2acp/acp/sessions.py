@@ -27,13 +27,18 @@ class SessionHandlers(ControlHandlers):
     compaction = False  # the client advertised capabilities.session.compaction (agent.py)
 
     def _sink(self, session, event):
-        controls = control_updates(session, event, 2)  # config options, plans
-        if controls is not None:
-            for update in controls:
-                self.client.update(session.id, update)
+        """Every runtime event of this face's sessions (``LiveSession.emit``) -> its update."""
+        kind = type(event)
+        build = translate.EVENTS.get(kind)
+        if build is not None:
+            tag = session.lifecycle.chunk_tag() if kind in translate.CHUNK_EVENTS else None
+            self.client.update(session.id, build(event), tag)
             return
-        update = translate.update_for(event, self.compaction)
-        if update is not None:
+        updates = control_updates(session, event, 2)  # config options, plans
+        if updates is None:
+            update = translate.update_for(event, self.compaction)  # compaction
+            updates = () if update is None else (update,)
+        for update in updates:
             self.client.update(session.id, update)
 
     @domain_errors

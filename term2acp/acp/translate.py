@@ -127,7 +127,9 @@ def _exit(e):
     return {"sessionUpdate": "terminal_update", "terminalId": e.terminal_id, "exitStatus": status}
 
 
-_EVENTS = {
+# Event type -> its update (the common path of every event: one lookup, one call). Control
+# events (config, plan) and compaction have their own builders (acp/controls.py, below).
+EVENTS = {
     ev.StateChanged: _state,
     ev.UserMessage: lambda e: {"sessionUpdate": "user_message", "messageId": e.message_id,
                                "content": e.content},
@@ -167,13 +169,18 @@ def compaction_update(compaction_id, status, summary=None, error=None, text=None
             "content": _text(text)}
 
 
+# Events whose updates the writer may drop once their turn is cancelled (see
+# sessions/lifecycle.py chunk_tag): message and thought chunks, nothing else.
+CHUNK_EVENTS = frozenset({ev.TextChunk, ev.ThoughtChunk})
+
+
 def update_for(event, compaction=False):
     """The update for a runtime event (None: nothing to send). ``compaction``: the client
     advertised compaction support."""
     if type(event) is ev.CompactionReported:
         return compaction_update(event.compaction_id, event.status, event.summary, event.error,
                                  event.text, compaction)
-    return _EVENTS[type(event)](event)
+    return EVENTS[type(event)](event)
 
 
 def replayed_compaction(payload, supported):

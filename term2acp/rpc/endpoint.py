@@ -107,7 +107,6 @@ class Endpoint:
         self.dropped_errors = 0
         self._send_bytes = send  # never blocks: responses, errors, our requests
         self._send_wait = send_wait  # (bytes, tag): may wait for room (notifications)
-        self.tag_of = None  # (method, params) -> tag for droppable notifications, or None
         self._reader = None  # the greenlet feeding receive_line
         self._pool = pool if pool is not None else Pool(256)
         self._active = {}  # id key -> greenlet of an incoming request
@@ -129,7 +128,9 @@ class Endpoint:
         else:
             send_wait(encode(message), tag)
 
-    def notify(self, method, params):
+    def notify(self, method, params, tag=None):
+        """Send a notification. ``tag``: the writer may drop it while queued when the tag
+        says so (the writer's ``discard``; e.g. chunks of a cancelled turn)."""
         message = {"jsonrpc": "2.0", "method": method, "params": params}
         send_wait = self._send_wait
         if send_wait is None or gevent.getcurrent() is self._reader:
@@ -137,8 +138,7 @@ class Endpoint:
             return
         if wire_log.isEnabledFor(logging.DEBUG):  # send(), inlined: the per-update path
             wire_log.debug("<- %s", json.dumps(message)[:4000])
-        tag_of = self.tag_of
-        send_wait(encode(message), tag_of(method, params) if tag_of is not None else None)
+        send_wait(encode(message), tag)
 
     def request(self, method, params):
         """Send a request to the peer; returns ``(id, AsyncResult)``.

@@ -77,6 +77,13 @@ class Lifecycle:
         return self.state == CLOSED or (self.cancelled_seq == self.seq and self.seq > 0
                                         and self.state != IDLE)
 
+    def chunk_tag(self):
+        """The writer's tag for a message or thought chunk of the running prompt: such
+        chunks still queued when the prompt is cancelled are dropped (``dropped``). Never
+        for anything else (tool-call statuses and state updates always go out), nor
+        between prompts (a v1 session/load replays history as chunks)."""
+        return (self, self.seq) if self.state in BUSY else None
+
     def dropped(self, seq):
         """Output of prompt ``seq`` may be dropped (it was cancelled, or the session closed)."""
         return self.cancelled_seq == seq or self.state == CLOSED

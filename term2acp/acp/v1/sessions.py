@@ -13,6 +13,7 @@ import gevent
 from term2acp.acp.controls import ControlHandlers, control_updates
 from term2acp.acp.errors import domain_errors
 from term2acp.acp.permissions import PermissionBridge
+from term2acp.acp.translate import CHUNK_EVENTS
 from term2acp.acp.sessions import SessionHandlers
 from term2acp.acp.v1 import permissions, translate
 from term2acp.acp.v1.files import EditorFiles
@@ -57,8 +58,9 @@ class V1SessionHandlers(ControlHandlers):
             if event.state == "idle":
                 view.turn_ended()
             return
+        tag = session.lifecycle.chunk_tag() if type(event) in CHUNK_EVENTS else None
         for update in view.updates(event):
-            self.client.update(session.id, update)
+            self.client.update(session.id, update, tag)
         while view.flush_wanted:
             terminal_id = view.flush_wanted.pop()
             session.group.spawn(self._flush_later, session.id, view, terminal_id)

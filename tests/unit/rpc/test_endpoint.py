@@ -242,12 +242,11 @@ def test_endpoint_everything_but_the_reader_waits_for_room():
     waited, plain = [], []
     endpoint = Endpoint(Router(), plain.append,
                         send_wait=lambda data, tag: waited.append((json.loads(data), tag)))
-    endpoint.tag_of = lambda method, params: params.get("tag")
-    gevent.spawn(endpoint.notify, "n", {"tag": "t1"}).join()
+    gevent.spawn(endpoint.notify, "n", {}, "t1").join()
     assert [tag for _, tag in waited] == ["t1"] and plain == []
     endpoint.receive_line(b'{"jsonrpc":"2.0","id":1,"method":"echo"}')  # this greenlet reads
     endpoint.receive_line(b'{"jsonrpc":"2.0","id":2,"method":"nope"}')
-    endpoint.notify("n", {"tag": "t2"})
+    endpoint.notify("n", {}, "t2")
     assert [json.loads(p).get("id") for p in plain] == [2, None]  # the reader's own: no wait
     settle(endpoint)
     assert waited[-1] == ({"jsonrpc": "2.0", "id": 1, "result": {"echo": {}}}, None)
