@@ -244,20 +244,22 @@ class Endpoint:
         if isinstance(message, list):
             self._receive_batch(message)
         elif isinstance(message, dict):
-            outcome = self._dispatch(message, batch_size=1)
+            outcome = self._receive_message(message, batch_size=1)
             if isinstance(outcome, dict):
                 self.send(outcome)
         else:
             self._send_error(None, InvalidRequestError("a JSON-RPC message must be an object or a batch array"))
 
     def _receive_batch(self, batch):
+        """A batch: each entry is handled by its kind; the answers go out as one array
+        (a collector waits for the entries that run in their own greenlets)."""
         if not batch:
             self._send_error(None, InvalidRequestError("empty batch"))
             return
         outcomes = []
         for entry in batch:
             if isinstance(entry, dict):
-                outcome = self._dispatch(entry, batch_size=len(batch), batched=True)
+                outcome = self._receive_message(entry, batch_size=len(batch), batched=True)
             else:
                 outcome = _error_response(None, InvalidRequestError("batch entry must be an object"))
             if outcome is not None:
@@ -267,47 +269,48 @@ class Endpoint:
         if all(isinstance(o, dict) for o in outcomes):
             self.send(outcomes)
             return
-
-        def collect():
-            responses = []
-            for outcome in outcomes:
-                if isinstance(outcome, dict):
-                    responses.append(outcome)
-                else:
-                    outcome.join()
-                    if isinstance(outcome.value, dict):
-                        responses.append(outcome.value)
-            if responses:
-                self.send(responses)
-
         # not from the pool: its entries may have filled it, and the reader must not wait
-        self._collectors.spawn(collect).name = "rpc-batch"
+        self._collectors.spawn(self._collect, outcomes).name = "rpc-batch"
 
-    def _dispatch(self, msg, batch_size, batched=False):
-        """Returns a response dict, a greenlet that will produce one (batches), or None."""
-        has_id = "id" in msg
-        msg_id = msg.get("id")
+    def _collect(self, outcomes):
+        responses = []
+        for outcome in outcomes:
+            if isinstance(outcome, dict):
+                responses.append(outcome)
+            else:
+                outcome.join()
+                if isinstance(outcome.value, dict):
+                    responses.append(outcome.value)
+        if responses:
+            self.send(responses)
+
+    def _receive_message(self, msg, batch_size, batched=False):
+        """One message object, handed to the function for its kind: a response to one of
+        our requests, a request, or a notification. Returns a response dict, a greenlet
+        that will produce one (a batched request), or None."""
         if "method" not in msg:
-            if has_id and ("result" in msg or "error" in msg):
-                self._outgoing.answer(msg)
-                return None
-            return _error_response(None, InvalidRequestError("message has neither a method nor a result or error"))
-        method = msg["method"]
-        if msg.get("jsonrpc") != "2.0":
-            return _error_response(msg_id if _valid_id(msg_id) else None,
-                                   InvalidRequestError('"jsonrpc" must be exactly "2.0"'))
-        if not isinstance(method, str):
-            return _error_response(msg_id if _valid_id(msg_id) else None,
-                                   InvalidRequestError('"method" must be a string'))
-        if has_id and not _valid_id(msg_id):
-            return _error_response(None, InvalidRequestError('"id" must be a string, a number or null'))
-        params = msg.get("params")
-        if params is not None and not isinstance(params, (dict, list)):
-            error = InvalidRequestError('"params" must be an object or an array')
-            return _error_response(msg_id, error) if has_id else self._drop(method, error)
-        if not has_id:
-            self._receive_notification(method, params, batch_size)
+            return self._receive_response(msg)
+        refused = _envelope_error(msg)
+        if refused is not None:
+            return refused
+        if "id" in msg:
+            return self._receive_request(msg, batch_size, batched)
+        self._receive_notification(msg["method"], msg.get("params"), batch_size)
+        return None
+
+    # ------------------------------------------------------------ responses
+    def _receive_response(self, msg):
+        if "id" in msg and ("result" in msg or "error" in msg):
+            self._outgoing.answer(msg)
             return None
+        return _error_response(None, InvalidRequestError("message has neither a method nor a result or error"))
+
+    # ------------------------------------------------------------ requests
+    def _receive_request(self, msg, batch_size, batched):
+        """Route, load and mark in the reader; run inline or in a pooled greenlet."""
+        msg_id, method, params = msg["id"], msg["method"], msg.get("params")
+        if not _structured(params):
+            return _error_response(msg_id, _PARAMS_SHAPE)
         try:
             route = self._route(method, batch_size)
             value = self._load(route, params)
@@ -365,7 +368,12 @@ class Endpoint:
             return _error_response(msg_id, InternalError(f"Internal error: {type(exc).__name__}"))
         return {"jsonrpc": "2.0", "id": msg_id, "result": {} if result is None else result}
 
+    # ------------------------------------------------------------ notifications
     def _receive_notification(self, method, params, batch_size):
+        """Never answered: whatever fails is logged and dropped."""
+        if not _structured(params):
+            self._drop(method, _PARAMS_SHAPE)
+            return
         if method == CANCEL_REQUEST:
             request_id = params.get("requestId") if isinstance(params, dict) else None
             greenlet = self._active.get(_id_key(request_id)) if _valid_id(request_id) else None
@@ -418,6 +426,28 @@ class Endpoint:
                             "(last: %s)", self.dropped_errors, error.message[:200])
             return
         self.send(_error_response(msg_id, error))
+
+
+_PARAMS_SHAPE = InvalidRequestError('"params" must be an object or an array')
+
+
+def _structured(params):
+    return params is None or isinstance(params, (dict, list))
+
+
+def _envelope_error(msg):
+    """The error response for a request or notification whose envelope is not JSON-RPC
+    2.0 (``jsonrpc``, ``method``, ``id``), or None."""
+    msg_id = msg.get("id")
+    if msg.get("jsonrpc") != "2.0":
+        return _error_response(msg_id if _valid_id(msg_id) else None,
+                               InvalidRequestError('"jsonrpc" must be exactly "2.0"'))
+    if not isinstance(msg["method"], str):
+        return _error_response(msg_id if _valid_id(msg_id) else None,
+                               InvalidRequestError('"method" must be a string'))
+    if "id" in msg and not _valid_id(msg_id):
+        return _error_response(None, InvalidRequestError('"id" must be a string, a number or null'))
+    return None
 
 
 def _error_response(msg_id, error):
