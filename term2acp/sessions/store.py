@@ -8,10 +8,9 @@ Off the hub (issue 16): every statement runs in one dedicated native thread with
 connection (:class:`_Worker`); the calling greenlet waits cooperatively, so inserts,
 commits, fsyncs and SQLite's own busy waits (another process holding the write lock, up
 to ``BUSY_WAIT``) never block the hub. Writes are not sent one by one: they queue in
-memory on the hub (a list append), together with the journal records that the
-Recorders (``sessions/journal.py``) consolidate (registered with
-:meth:`Store.defer`), and go to the thread as one batch, one transaction, with the next
-read or commit. A transaction is open only while the thread runs one batch: nothing holds
+memory on the hub (a list append), together with the journal records the Recorders
+(``sessions/journal.py``) consolidate (they register with :meth:`Store.defer`), and go to
+the thread as one batch, one transaction, with the next read or commit. A transaction is open only while the thread runs one batch: nothing holds
 the write lock between batches (several processes may share the file), and no timer is
 needed to bound it.
 
@@ -32,6 +31,7 @@ import json
 import logging
 import os
 import sqlite3
+import weakref
 from collections import deque
 from datetime import datetime, timezone
 
@@ -47,6 +47,7 @@ log = logging.getLogger(__name__)
 # a greenlet), fed by a native queue (_queue.SimpleQueue is never patched; its get()
 # releases the GIL), and it sleeps natively.
 _start_thread = monkey.get_original("_thread", "start_new_thread")
+_native_lock = monkey.get_original("_thread", "allocate_lock")
 _sleep = monkey.get_original("time", "sleep")
 _monotonic = monkey.get_original("time", "monotonic")
 try:
@@ -300,6 +301,8 @@ class _Worker:
         self.db = db  # used only in the thread from now on
         self.lost = {}  # session id -> StoreError of a failed batch that held its changes
         self.alive = True
+        self.exited = _native_lock()  # released by the thread as it ends
+        self.exited.acquire()
         self.trips = 0  # jobs run (tests count round trips with it)
         self._jobs = _NativeQueue()
         self._finished = deque()
@@ -337,6 +340,12 @@ class _Worker:
 
     # ------------------------------------------------------------ thread side
     def _serve(self):
+        try:
+            self._loop()
+        finally:
+            self.exited.release()
+
+    def _loop(self):
         jobs, finished, wake = self._jobs, self._finished, self._async.send
         while True:
             job = jobs.get()
@@ -504,6 +513,10 @@ class Store:
                 job = _Job(None, (), _close, ())
                 worker.submit(job)
                 job.done.wait()
+                # The thread is returning (it delivered its last job): wait out its last
+                # instructions, bounded, so that none is left behind.
+                if worker.exited.acquire(timeout=1.0):
+                    worker.exited.release()  # stays free: "this thread has ended"
             elif self._db is not None:
                 self._db.close()
             self._db = None
@@ -547,6 +560,7 @@ class Store:
         worker = self._worker
         if worker is None:
             worker = self._worker = _Worker(self._db)
+            weakref.finalize(self, worker.stop)  # dropped without close(): end the thread
         job = _Job(batch, sids, op, args)
         if batch is not None:
             self._last_write = job

@@ -160,3 +160,26 @@ def test_a_store_opened_off_the_hub_is_handed_to_the_store_thread(tmp_path):
     store.create_session("s1", "/w", None, None)
     assert store._worker is not None and store.list_sessions()[0][0]["id"] == "s1"
     store.close()
+
+
+def test_shutdown_commits_and_leaves_no_store_thread(tmp_path):
+    settings = Settings.load(env={"TERM2ACP_HOME": str(tmp_path / "home")})
+    manager = SessionManager(settings, Catalog(settings), dict)
+    session = manager.new(str(tmp_path))
+    session.emit(ev.TextChunk("m1", "said just before the end"))
+    worker = manager.store._worker
+    manager.shutdown(1)
+    assert not worker.alive and worker.exited.acquire(timeout=0)  # the thread has ended
+    assert _journal(manager.store.path, session.id) == [("agent_message", "m1")]
+
+
+def test_a_store_dropped_without_close_ends_its_thread(tmp_path):
+    import gc
+    import weakref
+
+    store = _store(tmp_path)
+    worker, gone = store._worker, weakref.ref(store)
+    del store
+    gc.collect()
+    assert gone() is None  # the thread holds no reference to the store
+    assert worker.exited.acquire(timeout=10)  # and its finalizer ended the thread
