@@ -146,9 +146,12 @@ class Turn:
                                       for c in calls]}
             if text or thought or calls:
                 session.append_history(message)
-            calls = [self._track(CallRecord(new_id("tc"), c.name, c.arguments, c.call_id))
-                     for c in calls]
-        return stop, calls
+            records = []
+            for call in calls:
+                record = CallRecord(new_id("tc"), call.name, call.arguments, call.call_id)
+                self.calls[record.id] = record
+                records.append(record)
+        return stop, records
 
     def _usage(self, usage):
         counts = (usage.input_tokens, usage.output_tokens, usage.thought_tokens, usage.cached_tokens)
@@ -169,9 +172,9 @@ class Turn:
         If the turn dies inside, the record stays unanswered and :meth:`close_open_calls`
         gives the model a matching result.
         """
-        result = self.run_tool(record)
+        result = self.run_tool(record)  # settled: a terminal status
         record.answered = True
-        self._untrack(record)
+        self.calls.pop(record.id, None)
         self.session.append_history({"role": "tool", "tool_call_id": record.model_id,
                                      "name": record.name,
                                      "content": scrub_text(self.context.cap_result(
@@ -267,7 +270,9 @@ class Turn:
     def _nested_call(self, name, arguments):
         if name in ("shell", "run_code"):
             return ToolResult(f"{name} cannot be called from run_code", is_error=True)
-        return self.run_tool(self._track(CallRecord(new_id("tc"), name, arguments)))
+        record = CallRecord(new_id("tc"), name, arguments)
+        self.calls[record.id] = record
+        return self.run_tool(record)
 
     def _approve_nested(self, record, request):
         """``ctx.approve()`` from inside a running tool: True only on an allow."""
@@ -287,14 +292,6 @@ class Turn:
         raise aborted
 
     # ------------------------------------------------------------ the records
-    def _track(self, record):
-        self.calls[record.id] = record
-        return record
-
-    def _untrack(self, record):
-        if not record.open and not record.unanswered:
-            self.calls.pop(record.id, None)
-
     def _report(self, record, status, **fields):
         record.status = status
         self.session.emit(ev.ToolCallReported(record.id, status=status, **fields))
@@ -311,7 +308,8 @@ class Turn:
             record.locations = result.locations
         self._report(record, "failed" if result.is_error else "completed", content=content,
                      raw_output=result.raw_output, locations=result.locations)
-        self._untrack(record)
+        if record.model_id is None:  # a nested call is settled now; a model call once answered
+            self.calls.pop(record.id, None)
         return result
 
     # ------------------------------------------------------------ approvals
