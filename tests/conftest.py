@@ -13,6 +13,20 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config):
+    """The whole suite (no paths given, so ``testpaths``) runs in parallel through
+    pytest-xdist, one worker per core, long tests balanced by work stealing; a run of
+    chosen paths stays in one process. ``-n N`` (``-n 0``: none) or ``-p no:xdist`` decide
+    otherwise. Workers start under gevent (term2acp/testing/xdist_worker.py)."""
+    if (config.pluginmanager.hasplugin("xdist") and config.option.numprocesses is None
+            and not hasattr(config, "workerinput")
+            and config.args_source == pytest.Config.ArgsSource.TESTPATHS):
+        config.option.numprocesses = "auto"
+        if config.option.dist == "no":
+            config.option.dist = "worksteal"
+
+
 def pytest_configure(config):
     if not config.pluginmanager.hasplugin("term2acp"):  # a checkout that was not pip-installed
         config.pluginmanager.import_plugin("term2acp.testing.plugin")
