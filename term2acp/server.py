@@ -37,13 +37,15 @@ class Server:
         # first session call finds them ready, and the hub is not blocked meanwhile.
         self.warmup = Warmup(settings)
         self.agent.on_initialized = lambda: self.warmup.schedule(
-            self.agent.version, self.catalog, then=self._probe_sandbox)
+            self.agent.version, self.catalog, then=self._probe_sandbox,
+            on_sessions=self.agent.open_face)
         self.agent.before_sessions = self.warmup.wait_sessions
+        self.agent.before_turns = self.warmup.wait_turns
         self.in_fd = in_fd
 
     def _sessions(self):
-        """The session layer (SQLite, the agent loop), built when a session method first
-        arrives so that answering initialize does not pay for it."""
+        """The session manager (SQLite, the agent loop), built with the face once the
+        warm-up has imported it (acp/agent.py open_face): initialize does not pay for it."""
         self.warmup.wait_sessions()  # never import what the warm-up thread is importing
         from term2acp.sessions.manager import SessionManager
 

@@ -1,19 +1,25 @@
 """Start-up work off the hub: what the first session call would otherwise pay for.
 
-Once ``initialize`` is answered, a native thread (gevent's threadpool) imports the session
-layer of the negotiated face and the default provider, scans the command entry points and
-opens the session store (SQLite PRAGMAs and migrations): what session calls wait for
-(:meth:`Warmup.wait_sessions`). Then it loads the tools (importing the sandbox and
-``sh``): what a turn waits for (:meth:`Warmup.wait`). The hub keeps serving meanwhile and
-waits cooperatively.
+Once ``initialize`` is answered, a native thread (gevent's threadpool) does three steps,
+each what some calls wait for (cooperatively; the hub keeps serving meanwhile):
+
+1. the session layer of the negotiated face (handlers, manager, store, schemas), the
+   default provider's module and the command entry points, and opens the session store
+   (SQLite PRAGMAs and migrations): what the face needs to be built and ``session/new``
+   to run (:meth:`Warmup.wait_sessions`; then ``on_sessions`` runs on the hub);
+2. the turn layer (the turn loop, compaction, prompt content, instructions, MCP): what
+   prompts, resume and load wait for (:meth:`Warmup.wait_turns`);
+3. the tools (importing the sandbox and ``sh``): what a turn waits for
+   (:meth:`Warmup.wait`).
 
 Why wait instead of importing on the hub: under gevent's monkey-patching the interpreter's
 per-module import locks are gevent locks, so two threads importing the same module at
 once wait for each other across threads (two warm-up threads doing so hung once). So one
 thread imports at a time: the warm-up runs in one thread; the hub imports nothing of the
-session layer before the first part is done, and nothing of the second (tools, sandbox)
-outside a turn, which waits for it. A module that session calls import lazily belongs in
-the first part.
+session layer before the first step is done, nothing of the turn layer before the second
+(the calls that import it wait), and nothing of the third (tools, sandbox) outside a turn,
+which waits for it. A module that session/new imports lazily belongs in the first step;
+one that only prompts, resume or load import, in the second.
 
 Every step is best effort: one that fails is left to the hub, which then does it the
 ordinary way and reports the failure where it always did (a broken plug-in is logged, a
@@ -34,9 +40,13 @@ SWITCH_INTERVAL = 0.002  # seconds: the GIL hand-over period while the warm-up r
 # made the warm-up itself 20-30 % slower: its two threads passed the GIL back and forth)
 WAIT = 30.0  # seconds the hub waits for the warm-up before doing the work itself
 FACES = {1: "term2acp.acp.v1.sessions", 2: "term2acp.acp.sessions"}
-SESSION_MODULES = ("term2acp.sessions.manager", "term2acp.acp.translate",
-                   "term2acp.acp.permissions", "term2acp.agent.commands",
+FACE_ROUTES = {1: "term2acp.acp.v1.routes", 2: "term2acp.acp.schemas.session"}
+SESSION_MODULES = ("term2acp.sessions.manager", "term2acp.acp.schemas.controls",
+                   "term2acp.agent.commands",
                    "term2acp.providers.http")  # the /models listing starts with a session
+TURN_LAYER = ("term2acp.agent.turn", "term2acp.agent.context", "term2acp.agent.content",
+              "term2acp.agent.instructions", "term2acp.agent.prompt",
+              "term2acp.agent.failures", "term2acp.mcp.session")
 TURN_MODULES = ("term2acp.tools.registry", "term2acp.sandbox.bwrap")
 # the default provider's module (not the local one: its engine loads on first use)
 PROVIDER_MODULES = {"openai": "term2acp.providers.openai",
@@ -49,22 +59,25 @@ class Warmup:
         self.settings = settings
         self.tools = None  # name -> Tool, loaded off the hub (None: load on the hub)
         self.store = None  # an opened Store (None: the manager opens its own)
-        self._ready = self._sessions_ready = None  # Events, once scheduled
+        self._ready = self._sessions_ready = self._turns_ready = None  # Events, once scheduled
         self._modules = ()
         self.greenlet = None  # runs the warm-up, then ``then``
         self._sessions_at = None
+        self._on_sessions = None
 
-    def schedule(self, version, catalog=None, then=None, delay=0.001):
+    def schedule(self, version, catalog=None, then=None, delay=0.001, on_sessions=None):
         """Plan the warm-up (once): from now on waiters wait for it. It starts ``delay``
         seconds later (after the initialize answer has been written), runs in native
-        threads, then ``then()`` runs on the hub. ``catalog`` names the default provider,
-        whose module is imported too."""
+        threads; ``on_sessions()`` runs on the hub once the session layer is in, ``then()``
+        at the end. ``catalog`` names the default provider, whose module is imported too."""
         if self._ready is not None:
             return
-        self._ready, self._sessions_ready = Event(), Event()
+        self._ready, self._sessions_ready, self._turns_ready = Event(), Event(), Event()
         provider = _provider_module(catalog)
-        self._modules = (FACES.get(version, FACES[2]), *SESSION_MODULES) + (
+        face = version if version in FACES else 2
+        self._modules = (FACES[face], FACE_ROUTES[face], *SESSION_MODULES) + (
             (provider,) if provider else ())
+        self._on_sessions = on_sessions
         self.greenlet = gevent.spawn_later(delay, self._run, then)
         self.greenlet.name = "warm-up"
 
@@ -72,6 +85,10 @@ class Warmup:
         """Wait cooperatively until the session layer is ready (True at once when no
         warm-up was scheduled)."""
         return _ready(self._sessions_ready, "session layer", timeout)
+
+    def wait_turns(self, timeout=WAIT):
+        """Wait cooperatively until the turn layer is imported too."""
+        return _ready(self._turns_ready, "turn layer", timeout)
 
     def wait(self, timeout=WAIT):
         """Wait cooperatively until the whole warm-up has ended (tools and sandbox too)."""
@@ -98,6 +115,7 @@ class Warmup:
         finally:
             sys.setswitchinterval(interval)
             self._sessions_ready.set()
+            self._turns_ready.set()
             self._ready.set()
         log.debug("warm-up: session layer ready after %.1f ms, all done after %.1f ms",
                   ((self._sessions_at or started) - started) * 1000,
@@ -111,6 +129,10 @@ class Warmup:
         _wait(pool.spawn(self._prepare_sessions))
         self._sessions_at = time.perf_counter()
         self._sessions_ready.set()
+        if self._on_sessions is not None:  # on the hub, before the next step holds the GIL
+            _step("session layer (hub)", self._on_sessions)
+        _wait(pool.spawn(self._import_turn_layer))
+        self._turns_ready.set()
         _wait(pool.spawn(self._prepare_turns))
 
     # ------------------------------------------------------------ in the thread
@@ -119,6 +141,10 @@ class Warmup:
             _step(f"import {name}", importlib.import_module, name)
         _step("command plug-ins", _scan_commands)
         self.store = _step("session store", _open_store, self.settings)
+
+    def _import_turn_layer(self):
+        for name in TURN_LAYER:
+            _step(f"import {name}", importlib.import_module, name)
 
     def _prepare_turns(self):
         for name in TURN_MODULES:

@@ -6,21 +6,25 @@ answer says 2, our latest). 0, a negative number or a non-integer is -32602. The
 is validated against the shape of the version it names, so a v1 client is never refused
 for lacking v2 fields, and the version is fixed for the connection once answered.
 
-Session methods are served by the face's handlers, built on the first session call so
-that answering ``initialize`` stays cheap (start-up is what editors wait for).
+The face (its session handlers, with the session manager, and its route table of their
+bound methods) is built once, right after ``initialize`` is answered, when the warm-up
+(``term2acp/warmup.py``) has imported its modules off the hub: answering ``initialize``
+stays cheap (start-up is what editors wait for). A session method read before that waits
+for it in :meth:`AcpAgent.lookup`. Prompts (and resume/load, which restore a conversation)
+also wait for the turn layer, which the warm-up imports next.
 """
 
 import functools
 import logging
 
+from gevent.lock import Semaphore
+
 from term2acp import __version__
 from term2acp.acp import methods as m
-from term2acp.acp.schemas import controls as cs
-from term2acp.acp.schemas import session as ss
 from term2acp.acp.schemas.base import load
 from term2acp.acp.schemas.initialize import InitializeRequestSchema, InitializeV1RequestSchema
 from term2acp.rpc.endpoint import Route
-from term2acp.rpc.errors import InvalidParamsError, InvalidRequestError
+from term2acp.rpc.errors import InternalError, InvalidParamsError, InvalidRequestError
 
 log = logging.getLogger(__name__)
 
@@ -55,10 +59,16 @@ def terminal_auth(capabilities, version):
     return terminal is True if version == 1 else isinstance(terminal, dict)
 
 
+# Handlers that may import the turn layer (agent/turn.py, context, content, MCP): they
+# wait until the warm-up has imported it (never two threads importing one module).
+NEEDS_TURNS = frozenset({m.SESSION_PROMPT, m.SESSION_RESUME, m.SESSION_LOAD})
+
+
 class AcpAgent:
     def __init__(self, manager_factory, client, settings):
         self._manager_factory = manager_factory
-        self._sessions = None
+        self.face = None  # the negotiated face's session handlers, built by open_face
+        self._building = Semaphore()  # one open_face at a time (building may yield)
         self.client = client
         self.settings = settings
         self.initialized = False
@@ -69,7 +79,8 @@ class AcpAgent:
         self._catalog = None  # the server's catalog (set by the composition root)
         self.client_compaction = False  # compaction_update allowed (else agent messages)
         self.on_initialized = None  # start-up work deferred until initialize is answered
-        self.before_sessions = None  # waits (cooperatively) for that work to prepare them
+        self.before_sessions = None  # waits (cooperatively) until the face's modules are in
+        self.before_turns = None  # waits until the turn layer's modules are in
         # Images are advertised when the default model takes them (catalog or config
         # ``images``); agent/content.py refuses them with -32602 for a model that does not.
         self.accepts_images = lambda: (getattr(self, "catalog", None) is not None
@@ -95,62 +106,56 @@ class AcpAgent:
         return auth_methods(self.catalog, self.terminal_auth, version)
 
     # ------------------------------------------------------------ faces
-    def _route(self, name, schema, inline=False):
-        return Route(functools.partial(self._session_call, name),
-                     functools.partial(load, schema), inline)
+    def open_face(self):
+        """Build the negotiated face once: its handlers (with the session manager) and its
+        route table of their bound methods. Waits cooperatively until the warm-up has
+        imported the face's modules (the warm-up calls this as soon as they are in; the
+        reader only when a session method arrives first)."""
+        if self.face is None and self.before_sessions is not None:
+            self.before_sessions()
+        with self._building:
+            if self.face is None:  # else built by another greenlet meanwhile
+                self._build_face()
+        return self.face
 
-    def _v2_routes(self):
-        route = self._route
-        return {
-            m.SESSION_NEW: route("new_session", ss.NewSessionRequestSchema()),
-            m.SESSION_LIST: route("list_sessions", ss.ListSessionsRequestSchema()),
-            m.SESSION_RESUME: route("resume_session", ss.ResumeSessionRequestSchema()),
-            m.SESSION_PROMPT: route("prompt", ss.PromptRequestSchema()),
-            m.SESSION_CANCEL: route("cancel", ss.CancelNotificationSchema(), inline=True),
-            m.SESSION_CLOSE: route("close_session", ss.CloseSessionRequestSchema()),
-            m.SESSION_SET_CONFIG_OPTION: route("set_config_option",
-                                               cs.SetConfigOptionRequestSchema()),
-            m.AUTH_LOGIN: route("login", cs.LoginRequestSchema()),
-            m.AUTH_LOGOUT: route("logout", cs.LogoutRequestSchema()),
-        }
+    def _build_face(self):
+        manager = self._manager_factory()
+        if self.version == m.PROTOCOL_V1:
+            from term2acp.acp.v1.routes import routes
+            from term2acp.acp.v1.sessions import V1SessionHandlers
 
-    def _v1_routes(self):
-        from term2acp.acp.v1.routes import routes
+            face = V1SessionHandlers(manager, self.client, self.settings, self.client_files)
+        else:
+            from term2acp.acp.sessions import SessionHandlers
 
-        return routes(self._route)
-
-    @property
-    def sessions(self):
-        if self._sessions is None:
-            if self.before_sessions is not None:
-                self.before_sessions()
-            if self._sessions is not None:  # built by another greenlet meanwhile
-                return self._sessions
-            if self.version == m.PROTOCOL_V1:
-                from term2acp.acp.v1.sessions import V1SessionHandlers
-
-                self._sessions = V1SessionHandlers(self._manager_factory(), self.client,
-                                                   self.settings, self.client_files)
-            else:
-                from term2acp.acp.sessions import SessionHandlers
-
-                self._sessions = SessionHandlers(self._manager_factory(), self.client,
-                                                 self.settings)
-            self._sessions.compaction = self.client_compaction
-        return self._sessions
+            face, routes = SessionHandlers(manager, self.client, self.settings), _v2_routes
+        face.compaction = self.client_compaction
+        table = routes(face, _route)
+        new = table[m.SESSION_NEW]
+        new.handler = functools.partial(self._new_session, manager, new.handler)
+        for method in NEEDS_TURNS & table.keys():
+            table[method].handler = functools.partial(self._after_turns, table[method].handler)
+        table[m.SESSION_CLOSE].mark = self._mark_closing
+        table[m.SESSION_PROMPT].mark = self._mark_prompt
+        self.face = face
+        self.routes.update(table)
 
     @property
     def manager(self):
-        """The session manager, or None while no session method has arrived."""
-        return self._sessions.manager if self._sessions is not None else None
+        """The session manager, or None while the face is not built."""
+        return self.face.manager if self.face is not None else None
 
-    def _session_call(self, name, params):
-        handler = getattr(self.sessions, name)
-        if name != "new_session":
-            return handler(params)
+    def _new_session(self, manager, new_session, params):
+        if params["mcp_servers"]:
+            self._after_turns(None, None)  # MCP's modules are imported with the turn layer
         # whatever fails after the row was created (either face), no row stays listed
-        with self.sessions.manager.undo_new_on_failure():
-            return handler(params)
+        with manager.undo_new_on_failure():
+            return new_session(params)
+
+    def _after_turns(self, handler, params):
+        if self.before_turns is not None:
+            self.before_turns()
+        return handler(params) if handler is not None else None
 
     # ------------------------------------------------------------ router protocol
     def admit(self, method, batch_size):
@@ -163,21 +168,27 @@ class AcpAgent:
             raise InvalidRequestError(f"connection must be initialized before {method}")
 
     def lookup(self, method):
-        return self.routes.get(method)
+        route = self.routes.get(method)
+        if route is None and self.initialized and self.face is None:
+            try:
+                self.open_face()  # a session method before the warm-up built the face: wait
+            except Exception as exc:  # noqa: BLE001 - told to this call; the next retries
+                log.exception("building the session handlers failed")
+                raise InternalError(f"Internal error: {type(exc).__name__}") from None
+            route = self.routes.get(method)
+        return route
 
     def _mark_closing(self, params):
         """Runs in the reader as session/close is read (Route.mark): the session's turn is
         cancelled before any later line, so an approval answer read after the close (even
         in the same chunk) cannot allow. The close itself runs in its own greenlet."""
-        if self._sessions is not None:
-            self._sessions.manager.mark_closing(params["session_id"])
+        self.face.manager.mark_closing(params["session_id"])
 
     def _mark_prompt(self, params):
         """Runs in the reader as session/prompt is read (Route.mark): a session/cancel read
         after it (even in the same write, before the prompt's greenlet has run) cancels
         this prompt, which then ends ``cancelled`` instead of running."""
-        if self._sessions is not None:
-            params["ticket"] = self._sessions.manager.prompt_read(params["session_id"])
+        params["ticket"] = self.face.manager.prompt_read(params["session_id"])
 
     # ------------------------------------------------------------ initialize
     def _load_initialize(self, params):
@@ -192,9 +203,6 @@ class AcpAgent:
 
     def initialize(self, params):
         version = m.PROTOCOL_V1 if params["protocol_version"] == 1 else m.PROTOCOL_VERSION
-        self.routes.update(self._v1_routes() if version == m.PROTOCOL_V1 else self._v2_routes())
-        self.routes[m.SESSION_CLOSE].mark = self._mark_closing
-        self.routes[m.SESSION_PROMPT].mark = self._mark_prompt
         self.version = version
         self.initialized = True
         if version == m.PROTOCOL_V1:
@@ -234,3 +242,26 @@ class AcpAgent:
             },
             "authMethods": self._auth_methods(1),
         }
+
+
+def _route(handler, schema, inline=False):
+    return Route(handler, functools.partial(load, schema), inline)
+
+
+def _v2_routes(face, route):
+    """The v2 route table (the v1 one is ``acp/v1/routes.py``)."""
+    from term2acp.acp.schemas import controls as cs
+    from term2acp.acp.schemas import session as ss
+
+    return {
+        m.SESSION_NEW: route(face.new_session, ss.NewSessionRequestSchema()),
+        m.SESSION_LIST: route(face.list_sessions, ss.ListSessionsRequestSchema()),
+        m.SESSION_RESUME: route(face.resume_session, ss.ResumeSessionRequestSchema()),
+        m.SESSION_PROMPT: route(face.prompt, ss.PromptRequestSchema()),
+        m.SESSION_CANCEL: route(face.cancel, ss.CancelNotificationSchema(), inline=True),
+        m.SESSION_CLOSE: route(face.close_session, ss.CloseSessionRequestSchema()),
+        m.SESSION_SET_CONFIG_OPTION: route(face.set_config_option,
+                                           cs.SetConfigOptionRequestSchema()),
+        m.AUTH_LOGIN: route(face.login, cs.LoginRequestSchema()),
+        m.AUTH_LOGOUT: route(face.logout, cs.LogoutRequestSchema()),
+    }

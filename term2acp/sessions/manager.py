@@ -1,5 +1,9 @@
 """Session lifecycle: create, list, resume, admit prompts, run turns, cancel, close.
 
+What only prompts (and resume/load) need (the turn loop, compaction, content,
+instructions, MCP) is imported where it is used: session/new does not wait for it (the
+warm-up imports it off the hub, term2acp/warmup.py, and those calls wait for that).
+
 Runtime only: it raises domain errors (``SessionNotFound``, ``SessionBusy`` ...) that
 ``acp/sessions.py`` maps to JSON-RPC errors, and emits plain events through each session's
 ``sink``.
@@ -15,12 +19,8 @@ import uuid
 
 import gevent
 
-from term2acp.agent import content, context, failures, instructions
 from term2acp.core import events as ev
-from term2acp.agent.prompt import system_prompt, title_from
-from term2acp.agent.turn import Turn, TurnAborted, TurnCancelled, new_id
 from term2acp.core.nesting import too_deep
-from term2acp.mcp import session as mcp
 from term2acp.providers.catalog import NO_PROVIDER_HELP
 from term2acp.providers.errors import ProviderError, ProviderNotConfigured
 from term2acp.sessions import repair
@@ -243,6 +243,8 @@ class SessionManager:
         """The stored conversation, with calls a killed process left open closed as failed
         (in the journal, so replay shows them failed, and in the history, so the model
         gets a result for every call it made: providers refuse unanswered tool calls)."""
+        from term2acp.agent import context
+
         try:
             history, repaired = repair.history(self.store.load_history(session.id))
             if repaired:
@@ -299,6 +301,8 @@ class SessionManager:
 
     def prepare(self, session, blocks):
         """Validate content and the provider; on failure the slot is released."""
+        from term2acp.agent import content
+
         try:
             content.validate(blocks)  # before the provider: a bad prompt is -32602 anyway
             if session.provider is None:
@@ -332,6 +336,11 @@ class SessionManager:
         return session.lifecycle.start(spawn, gate)
 
     def _run_turn(self, session, blocks, text):
+        from term2acp.agent import content, instructions
+        from term2acp.agent.prompt import system_prompt, title_from
+        from term2acp.agent.turn import Turn, TurnAborted, TurnCancelled, new_id
+        from term2acp.mcp import session as mcp
+
         outcome, turn = Outcome(CANCELLED), None
         try:
             if not session.lifecycle.begin():
@@ -365,6 +374,9 @@ class SessionManager:
 
     def _tell(self, session, exc):
         """A failed turn says why as an agent message (besides the stop reason)."""
+        from term2acp.agent import failures
+        from term2acp.agent.turn import new_id
+
         try:
             session.emit(ev.Notice(new_id("msg"), failures.message(exc)))
         except Exception:  # noqa: BLE001 - the stop reason still carries the error
@@ -428,6 +440,8 @@ class SessionManager:
         session's previous ones); they start in the background, this returns at once.
         The store keeps their description (no secrets) for session/list."""
         if configs or session.mcp_servers:
+            from term2acp.mcp import session as mcp
+
             mcp.connect(session, configs, self.settings.mcp.call_timeout)
         described = [config.describe() for config in configs or ()]
         if described != session.mcp_stored:  # committed before the answer is written
@@ -437,6 +451,8 @@ class SessionManager:
     def _release(self, session, forget_grants=True):
         session.lifecycle.close()
         if session.mcp is not None:
+            from term2acp.mcp import session as mcp
+
             mcp.close(session)
         if forget_grants:
             session.access.clear()
@@ -463,6 +479,8 @@ class SessionManager:
         finally:
             deadline.close()
         if any(s.mcp is not None for s in self.live.values()):
+            from term2acp.mcp import session as mcp
+
             mcp.close_all(list(self.live.values()))  # every session's servers, in parallel
         for session in list(self.live.values()):
             try:
