@@ -40,9 +40,8 @@ SWITCH_INTERVAL = 0.002  # seconds: the GIL hand-over period while the warm-up r
 # made the warm-up itself 20-30 % slower: its two threads passed the GIL back and forth)
 WAIT = 30.0  # seconds the hub waits for the warm-up before doing the work itself
 FACES = {1: "term2acp.acp.v1.sessions", 2: "term2acp.acp.sessions"}
-FACE_ROUTES = {1: "term2acp.acp.v1.routes", 2: "term2acp.acp.schemas.session"}
-SESSION_MODULES = ("term2acp.sessions.manager", "term2acp.acp.schemas.controls",
-                   "term2acp.agent.commands",
+FACE_ROUTES = {1: ("term2acp.acp.v1.routes",), 2: ()}  # v2's schemas load at start-up
+SESSION_MODULES = ("term2acp.sessions.manager", "term2acp.agent.commands",
                    "term2acp.providers.http")  # the /models listing starts with a session
 TURN_LAYER = ("term2acp.agent.turn", "term2acp.agent.context", "term2acp.agent.content",
               "term2acp.agent.instructions", "term2acp.agent.prompt",
@@ -75,7 +74,7 @@ class Warmup:
         self._ready, self._sessions_ready, self._turns_ready = Event(), Event(), Event()
         provider = _provider_module(catalog)
         face = version if version in FACES else 2
-        self._modules = (FACES[face], FACE_ROUTES[face], *SESSION_MODULES) + (
+        self._modules = (FACES[face], *FACE_ROUTES[face], *SESSION_MODULES) + (
             (provider,) if provider else ())
         self._on_sessions = on_sessions
         self.greenlet = gevent.spawn_later(delay, self._run, then)

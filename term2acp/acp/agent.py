@@ -21,6 +21,8 @@ from gevent.lock import Semaphore
 
 from term2acp import __version__
 from term2acp.acp import methods as m
+from term2acp.acp.schemas import controls as cs  # on the start-up path: the warm-up then
+from term2acp.acp.schemas import session as ss  # has less to do before session/new
 from term2acp.acp.schemas.base import load
 from term2acp.acp.schemas.initialize import InitializeRequestSchema, InitializeV1RequestSchema
 from term2acp.rpc.endpoint import Route
@@ -250,9 +252,6 @@ def _route(handler, schema, inline=False):
 
 def _v2_routes(face, route):
     """The v2 route table (the v1 one is ``acp/v1/routes.py``)."""
-    from term2acp.acp.schemas import controls as cs
-    from term2acp.acp.schemas import session as ss
-
     return {
         m.SESSION_NEW: route(face.new_session, ss.NewSessionRequestSchema()),
         m.SESSION_LIST: route(face.list_sessions, ss.ListSessionsRequestSchema()),
