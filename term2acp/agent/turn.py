@@ -319,7 +319,7 @@ class Turn:
         session = self.session
         session.interaction_seq += 1
         interaction = approvals.Interaction(
-            id=f"int_{session.interaction_seq}", revision=1, variant=request.variant,
+            id=f"int_{session.interaction_seq}", variant=request.variant,
             call_id=record.id, tool_name="" if nested else record.name,
             title=request.title or ("" if nested else record.title),
             kind="other" if nested else record.kind,

@@ -63,7 +63,6 @@ class ApprovalRequest:
 @dataclass
 class Interaction:
     id: str
-    revision: int  # always 1 and read by nothing: an interaction never changes (to drop)
     variant: str
     call_id: str
     tool_name: str

@@ -70,6 +70,7 @@ class LiveSession:
         self.history = []
         self.group = Group()
         self.sink = None  # callable(session, event), set by the front end
+        self.editor = None  # the editor's file access (v1 fs/*), set by the front end
         self.provider = None
         self.lifecycle = Lifecycle(self.id, self.emit)  # the prompt state machine
         self.interaction_seq = 0

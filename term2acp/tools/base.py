@@ -45,24 +45,12 @@ class EditorError(ToolError):
     """The editor could not read or write a file for us; the call fails, nothing falls back."""
 
 
-# Deprecated: the v1 face's old way to hand the turn a session's editor files (keyed by
-# session id). The turn reads ``session.editor`` first and this only as a fallback
-# (``editor_of``); it goes once acp/v1/sessions.py sets ``session.editor`` itself.
-_editors = {}
-
-
-def attach_editor(session_id, editor):
-    _editors[session_id] = editor
-
-
-def detach_editor(session_id):
-    _editors.pop(session_id, None)
-
-
 def editor_of(session):
-    """The editor's file access of ``session``, or None (then all tool I/O is local)."""
-    editor = getattr(session, "editor", None)
-    return editor if editor is not None else _editors.get(session.id)
+    """The editor's file access of ``session`` (``session.editor``, which a protocol face
+    sets: the v1 face's ``fs/*`` methods), or None: then all tool I/O is local. An editor
+    object has ``can_read``, ``can_write``, ``read_text(path) -> str`` and
+    ``write_text(path, text)``; the last two raise EditorError."""
+    return getattr(session, "editor", None)
 
 
 @dataclass

@@ -19,7 +19,6 @@ from term2acp.acp.v1 import permissions, translate
 from term2acp.acp.v1.files import EditorFiles
 from term2acp.core import events as ev
 from term2acp.rpc.errors import InternalError
-from term2acp.tools.base import attach_editor, detach_editor
 
 log = logging.getLogger(__name__)
 
@@ -40,9 +39,9 @@ class V1SessionHandlers(ControlHandlers):
         session.sink = self._sink
         view = self._views.setdefault(session.id, translate.SessionView())
         view.compaction = self.compaction
-        if self.files.read or self.files.write:
-            attach_editor(session.id, EditorFiles(self.client, session.id, self.files.read,
-                                                  self.files.write))
+        if self.files.read or self.files.write:  # the tools read/write through fs/*
+            session.editor = EditorFiles(self.client, session.id, self.files.read,
+                                         self.files.write)
         self.manager.connect_mcp(session, mcp_servers)
 
     def _sink(self, session, event):
@@ -73,7 +72,6 @@ class V1SessionHandlers(ControlHandlers):
 
     def _release(self, session_id):
         self._views.pop(session_id, None)
-        detach_editor(session_id)
 
     # ------------------------------------------------------------ lifecycle
     @domain_errors

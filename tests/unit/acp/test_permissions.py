@@ -5,7 +5,7 @@ from term2acp.core import approvals
 
 
 def interaction(variant=approvals.ORDINARY):
-    return approvals.Interaction(id="int_1", revision=1, variant=variant, call_id="tc_1",
+    return approvals.Interaction(id="int_1", variant=variant, call_id="tc_1",
                                  tool_name="t", title="Do it?", kind="other", raw_input={"a": 1},
                                  locations=[{"path": "/w/a", "line": 3}], content=[], path=None)
 
