@@ -597,6 +597,11 @@ class Store:
             last = self._last_write
             if last is None or last.done.is_set():
                 return
+        if self._closed:  # shut down: what was emitted before close() is committed
+            log.warning("session store closed: %d changes made since are not stored",
+                        len(self._pending) + len(self._sources))
+            self._pending, self._pending_sids, self._sources = [], set(), {}
+            return
         try:
             self.commit()
         except StoreError as exc:
