@@ -36,6 +36,9 @@ V2_INITIALIZE = {"protocolVersion": 2, "info": {"name": "term2acp-tests", "versi
 FS_METHODS = ("fs/read_text_file", "fs/write_text_file")
 ANSWERED = object()  # from an on_request callback: it sent the answer itself (e.g. an error)
 JOIN_TIMEOUT = 5  # seconds to wait for the pipe reader threads after the process ended
+# Agents on the default command are forked from a fork server (forkserver.py) instead of
+# started afresh: set by the pytest plugin from the ``acp_fork_agents`` ini option.
+FORK_AGENTS = False
 
 
 class ProtocolError(AssertionError):
@@ -52,6 +55,7 @@ class AgentProcess:
     def __init__(self, args=(), env=None, command=None, validate=True, protocol=2,
                  initialize_params=None):
         self.command = list(command or default_command()) + list(args)
+        self._fork_args = list(args) if command is None and os.path.exists(REPO_LAUNCHER) else None
         self.env = dict(os.environ if env is None else env)
         self.validate = validate
         self.protocol = protocol
@@ -71,8 +75,14 @@ class AgentProcess:
 
     # ------------------------------------------------------------ process
     def start(self):
-        self.proc = subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, env=self.env)
+        if FORK_AGENTS and self._fork_args is not None:
+            from term2acp.testing import forkserver
+
+            self.proc = forkserver.shared().spawn(self._fork_args, self.env)
+        if self.proc is None:
+            self.proc = subprocess.Popen(self.command, stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                         env=self.env)
         self._threads = [threading.Thread(target=self._pump_stdout, daemon=True),
                          threading.Thread(target=self._pump_stderr, daemon=True)]
         for thread in self._threads:

@@ -40,10 +40,22 @@ def pytest_addoption(parser):
     group = parser.getgroup("term2acp")
     group.addoption("--update-transcripts", action="store_true", default=False,
                     help="re-record ACP transcripts instead of comparing them")
+    parser.addini("acp_fork_agents", type="bool", default=False,
+                  help="start acp_agent's agents (the default command) by forking one "
+                       "pre-imported agent process (term2acp/testing/forkserver.py)")
 
 
 def pytest_configure(config):
     _patched_xdist_workers(config)
+    from term2acp.testing import harness
+
+    harness.FORK_AGENTS = config.getini("acp_fork_agents")
+
+
+def pytest_unconfigure(config):
+    from term2acp.testing import forkserver
+
+    forkserver.stop_shared()
 
 
 def _patched_xdist_workers(config):
