@@ -35,7 +35,8 @@ log = logging.getLogger(__name__)
 PAGE_SIZE = 50
 MAX_DORMANT = 4096  # idle-closed sessions remembered for a transparent reopen
 DORMANT_STATE = ("sink", "access", "effort", "provider_id", "model", "context_window", "cost",
-                 "title", "interaction_seq", "mode", "controls", "window_learned", "mcp_servers")
+                 "title", "interaction_seq", "mode", "controls", "window_learned", "mcp_servers",
+                 "editor")
 
 
 class PromptTicket:
@@ -338,7 +339,7 @@ class SessionManager:
     def _run_turn(self, session, blocks, text):
         from term2acp.agent import content, instructions
         from term2acp.agent.prompt import system_prompt, title_from
-        from term2acp.agent.turn import Turn, TurnAborted, TurnCancelled, new_id
+        from term2acp.agent.turn import Turn, TurnCancelled, new_id
         from term2acp.mcp import session as mcp
 
         outcome, turn = Outcome(CANCELLED), None
@@ -359,7 +360,7 @@ class SessionManager:
                         instructions.system_with_instructions(
                             session, system_prompt(session.root, tools, self._note())))
             outcome = Outcome(turn.run(text))
-        except (TurnCancelled, TurnAborted):
+        except TurnCancelled:  # also TurnAborted (a stale or cancelled approval)
             outcome = Outcome(CANCELLED)
         except ProviderError as exc:
             log.error("session %s: model provider failed: %s", session.id, exc)
