@@ -3,12 +3,14 @@
 Once ``initialize`` is answered, a native thread (gevent's threadpool) does three steps,
 each what some calls wait for (cooperatively; the hub keeps serving meanwhile):
 
-1. the session layer of the negotiated face (handlers, manager, store, schemas), the
-   default provider's module and the command entry points, and opens the session store
-   (SQLite PRAGMAs and migrations): what the face needs to be built and ``session/new``
-   to run (:meth:`Warmup.wait_sessions`; then ``on_sessions`` runs on the hub);
-2. the turn layer (the turn loop, compaction, prompt content, instructions, MCP): what
-   prompts, resume and load wait for (:meth:`Warmup.wait_turns`);
+1. the session layer of the negotiated face (handlers, manager, store, schemas), and
+   opens the session store (SQLite PRAGMAs and migrations): what the face needs to be
+   built and ``session/new`` to run (:meth:`Warmup.wait_sessions`; then ``on_sessions``
+   runs on the hub);
+2. the turn layer (the turn loop, compaction, prompt content, instructions, MCP), the
+   providers' HTTP client and the default provider's module, and the command entry
+   points: what prompts, resume and load wait for, and what a new session's commands
+   update and /models listing wait for, after its answer (:meth:`Warmup.wait_turns`);
 3. the tools (importing the sandbox and ``sh``): what a turn waits for
    (:meth:`Warmup.wait`).
 
@@ -41,11 +43,12 @@ SWITCH_INTERVAL = 0.002  # seconds: the GIL hand-over period while the warm-up r
 WAIT = 30.0  # seconds the hub waits for the warm-up before doing the work itself
 FACES = {1: "term2acp.acp.v1.sessions", 2: "term2acp.acp.sessions"}
 FACE_ROUTES = {1: ("term2acp.acp.v1.routes",), 2: ()}  # v2's schemas load at start-up
-SESSION_MODULES = ("term2acp.sessions.manager", "term2acp.agent.commands",
-                   "term2acp.providers.http")  # the /models listing starts with a session
+SESSION_MODULES = ("term2acp.sessions.manager", "term2acp.agent.commands")
+# step 2 also imports providers.http (the /models listing a session starts waits for it)
+# and the default provider's module, and scans the command plug-ins
 TURN_LAYER = ("term2acp.agent.turn", "term2acp.agent.context", "term2acp.agent.content",
               "term2acp.agent.instructions", "term2acp.agent.prompt",
-              "term2acp.agent.failures", "term2acp.mcp.session")
+              "term2acp.agent.failures", "term2acp.mcp.session", "term2acp.providers.http")
 TURN_MODULES = ("term2acp.tools.registry", "term2acp.sandbox.bwrap")
 # the default provider's module (not the local one: its engine loads on first use)
 PROVIDER_MODULES = {"openai": "term2acp.providers.openai",
@@ -59,7 +62,7 @@ class Warmup:
         self.tools = None  # name -> Tool, loaded off the hub (None: load on the hub)
         self.store = None  # an opened Store (None: the manager opens its own)
         self._ready = self._sessions_ready = self._turns_ready = None  # Events, once scheduled
-        self._modules = ()
+        self._modules = self._turn_modules = ()
         self.greenlet = None  # runs the warm-up, then ``then``
         self._sessions_at = None
         self._on_sessions = None
@@ -74,8 +77,8 @@ class Warmup:
         self._ready, self._sessions_ready, self._turns_ready = Event(), Event(), Event()
         provider = _provider_module(catalog)
         face = version if version in FACES else 2
-        self._modules = (FACES[face], *FACE_ROUTES[face], *SESSION_MODULES) + (
-            (provider,) if provider else ())
+        self._modules = (FACES[face], *FACE_ROUTES[face], *SESSION_MODULES)
+        self._turn_modules = TURN_LAYER + ((provider,) if provider else ())
         self._on_sessions = on_sessions
         self.greenlet = gevent.spawn_later(delay, self._run, then)
         self.greenlet.name = "warm-up"
@@ -138,12 +141,12 @@ class Warmup:
     def _prepare_sessions(self):
         for name in self._modules:
             _step(f"import {name}", importlib.import_module, name)
-        _step("command plug-ins", _scan_commands)
         self.store = _step("session store", _open_store, self.settings)
 
     def _import_turn_layer(self):
-        for name in TURN_LAYER:
+        for name in self._turn_modules:
             _step(f"import {name}", importlib.import_module, name)
+        _step("command plug-ins", _scan_commands)
 
     def _prepare_turns(self):
         for name in TURN_MODULES:

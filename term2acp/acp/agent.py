@@ -132,6 +132,8 @@ class AcpAgent:
 
             face, routes = SessionHandlers(manager, self.client, self.settings), _v2_routes
         face.compaction = self.client_compaction
+        if self.before_turns is not None:
+            face.wait_turns = self.before_turns
         table = routes(face, _route)
         new = table[m.SESSION_NEW]
         new.handler = functools.partial(self._new_session, manager, new.handler)

@@ -97,6 +97,10 @@ class ControlHandlers:
 
     VERSION = 2
     _controls = None
+    # Waits (cooperatively) until the warm-up has imported the turn layer, the providers'
+    # HTTP client and scanned the command plug-ins (term2acp/warmup.py step 2), so that a
+    # session/new right after initialize waits for less (acp/agent.py sets it).
+    wait_turns = staticmethod(lambda: True)
 
     @property
     def controls(self):
@@ -114,9 +118,14 @@ class ControlHandlers:
         """A session started (new/resume/load): its controls, the model listing, and (after
         the answer, which is written first) the slash commands."""
         session.controls = self.controls
+        session.group.spawn(self._after_start, session)
+
+    def _after_start(self, session):
+        """After the answer: the slash commands (plug-ins are scanned by then) and the
+        background /models listing (its HTTP client imported by then)."""
+        self.wait_turns()
+        self.client.update(session.id, commands_update(self.VERSION))
         self.controls.list_models(session.provider_id, session.group)
-        version = self.VERSION
-        session.group.spawn(self.client.update, session.id, commands_update(version))
 
     def setup_result(self, session, result):
         result["configOptions"] = config_options(self.controls.options(session), self.VERSION)
