@@ -10,9 +10,11 @@ commits, fsyncs and SQLite's own busy waits (another process holding the write l
 to ``BUSY_WAIT``) never block the hub. Writes are not sent one by one: they queue in
 memory on the hub (a list append), together with the journal records the Recorders
 (``sessions/journal.py``) consolidate (they register with :meth:`Store.defer`), and go to
-the thread as one batch, one transaction, with the next read or commit. A transaction is open only while the thread runs one batch: nothing holds
-the write lock between batches (several processes may share the file), and no timer is
-needed to bound it.
+the thread as one batch, one transaction, with the next read or commit. A transaction
+is open only while the thread runs one batch: nothing holds the write lock between
+batches (several processes may share the file), and no timer is needed to bound it. Jobs
+run in the order they were sent, so a read sees every write made before it; the price is
+that a read waits behind a batch that waits for another process's write lock.
 
 Durability (issue 11): :meth:`Store.commit` is the one commit path and
 :meth:`Store.barrier` is what the protocol writer calls right before it writes a batch
