@@ -53,9 +53,11 @@ def default_command():
 
 class AgentProcess:
     def __init__(self, args=(), env=None, command=None, validate=True, protocol=2,
-                 initialize_params=None):
+                 initialize_params=None, fork=None):
         self.command = list(command or default_command()) + list(args)
-        self._fork_args = list(args) if command is None and os.path.exists(REPO_LAUNCHER) else None
+        forkable = command is None and os.path.exists(REPO_LAUNCHER)
+        self._fork_args = list(args) if forkable and fork is not False else None
+        self._fork = FORK_AGENTS if fork is None else fork
         self.env = dict(os.environ if env is None else env)
         self.validate = validate
         self.protocol = protocol
@@ -75,7 +77,7 @@ class AgentProcess:
 
     # ------------------------------------------------------------ process
     def start(self):
-        if FORK_AGENTS and self._fork_args is not None:
+        if self._fork and self._fork_args is not None:
             from term2acp.testing import forkserver
 
             self.proc = forkserver.shared().spawn(self._fork_args, self.env)

@@ -12,6 +12,11 @@ Fixtures:
 * ``acp_transcript(path)``: play a recorded transcript and compare; run pytest with
   ``--update-transcripts`` to re-record instead (review the diff before committing).
 
+With ``acp_fork_agents = true`` in the pytest ini, ``acp_agent``'s agents are forked from
+one pre-imported agent process per test process (forkserver.py: the same launcher steps
+and ``main()``, without a new interpreter and its imports); a test marked
+``@pytest.mark.acp_no_fork`` starts its agents afresh, e.g. one about start-up imports.
+
 An integrator's test::
 
     def test_my_tool(acp_agent, acp_workspace):
@@ -50,6 +55,8 @@ def pytest_configure(config):
     from term2acp.testing import harness
 
     harness.FORK_AGENTS = config.getini("acp_fork_agents")
+    config.addinivalue_line("markers", "acp_no_fork: this test's acp_agent agents start "
+                            "afresh (a new interpreter) even with acp_fork_agents")
 
 
 def pytest_unconfigure(config):
@@ -89,8 +96,9 @@ def acp_env(tmp_path):
 
 
 @pytest.fixture
-def acp_agent(acp_env, tmp_path):
+def acp_agent(request, acp_env, tmp_path):
     started = []
+    fork = False if request.node.get_closest_marker("acp_no_fork") else None
 
     def start(turns=None, script=None, args=(), env=None, initialize=True, protocol=2,
               **script_extra):
@@ -103,7 +111,7 @@ def acp_agent(acp_env, tmp_path):
             full["TERM2ACP_SCRIPT"] = str(script)
             if "--provider" not in args:
                 args = ["--provider", "scripted"] + args
-        agent = AgentProcess(args, env=full, protocol=protocol).start()
+        agent = AgentProcess(args, env=full, protocol=protocol, fork=fork).start()
         started.append(agent)
         if initialize:
             agent.initialize()
