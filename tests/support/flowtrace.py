@@ -218,7 +218,7 @@ class CallCounter:
             modules[module] += count
         return modules
 
-    def report(self, title, top=15):
+    def report(self, title, top=int(os.environ.get("FLOW_TOP", 15))):
         lines = [(f"== {title}: {self.total} calls, {len(self.calls)} distinct functions, "
                   f"{sum(self.resumes.values())} generator resumes, {self.lines} lines written "
                   f"(term2acp from {PACKAGE_DIR})")]
