@@ -25,8 +25,18 @@ Before (commit 04f6273, measured 2026-11-30, CPython 3.11.7, greenlet 3.5.6, gev
 face's sink, translation, control updates, notify, encode, the writer's queue, its chunk
 tag. The store's ``_execute``/``_write`` are the largest single entries.)
 
-The bounds are those numbers plus about 10 %. The aim (issue 11) is half of them (prompt
-119, tool call 148): lower the bounds as the refactor lands.
+After the consolidation (same day: one prompt state machine, one record per tool call,
+events tagged by the face's sink instead of the writer asking server -> agent -> manager,
+one table lookup per event, the store's batches off the hub)::
+
+    prompt     218 calls, 133 distinct functions, 10 generator resumes, 7 lines written
+    tool call  266 calls, 131 distinct functions, 16 generator resumes, 8 lines written
+
+Each line written still costs 8-9 calls (emit, journal record, sink, the update builder,
+the client proxy, notify, encode, the writer's queue). The aim of issue 11 (half of the
+before numbers: 119 and 148) is not reached: most of what is left is one call per step
+of the prompt's work (admission, content, provider, context, instructions, title, store).
+The bounds are the after numbers plus about 10 %, so a regression fails.
 """
 
 import pytest
@@ -35,8 +45,8 @@ from tests.support.flowtrace import FlowAgent, check_coverage
 
 WAIT = 30
 
-PROMPT_BOUND = 262  # calls; before 238
-TOOL_CALL_BOUND = 325  # calls; before 295
+PROMPT_BOUND = 240  # calls; before 238, after 218
+TOOL_CALL_BOUND = 293  # calls; before 295, after 266
 
 ANSWER = [[{"text": "Hello there."}]]
 
