@@ -30,8 +30,8 @@ A window is bounded by what crosses the wire, not by internals that are being re
 What would make counts vary from run to run is held still while a window is open: the
 garbage collector is off (after a collection), the switch interval is long (gevent's
 loop stops running callbacks for I/O after one switch interval: with profiling on that is
-reached at random), and timers of 50 ms or more armed with ``gevent.spawn_later`` (the
-store's 0.2 s commit timer) start once the window has closed, as they would at full speed.
+reached at random), and timers of 50 ms or more armed with ``gevent.spawn_later`` (e.g. the
+idle-session timer) start once the window has closed, as they would at full speed.
 """
 
 import ctypes
