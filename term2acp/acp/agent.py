@@ -172,15 +172,30 @@ class AcpAgent:
             raise InvalidRequestError(f"connection must be initialized before {method}")
 
     def lookup(self, method):
+        """The route of ``method``. Runs in the reader, which must never wait: a method of
+        the face read before the face is built gets a route that builds it first, in the
+        request's own greenlet (:meth:`_before_face`); anything else unknown is -32601 at
+        once."""
         route = self.routes.get(method)
         if route is None and self.initialized and self.face is None:
-            try:
-                self.open_face()  # a session method before the warm-up built the face: wait
-            except Exception as exc:  # noqa: BLE001 - told to this call; the next retries
-                log.exception("building the session handlers failed")
-                raise InternalError(f"Internal error: {type(exc).__name__}") from None
-            route = self.routes.get(method)
+            faces = m.V1_FACE if self.version == m.PROTOCOL_V1 else m.V2_FACE
+            if method in faces:
+                route = Route(functools.partial(self._before_face, method))
         return route
+
+    def _before_face(self, method, params):
+        """Serve a face method read before the face existed: wait (cooperatively) until the
+        warm-up has built it, then load, mark and handle as its route says."""
+        try:
+            self.open_face()
+        except Exception as exc:  # noqa: BLE001 - told to this call; the next retries
+            log.exception("building the session handlers failed")
+            raise InternalError(f"Internal error: {type(exc).__name__}") from None
+        route = self.routes[method]
+        value = route.load(params)
+        if route.mark is not None:
+            route.mark(value)
+        return route.handler(value)
 
     def _mark_closing(self, params):
         """Runs in the reader as session/close is read (Route.mark): the session's turn is

@@ -1,0 +1,64 @@
+"""The face's routes (acp/agent.py): each face's table serves exactly the methods
+acp/methods.py names for it, and one read before the face is built never holds up the
+reader (the lookup runs in the reader; the wait for the warm-up happens in the request's
+own greenlet)."""
+
+import gevent
+import pytest
+from gevent.event import Event
+
+from term2acp.acp import agent, methods
+from term2acp.acp.v1.routes import routes as v1_routes
+from term2acp.providers.catalog import Catalog
+from term2acp.sessions.manager import SessionManager
+from term2acp.settings import Settings
+
+INIT = {2: {"protocolVersion": 2, "info": {"name": "t", "version": "1"}},
+        1: {"protocolVersion": 1, "clientCapabilities": {}}}
+
+
+class AnyFace:
+    """Stands for a face's handlers: every attribute is a distinct callable."""
+
+    def __getattr__(self, name):
+        return lambda params: name
+
+
+def test_face_tables_serve_exactly_the_named_methods():
+    assert set(agent._v2_routes(AnyFace(), agent._route)) == methods.V2_FACE
+    assert set(v1_routes(AnyFace(), agent._route)) == methods.V1_FACE
+
+
+class Client:
+    def update(self, session_id, update, tag=None):
+        pass
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_face_method_before_the_face_is_built_waits_in_its_own_greenlet(tmp_path, version):
+    settings = Settings.load(env={"TERM2ACP_HOME": str(tmp_path / "home"),
+                                  "TERM2ACP_CONFIG": str(tmp_path / "none.toml")})
+    managers = []
+
+    def manager():
+        managers.append(SessionManager(settings, Catalog(settings), dict))
+        return managers[-1]
+
+    warm = Event()  # the warm-up's session layer, still being imported
+    acp = agent.AcpAgent(manager, Client(), settings)
+    acp.before_sessions = lambda: warm.wait(10)
+    acp.initialize(acp.routes[methods.INITIALIZE].load(INIT[version]))
+    try:
+        with gevent.Timeout(1):  # the reader's lookups return at once
+            pending = acp.lookup(methods.SESSION_LIST)
+            assert acp.lookup("$/term2/unknown") is None
+        assert pending is not None and not pending.inline and acp.face is None
+        served = gevent.spawn(pending.handler, {})
+        gevent.sleep(0.01)
+        assert not served.ready()  # it waits for the session layer, not the reader
+        warm.set()
+        assert served.get(timeout=10) == {"sessions": []}
+        assert acp.lookup(methods.SESSION_LIST) is not pending  # the face's own route now
+    finally:
+        for each in managers:
+            each.shutdown(1)
