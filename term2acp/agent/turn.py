@@ -243,7 +243,9 @@ class Turn:
         if session.stopping:  # cancel/close arrived after the approval (or while reporting)
             self._finish(record, ToolResult(approvals.CANCELLED, is_error=True))
             self._abort(approvals.CANCELLED)
-        session.commit()  # never hold a store write transaction while a tool works
+        # No commit here: the store holds no transaction between its thread's trips, and
+        # the protocol writer's barrier commits what the in_progress update reports before
+        # the line goes out (a store failure is raised by the next model round's commit).
         try:
             result = tool.run(args, ctx) if plan is None else tool.run(args, ctx, plan)
         except ToolError as exc:

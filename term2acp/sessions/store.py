@@ -33,6 +33,7 @@ import json
 import logging
 import os
 import sqlite3
+import sys
 import weakref
 from collections import deque
 from datetime import datetime, timezone
@@ -56,6 +57,8 @@ try:
     from _queue import SimpleQueue as _NativeQueue
 except ImportError:  # pragma: no cover - CPython always has it
     from queue import SimpleQueue as _NativeQueue  # noqa: N813
+
+HANDOFF_INTERVAL = 0.0002  # seconds: the GIL switch interval while a store job is out
 
 SCHEMA_VERSION = 3
 MIGRATIONS = {
@@ -309,6 +312,7 @@ class _Worker:
         self._jobs = _NativeQueue()
         self._finished = deque()
         self._outstanding = 0
+        self._interval = None  # the switch interval to restore when no job is out
         self._async = get_hub().loop.async_()
         self._async.start(self._deliver)
         self._async.ref = False  # keeps the loop alive only while a job is out
@@ -319,6 +323,12 @@ class _Worker:
         self._outstanding += 1
         if self._outstanding == 1:
             self._async.ref = True
+            # The thread takes the GIL back after every SQLite call; while the hub is busy
+            # (a streaming turn) each of those waits up to one switch interval (5 ms by
+            # default), so a batch of a dozen statements took tens of ms. While a job is
+            # out the interval is short; it is restored when the last job is delivered.
+            self._interval = sys.getswitchinterval()
+            sys.setswitchinterval(min(self._interval, HANDOFF_INTERVAL))
         self._jobs.put(job)
 
     def _deliver(self):
@@ -332,6 +342,9 @@ class _Worker:
             job.done.set()
         if not self._outstanding:
             self._async.ref = False
+            if self._interval is not None:
+                sys.setswitchinterval(self._interval)
+                self._interval = None
         if not self.alive:
             self._async.close()
 
