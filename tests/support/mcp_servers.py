@@ -1,6 +1,11 @@
-"""Starting the MCP servers the tests talk to: our own (tests/support/mcp_server.py, written
-with the official ``mcp`` package) and ``@modelcontextprotocol/server-everything`` from npm
-(installed in tests/mcp by .ci/run). Each runs in its own process, never under gevent."""
+"""Starting the MCP servers the tests talk to: ours and ``@modelcontextprotocol/server-everything``
+from npm (installed in tests/mcp by .ci/run). Each runs in its own process, never under gevent.
+
+Ours comes in two builds with the same command line, tools and wire behaviour: by default
+the stdlib-only fake (tests/support/mcp_fake.py, ~0.05 s of CPU a start), and with
+``official=True`` tests/support/mcp_server.py, written with the official ``mcp`` package
+(~1.5 s of CPU a start: importing mcp/pydantic/uvicorn). A few tests keep running the
+official one so that the fake cannot drift from the real SDK unnoticed."""
 
 import os
 import subprocess
@@ -13,15 +18,20 @@ from gevent.event import Event
 from gevent.socket import wait_read
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SERVER = os.path.join(ROOT, "tests", "support", "mcp_server.py")
+SERVER = os.path.join(ROOT, "tests", "support", "mcp_server.py")  # the official SDK
+FAKE = os.path.join(ROOT, "tests", "support", "mcp_fake.py")  # stdlib only, same wire
 EVERYTHING = os.path.join(ROOT, "tests", "mcp", "node_modules", "@modelcontextprotocol",
                           "server-everything", "dist", "index.js")
 START_TIMEOUT = 30.0
 
 
-def stdio_entry(name="test", env=None):
-    """An ACP-shaped stdio entry for our server."""
-    return {"name": name, "command": sys.executable, "args": [SERVER, "stdio"],
+def server_script(official=False):
+    return SERVER if official else FAKE
+
+
+def stdio_entry(name="test", env=None, official=False):
+    """An ACP-shaped stdio entry for our server (the fake unless ``official``)."""
+    return {"name": name, "command": sys.executable, "args": [server_script(official), "stdio"],
             "env": [{"name": k, "value": v} for k, v in (env or {}).items()]}
 
 
@@ -35,10 +45,12 @@ def everything_installed():
 
 
 class HttpServer:
-    """Our server over streamable HTTP (``mode="http"``) or legacy SSE (``mode="sse"``)."""
+    """Our server over streamable HTTP (``mode="http"``) or legacy SSE (``mode="sse"``); the
+    fake unless ``official``."""
 
-    def __init__(self, mode):
-        self.proc = subprocess.Popen([sys.executable, SERVER, mode], stdin=subprocess.DEVNULL,
+    def __init__(self, mode, official=False):
+        self.proc = subprocess.Popen([sys.executable, server_script(official), mode],
+                                     stdin=subprocess.DEVNULL,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                      start_new_session=True)
         with gevent.Timeout(START_TIMEOUT):

@@ -39,3 +39,19 @@ def sse_server():
     server = HttpServer("sse")
     yield server
     server.stop()
+
+
+# The official-SDK server (tests/support/mcp_server.py): a few tests keep talking to it so
+# that the fake the others use (tests/support/mcp_fake.py) stays true to the real thing.
+@pytest.fixture(scope="module")
+def official_http_server():
+    server = HttpServer("http", official=True)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def official_sse_server():
+    server = HttpServer("sse", official=True)
+    yield server
+    server.stop()

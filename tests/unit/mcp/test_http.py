@@ -1,4 +1,5 @@
-"""The client against our MCP server over streamable HTTP and the legacy HTTP+SSE transport."""
+"""The client against our MCP server over streamable HTTP and the legacy HTTP+SSE transport.
+The parametrized call and list_changed tests run the official-SDK server; the rest the fake."""
 
 import logging
 
@@ -9,8 +10,8 @@ from term2acp.tools.base import ToolError
 
 
 @pytest.fixture(params=["http", "sse"])
-def server(request, http_server, sse_server):
-    return http_server if request.param == "http" else sse_server
+def server(request, official_http_server, official_sse_server):
+    return official_http_server if request.param == "http" else official_sse_server
 
 
 def test_tools_call_and_is_error_over_http(make_hub, server):

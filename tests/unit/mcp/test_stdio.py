@@ -1,5 +1,6 @@
-"""The client against our MCP server (official ``mcp`` package) over stdio: handshake,
-paginated tools/list, calls, isError, list_changed, garbage, crashes, env, cwd, cleanup."""
+"""The client against our MCP server over stdio: handshake, paginated tools/list, calls,
+isError, list_changed, garbage, crashes, env, cwd, cleanup. The handshake, call and
+list_changed tests run the official-SDK server (``official=True``); the rest the fake."""
 
 import json
 import logging
@@ -23,7 +24,7 @@ def ready_hub(make_hub, *entries, **options):
 
 
 def test_handshake_lists_every_page_of_tools(make_hub):
-    hub = ready_hub(make_hub, stdio_entry())
+    hub = ready_hub(make_hub, stdio_entry(official=True))
     client = hub.clients[0]
     assert client.state == READY
     assert client.server_info["name"] == "term2-test-server"
@@ -34,7 +35,7 @@ def test_handshake_lists_every_page_of_tools(make_hub):
 
 
 def test_call_text_structured_and_image_results(make_hub):
-    tools = ready_hub(make_hub, stdio_entry()).tools()
+    tools = ready_hub(make_hub, stdio_entry(official=True)).tools()
     assert tools["mcp__test__echo"].run({"text": "hi"}, None).text == "echo: hi"
     added = tools["mcp__test__add"].run({"a": 2, "b": 40}, None)
     assert (added.text, added.is_error, added.raw_output) == ("42", False, {"result": 42})
@@ -50,7 +51,7 @@ def test_is_error_result_is_a_failed_call_with_the_servers_message(make_hub):
 
 
 def test_list_changed_refreshes_before_the_next_look(make_hub):
-    hub = ready_hub(make_hub, stdio_entry())
+    hub = ready_hub(make_hub, stdio_entry(official=True))
     assert "mcp__test__extra" not in hub.tools()
     assert hub.tools()["mcp__test__grow"].run({}, None).text == "grown"
     assert hub.changed.wait(10)  # the notification may trail the answer on the same pipe
