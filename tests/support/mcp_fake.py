@@ -23,7 +23,6 @@ second GET stream, DELETE and other methods are the official ones. Keep it in st
 mcp_server.py: the tests that still run the official server (``official=True``) guard it.
 """
 
-import base64
 import json
 import os
 import queue
@@ -84,7 +83,7 @@ class Tool:
         for name, kind in self.params:
             if name not in arguments:
                 errors.append(f"{name}\n  Field required [type=missing, input_value="
-                              f"{_py(arguments)}, input_type=dict]\n    For further information "
+                              f"{arguments!r}, input_type=dict]\n    For further information "
                               f"visit https://errors.pydantic.dev/2.13/v/missing")
                 bad.append(name)
                 continue
@@ -94,7 +93,7 @@ class Tool:
             except ValueError as exc:
                 code = getattr(exc, "code", f"{kind.__name__}_parsing")
                 errors.append(f"{name}\n  {exc} [type={code}, input_value="
-                              f"{_py(value)}, input_type={type(value).__name__}]\n    For further "
+                              f"{value!r}, input_type={type(value).__name__}]\n    For further "
                               f"information visit https://errors.pydantic.dev/2.13/v/{code}")
                 bad.append(name)
         if errors:
@@ -114,10 +113,6 @@ class _Rejected(Exception):
     def __init__(self, names, text):
         super().__init__(text)
         self.names = names
-
-
-def _py(value):
-    return repr(value)
 
 
 def _coerce(value, kind):
@@ -143,7 +138,7 @@ def _coerce(value, kind):
                                  "integer") from None
         raise ValueError("Input should be a valid integer")
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise ValueError("Input should be a valid number")
+        raise ValueError("Input should be a valid number")  # noqa: TRY004 - pydantic wording
     try:
         return float(value)
     except ValueError:
@@ -155,8 +150,7 @@ class Server:
     answer (or None); ``ctx.notify(message)`` sends a notification, ``ctx.cancel`` is the
     request's cancellation event."""
 
-    def __init__(self, mode):
-        self.mode = mode
+    def __init__(self):
         self.lock = threading.Lock()
         self.inflight = {}  # request id -> Event
         self.tools = [
@@ -678,7 +672,7 @@ def serve_http(app):
 
 def main():
     mode = sys.argv[1] if len(sys.argv) > 1 else "stdio"
-    server = Server(mode)
+    server = Server()
     if mode == "stdio":
         serve_stdio(server)
     elif mode == "http":
