@@ -197,6 +197,15 @@ def _messages(system, history, tools):
     return out
 
 
+DEFAULT_MAX_TOKENS = 512  # a model round's answer, unless TERM2ACP_LOCAL_MAX_TOKENS says
+
+
+def _max_tokens(configured):
+    """``TERM2ACP_LOCAL_MAX_TOKENS``: tokens a model round may generate (a small model on a
+    slow CPU rambles until the cap: a lower one bounds each round's time)."""
+    return int(configured) if configured.isdigit() and int(configured) > 0 else DEFAULT_MAX_TOKENS
+
+
 class LocalProvider(Provider):
     name = "local"
 
@@ -208,6 +217,7 @@ class LocalProvider(Provider):
         self.path = model_path or configured or \
             (settings.providers.get("local", {}).get("model_path") if settings else None) or \
             bundled_model()
+        self.max_tokens = _max_tokens(env.get("TERM2ACP_LOCAL_MAX_TOKENS", ""))
         self.engine = local_engine.available_engine()
         if self.engine is None:
             raise ProviderNotConfigured(
@@ -223,7 +233,7 @@ class LocalProvider(Provider):
     def stream(self, request):
         model = load(self.path, self.engine)
         messages = _messages(request.system, request.messages, request.tools)
-        max_tokens = request.max_output_tokens or 512
+        max_tokens = request.max_output_tokens or self.max_tokens
         model.lock.acquire()
         yield from self._generate(model, messages, max_tokens)
 

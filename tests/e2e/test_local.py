@@ -5,6 +5,8 @@ import os
 
 import pytest
 
+from term2acp.testing.harness import AgentProcess
+from term2acp.testing.plugin import SCRUB
 from tests.unit.providers.test_local import _available
 
 pytestmark = pytest.mark.skipif(
@@ -14,32 +16,53 @@ pytestmark = pytest.mark.skipif(
 
 # One llama.cpp thread: the suite runs in parallel, and OpenMP threads that spin on busy
 # cores made these tests two to three times slower (and costlier) than a single thread.
-ONE_THREAD = {"TERM2ACP_LOCAL_THREADS": "1"}
+# At most 64 tokens a model round: SmolLM2-135M often rambles until the cap, and what the
+# tests check (an answer, a parsed and approved tool call, a cancel) comes before it.
+ONE_THREAD = {"TERM2ACP_LOCAL_THREADS": "1", "TERM2ACP_LOCAL_MAX_TOKENS": "64"}
 
 
-def test_local_model_is_the_default_and_answers(spawn, workspace):
-    agent = spawn(env=ONE_THREAD)  # no provider flag, no keys: the offline default
-    agent.initialize()
+@pytest.fixture(scope="module")
+def local(tmp_path_factory):
+    """One agent on the offline default for the module, its sessions in one workspace: the
+    system prompt is the same for all of them, so llama.cpp evaluates it once (its prompt
+    cache) and each test pays only for its own turn. Returns ``(agent, workspace)``."""
+    base = tmp_path_factory.mktemp("local")
+    workspace = base / "work"
+    workspace.mkdir()
+    (base / "config.toml").write_text("max_turn_requests = 2\n")  # bounds a repeated call
+    env = {k: v for k, v in os.environ.items() if not k.startswith(SCRUB)}  # no keys
+    env.update(ONE_THREAD, TERM2ACP_HOME=str(base / "home"),
+               TERM2ACP_CONFIG=str(base / "config.toml"), XDG_CONFIG_HOME=str(base / "xdg"))
+    agent = AgentProcess(env=env).start()  # no provider flag: the offline default
+    try:
+        agent.initialize()
+        yield agent, os.path.realpath(workspace)
+        assert agent.close() == 0
+    finally:
+        agent.kill()
+
+
+def test_local_model_is_the_default_and_answers(local):
+    agent, workspace = local
     sid = agent.new_session(workspace)
     _, updates, idle = agent.prompt(sid, "Say hello in one short sentence.", timeout=120)
     assert idle["params"]["update"]["stopReason"] in ("end_turn", "max_tokens"), idle
     text = "".join(u["content"]["text"] for u in updates if u["sessionUpdate"] == "agent_message_chunk")
     assert text.strip()
-    assert agent.close() == 0
+    assert not agent.schema_errors, agent.schema_errors
 
 
-def test_local_model_tool_call_goes_through_an_approval(spawn, workspace, tmp_path):
+def test_local_model_tool_call_goes_through_an_approval(local):
     """A read outside the workspace asks the editor; the allowed call runs and its result goes
     back to the model. SmolLM2-135M seldom picks a tool by itself, so the prompt hands it the
     call to make: the model's own output is parsed, approved, run and answered."""
-    (tmp_path / "config.toml").write_text("max_turn_requests = 2\n")  # bounds a repeated call
-    outside = tmp_path / "outside"
-    outside.mkdir()
-    (outside / "notes.txt").write_text("sea shells by the shore\n")
+    agent, workspace = local
+    outside = os.path.join(os.path.dirname(workspace), "outside")
+    os.makedirs(outside, exist_ok=True)
+    with open(os.path.join(outside, "notes.txt"), "w") as fh:
+        fh.write("sea shells by the shore\n")
     path = "../outside/notes.txt"  # relative to the workspace root, outside it: asks
-    assert os.path.realpath(os.path.join(workspace, path)) == os.path.realpath(outside / "notes.txt")
-    agent = spawn("--provider", "local", env=ONE_THREAD)
-    agent.initialize()
+    assert os.path.realpath(os.path.join(workspace, path)) == os.path.join(outside, "notes.txt")
     sid = agent.new_session(workspace)
     asked = []
 
@@ -60,17 +83,16 @@ def test_local_model_tool_call_goes_through_an_approval(spawn, workspace, tmp_pa
                and u.get("status") == "completed" for c in u.get("content") or ()
                if c.get("type") == "content"]
     assert any("sea shells by the shore" in r for r in results), results
-    assert agent.close() == 0
+    assert not agent.schema_errors, agent.schema_errors
 
 
-def test_local_model_turn_can_be_cancelled(spawn, workspace):
-    agent = spawn("--provider", "local", env=ONE_THREAD)
-    agent.initialize()
+def test_local_model_turn_can_be_cancelled(local):
+    agent, workspace = local
     sid = agent.new_session(workspace)
     agent.request_async("session/prompt", {"sessionId": sid, "prompt": [
         {"type": "text", "text": "Write a very long story about the sea."}]})
-    agent.wait_update("agent_message_chunk", timeout=120)
+    agent.wait_update("agent_message_chunk", session_id=sid, timeout=120)
     agent.notify("session/cancel", {"sessionId": sid})
-    idle = agent.wait_update(state="idle", timeout=30)
+    idle = agent.wait_update(state="idle", session_id=sid, timeout=30)
     assert idle["stopReason"] == "cancelled"
-    assert agent.close() == 0
+    assert not agent.schema_errors, agent.schema_errors
