@@ -14,6 +14,8 @@ The config file is TOML at ``$TERM2ACP_CONFIG`` or ``$XDG_CONFIG_HOME/term2acp/c
     max_live_sessions = 256        # sessions live at once in one process
     idle_session_timeout = 600     # seconds unused before a session is closed (0: never);
                                    # it reopens transparently on its next use
+    store_busy_timeout = 5         # seconds a session-store write waits for another
+                                   # process's lock before it fails
 
     [shell]
     timeout = 120                  # default per-command timeout, seconds
@@ -122,6 +124,7 @@ class Settings:
         self.shutdown_timeout = 10.0
         self.max_live_sessions = 256  # sessions live at once in one process
         self.idle_session_timeout = 600.0  # seconds unused before a session is idle-closed
+        self.store_busy_timeout = 5.0  # seconds a store write waits for another process
         self.script = None  # scripted provider script file
         self.shell = ShellSettings()
         self.sandbox = SandboxSettings()
@@ -176,6 +179,9 @@ class Settings:
         idle = data.get("idle_session_timeout")
         if isinstance(idle, (int, float)) and idle >= 0:
             self.idle_session_timeout = float(idle)  # 0: never idle-close
+        busy = data.get("store_busy_timeout")
+        if isinstance(busy, (int, float)) and not isinstance(busy, bool) and busy > 0:
+            self.store_busy_timeout = float(busy)
         timeout = data.get("approval_timeout")
         if isinstance(timeout, (int, float)) and timeout > 0:
             self.approval_timeout = float(timeout)

@@ -211,9 +211,9 @@ def _load_tools(settings):
 
 def _open_store(settings):
     from term2acp.sessions.errors import StoreError
-    from term2acp.sessions.store import Store, store_path
+    from term2acp.sessions.store import store_for
 
-    store = Store(store_path(settings))
+    store = store_for(settings)
     try:
         store.open_here()  # in this thread; a damaged file moved aside is told on first use
     except StoreError:

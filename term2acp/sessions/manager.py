@@ -27,7 +27,7 @@ from term2acp.sessions import repair
 from term2acp.sessions.errors import CwdMismatch, SessionBusy, SessionLimit, SessionNotFound
 from term2acp.sessions.lifecycle import CANCELLED, FAILED, Outcome
 from term2acp.sessions.live import LiveSession, SessionLock
-from term2acp.sessions.store import Store, store_path
+from term2acp.sessions.store import store_for
 from term2acp.core.workspace import WorkspaceError, validate_cwd
 
 log = logging.getLogger(__name__)
@@ -55,7 +55,7 @@ class SessionManager:
         self.tools = tools  # callable() -> dict name -> Tool (loaded once, lazily)
         self.sandbox_note = sandbox_note
         # ``store``: already opened off the hub (term2acp/warmup.py), else opened on first use
-        self.store = store or Store(store_path(settings))
+        self.store = store or store_for(settings)
         self.live = {}
         self._scratch = None
         self._idle_timer = None

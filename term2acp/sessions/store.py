@@ -190,8 +190,13 @@ def store_path(settings):
     return os.path.join(settings.data_dir, "sessions.sqlite3")
 
 
+def store_for(settings):
+    """The session store the settings name (not opened yet)."""
+    return Store(store_path(settings), getattr(settings, "store_busy_timeout", BUSY_WAIT))
+
+
 # ---------------------------------------------------------------- opening (off the hub)
-def _open_db(path):
+def _open_db(path, busy_wait=BUSY_WAIT):
     """Open (create, migrate) the store file in the calling native thread; returns
     ``(connection, notice)``, where ``notice`` says where a damaged file was moved (or
     None).
@@ -209,28 +214,28 @@ def _open_db(path):
         if _is_empty_file(path):
             moved = _move_aside(path, "the file is empty (zero length)")
         try:
-            db = _connect(path)
+            db = _connect(path, busy_wait)
         except _Corrupt as exc:
             if moved is not None:
                 raise StoreError(f"the session store {path} is unusable ({exc})") from None
             moved = _move_aside(path, str(exc))
             try:
-                db = _connect(path)
+                db = _connect(path, busy_wait)
             except _Corrupt as again:
                 raise StoreError(f"the session store {path} is unusable ({again})") from None
     return db, moved
 
 
-def _connect(path):
+def _connect(path, busy_wait):
     try:
-        db = sqlite3.connect(path, timeout=BUSY_WAIT, isolation_level=None,
+        db = sqlite3.connect(path, timeout=busy_wait, isolation_level=None,
                              check_same_thread=False)
     except (OSError, sqlite3.Error) as exc:
         raise StoreError(f"cannot open the session store {path}: {exc}") from None
     try:
         # SQLite's own busy handler sleeps in C: fine in the store thread (the GIL is
         # released), so it stays on for the connection's whole life.
-        db.execute(f"PRAGMA busy_timeout = {int(BUSY_WAIT * 1000)}")
+        db.execute(f"PRAGMA busy_timeout = {int(busy_wait * 1000)}")
         db.execute("PRAGMA journal_mode = WAL")
         db.execute("PRAGMA synchronous = NORMAL")
         _migrate(db)
@@ -426,10 +431,10 @@ def _reason(exc):
 
 
 # Thread-side operations: op(worker, *args) -> value.
-def _open(worker, path):
+def _open(worker, path, busy_wait):
     if worker.db is not None:  # opened meanwhile (another greenlet's open)
         return None
-    worker.db, moved = _open_db(path)
+    worker.db, moved = _open_db(path, busy_wait)
     return moved
 
 
@@ -468,8 +473,9 @@ def _journal_put(db, session_id, kind, key, data):
 
 # ---------------------------------------------------------------- the store (hub side)
 class Store:
-    def __init__(self, path):
+    def __init__(self, path, busy_wait=BUSY_WAIT):
         self.path = path
+        self.busy_wait = busy_wait  # seconds a statement waits for another process's lock
         self._db = None  # the connection (the store thread's, once it runs)
         self._worker = None  # started on the hub by the first trip
         self._pending = []  # (sql or callable, args) written since the last trip
@@ -498,7 +504,7 @@ class Store:
                 raise StoreRecovered(notice)
             return self
         self._closed = False
-        job = self._trip(_open, (self.path,), writes=False)
+        job = self._trip(_open, (self.path, self.busy_wait), writes=False)
         self._db = self._worker.db
         if job.value is not None:
             log.error("%s", job.value)
@@ -510,7 +516,7 @@ class Store:
         the hub uses the store; a damaged file moved aside is told by the first
         :meth:`open` on the hub. Raises StoreError when the store cannot be opened."""
         if self._db is None:
-            self._db, moved = _open_db(self.path)
+            self._db, moved = _open_db(self.path, self.busy_wait)
             if moved is not None:
                 log.error("%s", moved)
                 self.recovered = moved

@@ -301,7 +301,8 @@ def test_store_schema_is_versioned(agent, home, workspace):
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
-def test_locked_database_gives_a_clear_error(spawn, home, workspace):
+def test_locked_database_gives_a_clear_error(spawn, home, workspace, tmp_path):
+    (tmp_path / "config.toml").write_text("store_busy_timeout = 0.3\n")  # then it fails
     agent = spawn()
     agent.initialize()
     agent.new_session(workspace)  # creates the store

@@ -66,18 +66,16 @@ def test_store_a_damaged_file_is_moved_aside_once_and_said_so(tmp_path, content)
     store.close()
 
 
-def test_store_a_locked_store_is_not_taken_for_a_damaged_one(tmp_path, monkeypatch):
-    from term2acp.sessions import store as store_module
+def test_store_a_locked_store_is_not_taken_for_a_damaged_one(tmp_path):
     from term2acp.sessions.errors import StoreError
 
-    monkeypatch.setattr(store_module, "BUSY_WAIT", 0.2)  # the lock never goes: fail sooner
     path = tmp_path / "sessions.sqlite3"
     Store(str(path)).open().close()
     holder = sqlite3.connect(path, isolation_level=None)
     holder.execute("PRAGMA journal_mode = DELETE")
     holder.execute("BEGIN EXCLUSIVE")
     try:
-        store = Store(str(path))
+        store = Store(str(path), busy_wait=0.2)  # the lock never goes: fail sooner
         with pytest.raises(StoreError, match="locked"):
             store.open()
     finally:
