@@ -337,7 +337,9 @@ def test_a_flood_of_malformed_lines_to_a_client_that_stops_reading_stays_bounded
             "protocolVersion": 2, "info": {"name": "t", "version": "1"}}}))
         _, _, buf = _read_until(proc, b"", lambda m: m.get("id") == 0, 30)
         base = _rss_kib(proc.pid)
-        _write_all(proc, b"x\n" * 400_000)  # each would be a ~100-byte -32700 answer: 40 MB
+        # each would be a ~100-byte -32700 answer: 20 MB (28 MB of RSS if queued), five
+        # times the outbox bound
+        _write_all(proc, b"x\n" * 200_000)
         _write_all(proc, line({"jsonrpc": "2.0", "id": "ping", "method": "session/list",
                                "params": {}}))
         _wait_until_idle_cpu(proc.pid)
