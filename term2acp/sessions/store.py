@@ -484,6 +484,7 @@ class Store:
         self._last_write = None  # the newest job that carried writes
         self._closed = False
         self.recovered = None  # a StoreRecovered notice not yet told (opened off the hub)
+        self._reader = None  # the hub's read-only connection (session/list), once used
 
     # ------------------------------------------------------------ lifecycle
     @property
@@ -529,6 +530,9 @@ class Store:
                 self.commit()
         finally:
             self._closed = True
+            reader, self._reader = self._reader, None
+            if reader is not None:
+                reader.close()
             worker, self._worker = self._worker, None
             if worker is not None:
                 job = _Job(None, (), _close, ())
@@ -541,6 +545,35 @@ class Store:
             elif self._db is not None:
                 self._db.close()
             self._db = None
+
+    # ------------------------------------------------------------ reads on the hub
+    def _read_here(self, sql, args):
+        """Rows of a short read (session/list) on the hub's own read connection, so that
+        it never queues behind the store thread's batches (under a busy hub those take
+        several GIL hand-overs each). In WAL mode a reader never waits for a writer, and
+        this connection never sleeps on a lock: when SQLite says busy (a recovery or
+        checkpoint under way) the read goes to the store thread after all. It sees what
+        is committed, which is everything the client has been told (the writer's barrier
+        commits before each line goes out)."""
+        reader = self._hub_reader()
+        if reader is not None:
+            try:
+                return reader.execute(sql, args).fetchall()
+            except sqlite3.OperationalError:
+                pass
+        return self._trip(_fetchall, (sql, args)).value
+
+    def _hub_reader(self):
+        if self._reader is None and self._db is not None and not self._closed:
+            try:
+                reader = sqlite3.connect(self.path, timeout=0, isolation_level=None,
+                                         check_same_thread=False)
+                reader.execute("PRAGMA busy_timeout = 0")  # never sleep on the hub
+                reader.execute("PRAGMA query_only = 1")
+            except sqlite3.Error:
+                return None
+            self._reader = reader
+        return self._reader
 
     # ------------------------------------------------------------ plumbing
     def defer(self, source):
@@ -690,7 +723,7 @@ class Store:
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY updated_at DESC, id DESC LIMIT ?"
-        rows = self._trip(_fetchall, (sql, args + [limit + 1])).value
+        rows = self._read_here(sql, args + [limit + 1])
         more = len(rows) > limit
         rows = rows[:limit]
         next_cursor = encode_cursor(rows[-1][3], rows[-1][0]) if more and rows else None
