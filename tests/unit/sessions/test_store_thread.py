@@ -186,3 +186,28 @@ def test_a_store_dropped_without_close_ends_its_thread(tmp_path):
     gc.collect()
     assert gone() is None  # the thread holds no reference to the store
     assert worker.exited.acquire(timeout=10)  # and its finalizer ended the thread
+
+
+def test_session_list_does_not_queue_behind_a_batch_waiting_for_a_lock(tmp_path):
+    """A batch waits (in the store thread) for another process's write lock; a list on the
+    hub answers meanwhile, with what was committed, and the batch lands once the lock goes."""
+    path = str(tmp_path / "sessions.sqlite3")
+    store = Store(path, busy_wait=10).open()
+    store.create_session("s1", "/w", None, None)
+    store.commit()
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # WAL: readers go on, writers wait
+    try:
+        store.touch("s1", "a title")
+        writing = gevent.spawn(store.commit)
+        gevent.sleep(0.05)
+        assert not writing.ready()  # the batch is waiting for the lock
+        with gevent.Timeout(2):
+            rows, _ = store.list_sessions()
+        assert [(r["id"], r["title"]) for r in rows] == [("s1", None)]  # committed state
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    writing.get(timeout=10)
+    assert [r["title"] for r in store.list_sessions()[0]] == ["a title"]
+    store.close()
