@@ -4,6 +4,7 @@ Cancel/close racing an allow, kill -9 during a tool call, a client that stops re
 deep nesting, lone surrogates, many live sessions, a damaged store.
 """
 
+import contextlib
 import fcntl
 import glob
 import json
@@ -236,10 +237,7 @@ def _read_until(proc, buf, predicate, timeout):
 def test_a_client_that_stops_reading_bounds_memory_and_cancel_drops_queued_chunks(agent_env, workspace, tmp_path):
     script = write_script(tmp_path, [[{"repeat": {"text": "token-" * 8, "count": 400_000}}]])
     env = dict(agent_env, TERM2ACP_SCRIPT=str(script))
-    proc = subprocess.Popen([sys.executable, REPO_LAUNCHER, "--provider", "scripted"], env=env,
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                            bufsize=0)
-    try:
+    with _launched(env, "--provider", "scripted") as proc:
         proc.stdin.write(line({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": 2, "info": {"name": "t", "version": "1"}}}))
         proc.stdin.write(line({"jsonrpc": "2.0", "id": 2, "method": "session/new",
@@ -250,14 +248,7 @@ def test_a_client_that_stops_reading_bounds_memory_and_cancel_drops_queued_chunk
         proc.stdin.write(line({"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": {
             "sessionId": sid, "prompt": [{"type": "text", "text": "talk"}]}}))
         # We stop reading. Wait (bounded) until the agent stops using CPU: it is blocked.
-        deadline = time.monotonic() + 60
-        last, still = _cpu_ticks(proc.pid), 0
-        while still < 5:
-            assert time.monotonic() < deadline, "the agent never stopped producing"
-            time.sleep(0.1)
-            now = _cpu_ticks(proc.pid)
-            still = still + 1 if now == last else 0
-            last = now
+        _wait_until_idle_cpu(proc.pid)
         grown = _rss_kib(proc.pid) - base
         assert grown < 40 * 1024, f"RSS grew by {grown} KiB while the client did not read"
         proc.stdin.write(line({"jsonrpc": "2.0", "method": "session/cancel",
@@ -271,6 +262,17 @@ def test_a_client_that_stops_reading_bounds_memory_and_cancel_drops_queued_chunk
         assert read < 5_000, f"{read} lines were still delivered after the cancel"
         proc.stdin.close()
         assert proc.wait(10) == 0
+
+
+@contextlib.contextmanager
+def _launched(env, *args):
+    """``bin/term2-acp`` on raw pipes (the test reads and writes bytes itself); killed at
+    the end if it has not exited."""
+    proc = subprocess.Popen([sys.executable, REPO_LAUNCHER, *args], env=env,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, bufsize=0)
+    try:
+        yield proc
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -295,9 +297,7 @@ def _wait_until_idle_cpu(pid, timeout=60):
 
 
 def test_many_large_answers_to_a_client_that_stops_reading_stay_bounded(agent_env, workspace):
-    proc = subprocess.Popen([sys.executable, REPO_LAUNCHER], env=agent_env, stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, bufsize=0)
-    try:
+    with _launched(agent_env) as proc:
         proc.stdin.write(line({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
             "protocolVersion": 2, "info": {"name": "t", "version": "1"}}}))
         _write_all(proc, b"".join(line({"jsonrpc": "2.0", "id": f"n{n}", "method": "session/new",
@@ -323,16 +323,10 @@ def test_many_large_answers_to_a_client_that_stops_reading_stay_bounded(agent_en
         assert len(last["result"]["sessions"]) == 50
         proc.stdin.close()
         assert proc.wait(10) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(5)
 
 
 def test_a_flood_of_malformed_lines_to_a_client_that_stops_reading_stays_bounded(agent_env):
-    proc = subprocess.Popen([sys.executable, REPO_LAUNCHER], env=agent_env, stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, bufsize=0)
-    try:
+    with _launched(agent_env) as proc:
         _write_all(proc, line({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
             "protocolVersion": 2, "info": {"name": "t", "version": "1"}}}))
         _, _, buf = _read_until(proc, b"", lambda m: m.get("id") == 0, 30)
@@ -349,10 +343,6 @@ def test_a_flood_of_malformed_lines_to_a_client_that_stops_reading_stays_bounded
         assert "result" in ping and read < 100_000
         proc.stdin.close()
         assert proc.wait(10) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(5)
 
 
 # ---------------------------------------------------------------- nesting
