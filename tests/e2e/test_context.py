@@ -50,8 +50,22 @@ def server():
     srv.stop()
 
 
-def openai_env(server):
-    return {"OPENAI_BASE_URL": server.openai_url, "OPENAI_API_KEY": "sk-test-key-123456"}
+def openai_env(server, key="sk-test-key-123456"):
+    return {"OPENAI_BASE_URL": server.openai_url, "OPENAI_API_KEY": key}
+
+
+@pytest.fixture
+def srv():
+    """A fake OpenAI-compatible server with nothing queued: the test enqueues its answers."""
+    server = f.FakeLLMServer().start()
+    yield server
+    server.stop()
+
+
+def openai_agent(acp_agent, server, key="sk-t-123456", **kwargs):
+    """An initialized agent on the openai provider (model "m") talking to ``server``."""
+    return acp_agent(args=("--provider", "openai", "--model", "m"),
+                     env=openai_env(server, key), **kwargs)
 
 
 def start(acp_agent, protocol, init, env, args=()):
@@ -238,25 +252,19 @@ def test_slash_compact_compacts_on_demand(acp_agent, workspace, tmp_path):
 
 # ---------------------------------------------------------------- errors a person can see
 @pytest.mark.parametrize("protocol", [1, 2])
-def test_a_rejected_key_is_explained_in_the_conversation(acp_agent, workspace, protocol):
-    srv = f.FakeLLMServer().start()
-    try:
-        srv.enqueue(f.Status(401, {"error": {"message": "Incorrect API key provided"}}))
-        agent = acp_agent(args=("--provider", "openai", "--model", "m"), protocol=protocol,
-                          env={"OPENAI_BASE_URL": srv.openai_url,
-                               "OPENAI_API_KEY": "sk-secret-abcdef123456"})
-        sid = agent.new_session(workspace)
-        response, updates, end = agent.prompt(sid, "hi", timeout=30)
-        told = told_text(updates)
-        assert "rejected the API key" in told and "OPENAI_API_KEY" in told
-        if protocol == 1:
-            assert response["error"]["code"] == -32603  # the prompt error stays
-        else:
-            assert end["params"]["update"]["stopReason"] == "_term2_error"
-        assert "sk-secret-abcdef123456" not in json.dumps(agent.messages)
-        assert agent.close() == 0
-    finally:
-        srv.stop()
+def test_a_rejected_key_is_explained_in_the_conversation(acp_agent, workspace, srv, protocol):
+    srv.enqueue(f.Status(401, {"error": {"message": "Incorrect API key provided"}}))
+    agent = openai_agent(acp_agent, srv, "sk-secret-abcdef123456", protocol=protocol)
+    sid = agent.new_session(workspace)
+    response, updates, end = agent.prompt(sid, "hi", timeout=30)
+    told = told_text(updates)
+    assert "rejected the API key" in told and "OPENAI_API_KEY" in told
+    if protocol == 1:
+        assert response["error"]["code"] == -32603  # the prompt error stays
+    else:
+        assert end["params"]["update"]["stopReason"] == "_term2_error"
+    assert "sk-secret-abcdef123456" not in json.dumps(agent.messages)
+    assert agent.close() == 0
 
 
 def test_an_unreachable_server_names_the_url(acp_agent, workspace):
@@ -271,40 +279,30 @@ def test_an_unreachable_server_names_the_url(acp_agent, workspace):
     assert agent.close() == 0
 
 
-def test_rate_limits_are_retried_visibly_then_answered(acp_agent, workspace):
-    srv = f.FakeLLMServer().start()
-    try:
-        srv.enqueue(f.Status(429, {"error": {"message": "slow down"}}, {"retry-after": "0.2"}),
-                    f.openai_sse(f.oa_text("fine now"), f.oa_finish("stop")))
-        agent = acp_agent(args=("--provider", "openai", "--model", "m"),
-                          env={"OPENAI_BASE_URL": srv.openai_url, "OPENAI_API_KEY": "sk-t-123456"})
-        sid = agent.new_session(workspace)
-        _, updates, idle = agent.prompt(sid, "hi", timeout=30)
-        assert idle["params"]["update"]["stopReason"] == "end_turn"
-        told = told_text(updates)
-        assert "Retrying in 0.2 s (HTTP 429 Too Many Requests)" in told
-        assert told.endswith("fine now") and len(srv.requests) == 2
-        assert agent.close() == 0
-    finally:
-        srv.stop()
+def test_rate_limits_are_retried_visibly_then_answered(acp_agent, workspace, srv):
+    srv.enqueue(f.Status(429, {"error": {"message": "slow down"}}, {"retry-after": "0.2"}),
+                f.openai_sse(f.oa_text("fine now"), f.oa_finish("stop")))
+    agent = openai_agent(acp_agent, srv)
+    sid = agent.new_session(workspace)
+    _, updates, idle = agent.prompt(sid, "hi", timeout=30)
+    assert idle["params"]["update"]["stopReason"] == "end_turn"
+    told = told_text(updates)
+    assert "Retrying in 0.2 s (HTTP 429 Too Many Requests)" in told
+    assert told.endswith("fine now") and len(srv.requests) == 2
+    assert agent.close() == 0
 
 
-def test_rate_limit_that_outlasts_the_retries_says_so(acp_agent, workspace):
-    srv = f.FakeLLMServer().start()
-    try:
-        for _ in range(3):
-            srv.enqueue(f.Status(429, {"error": {"message": "slow down"}}, {"retry-after": "0.1"}))
-        agent = acp_agent(args=("--provider", "openai", "--model", "m"),
-                          env={"OPENAI_BASE_URL": srv.openai_url, "OPENAI_API_KEY": "sk-t-123456"})
-        sid = agent.new_session(workspace)
-        _, updates, idle = agent.prompt(sid, "hi", timeout=30)
-        assert idle["params"]["update"]["stopReason"] == "_term2_error"
-        told = told_text(updates)
-        assert told.count("Retrying in 0.1 s") == 2
-        assert "rate limiting requests" in told and "Please retry after 0.1 s." in told
-        assert agent.close() == 0
-    finally:
-        srv.stop()
+def test_rate_limit_that_outlasts_the_retries_says_so(acp_agent, workspace, srv):
+    for _ in range(3):
+        srv.enqueue(f.Status(429, {"error": {"message": "slow down"}}, {"retry-after": "0.1"}))
+    agent = openai_agent(acp_agent, srv)
+    sid = agent.new_session(workspace)
+    _, updates, idle = agent.prompt(sid, "hi", timeout=30)
+    assert idle["params"]["update"]["stopReason"] == "_term2_error"
+    told = told_text(updates)
+    assert told.count("Retrying in 0.1 s") == 2
+    assert "rate limiting requests" in told and "Please retry after 0.1 s." in told
+    assert agent.close() == 0
 
 
 def pairing_problems(body):
@@ -359,22 +357,17 @@ def test_compaction_in_the_middle_of_a_turn_keeps_calls_with_their_results(acp_a
         srv.stop()
 
 
-def test_cancel_ends_a_retry_wait(acp_agent, workspace):
-    srv = f.FakeLLMServer().start()
-    try:
-        srv.enqueue(f.Status(503, {"error": {"message": "overloaded"}}, {"retry-after": "30"}))
-        agent = acp_agent(args=("--provider", "openai", "--model", "m"),
-                          env={"OPENAI_BASE_URL": srv.openai_url, "OPENAI_API_KEY": "sk-t-123456"})
-        sid = agent.new_session(workspace)
-        agent.prompt_async(sid, "hi")
-        chunk = agent.wait_update("agent_message_chunk", session_id=sid, timeout=20)
-        assert chunk["content"]["text"].startswith("Retrying in 30 s (HTTP 503")
-        agent.notify("session/cancel", {"sessionId": sid})
-        idle = agent.wait_update("state_update", state="idle", session_id=sid, timeout=5)
-        assert idle["stopReason"] == "cancelled" and len(srv.requests) == 1
-        assert agent.close() == 0
-    finally:
-        srv.stop()
+def test_cancel_ends_a_retry_wait(acp_agent, workspace, srv):
+    srv.enqueue(f.Status(503, {"error": {"message": "overloaded"}}, {"retry-after": "30"}))
+    agent = openai_agent(acp_agent, srv)
+    sid = agent.new_session(workspace)
+    agent.prompt_async(sid, "hi")
+    chunk = agent.wait_update("agent_message_chunk", session_id=sid, timeout=20)
+    assert chunk["content"]["text"].startswith("Retrying in 30 s (HTTP 503")
+    agent.notify("session/cancel", {"sessionId": sid})
+    idle = agent.wait_update("state_update", state="idle", session_id=sid, timeout=5)
+    assert idle["stopReason"] == "cancelled" and len(srv.requests) == 1
+    assert agent.close() == 0
 
 
 def test_twelve_long_prompts_against_a_small_window_v1_then_load(acp_agent, workspace, server):
