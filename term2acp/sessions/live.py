@@ -91,14 +91,6 @@ class LiveSession:
         """session/cancel or session/close was read for the current prompt."""
         return self.lifecycle.stopping
 
-    @property
-    def gate(self):
-        return self.lifecycle.gate
-
-    @property
-    def turn_seq(self):
-        return self.lifecycle.seq
-
     def commit(self):
         """Everything emitted and written so far is committed; raises the StoreError of a
         batch that lost this session's changes (also one the protocol writer sent)."""

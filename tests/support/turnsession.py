@@ -20,14 +20,6 @@ class FakeSession:
         self.commits = 0
 
     @property
-    def gate(self):
-        return self.lifecycle.gate
-
-    @gate.setter
-    def gate(self, gate):
-        self.lifecycle.gate = gate
-
-    @property
     def stopping(self):
         return self.lifecycle.stopping
 

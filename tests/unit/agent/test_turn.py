@@ -36,8 +36,7 @@ class Provider(pb.Provider):
 
 
 def make_turn(tmp_path, turns, gate=None):
-    session = FakeSession(os.path.realpath(tmp_path))
-    session.gate = gate
+    session = FakeSession(os.path.realpath(tmp_path), gate)
     turn = Turn(session, Provider(turns), {"asker": Asker()}, Settings.load(env={}), "sys")
     return session, turn
 
