@@ -30,11 +30,12 @@ damaged store is moved aside and told on the first session call).
 
 import importlib
 import logging
-import sys
 import time
 
 import gevent
 from gevent.event import Event
+
+from term2acp.core.pacing import restore_switch_interval, shorten_switch_interval
 
 log = logging.getLogger(__name__)
 
@@ -109,13 +110,12 @@ class Warmup:
         # The thread holds the GIL while it imports; whenever the hub wakes up it waits for
         # the thread to let go, at most one switch interval (5 ms by default) each time.
         # Shorter while the warm-up runs, so a request meanwhile is not held up by it.
-        interval = sys.getswitchinterval()
-        sys.setswitchinterval(min(interval, SWITCH_INTERVAL))
+        shorten_switch_interval(SWITCH_INTERVAL)
         started = time.perf_counter()
         try:
             self._in_threads(gevent.get_hub().threadpool)
         finally:
-            sys.setswitchinterval(interval)
+            restore_switch_interval(SWITCH_INTERVAL)
             self._sessions_ready.set()
             self._turns_ready.set()
             self._ready.set()

@@ -33,7 +33,6 @@ import json
 import logging
 import os
 import sqlite3
-import sys
 import weakref
 from collections import deque
 from datetime import datetime, timezone
@@ -41,6 +40,7 @@ from datetime import datetime, timezone
 from gevent import get_hub, monkey
 from gevent.event import Event
 
+from term2acp.core.pacing import restore_switch_interval, shorten_switch_interval
 from term2acp.core.text import scrub_text as clean_text
 from term2acp.sessions.errors import InvalidCursor, StoreError, StoreRecovered
 
@@ -317,7 +317,7 @@ class _Worker:
         self._jobs = _NativeQueue()
         self._finished = deque()
         self._outstanding = 0
-        self._interval = None  # the switch interval to restore when no job is out
+        self._short = False  # a short switch interval is held while jobs are out
         self._async = get_hub().loop.async_()
         self._async.start(self._deliver)
         self._async.ref = False  # keeps the loop alive only while a job is out
@@ -332,8 +332,8 @@ class _Worker:
             # (a streaming turn) each of those waits up to one switch interval (5 ms by
             # default), so a batch of a dozen statements took tens of ms. While a job is
             # out the interval is short; it is restored when the last job is delivered.
-            self._interval = sys.getswitchinterval()
-            sys.setswitchinterval(min(self._interval, HANDOFF_INTERVAL))
+            shorten_switch_interval(HANDOFF_INTERVAL)
+            self._short = True
         self._jobs.put(job)
 
     def _deliver(self):
@@ -347,9 +347,9 @@ class _Worker:
             job.done.set()
         if not self._outstanding:
             self._async.ref = False
-            if self._interval is not None:
-                sys.setswitchinterval(self._interval)
-                self._interval = None
+            if self._short:
+                restore_switch_interval(HANDOFF_INTERVAL)
+                self._short = False
         if not self.alive:
             self._async.close()
 
