@@ -8,8 +8,7 @@ cancelled, or for an interaction that is no longer the pending one
 (``sessions/lifecycle.py``), is a denial that also ends the turn (``abort_turn``).
 """
 
-from dataclasses import dataclass, field
-from typing import Any
+from term2acp.core.record import Record
 
 ORDINARY = "ordinary"
 FOLDER_READ = "folder_read"
@@ -49,41 +48,49 @@ NOT_SUPPORTED = "Approval is not yet supported over ACP."
 TIMED_OUT = "No response to the permission request before the timeout."
 
 
-@dataclass
-class ApprovalRequest:
+class ApprovalRequest(Record):
     """What a tool asks for. ``path`` is the canonical target the grant would cover."""
 
-    variant: str = ORDINARY
-    path: str | None = None
-    title: str = ""
-    content: list = field(default_factory=list)  # e.g. a diff preview
-    grant: tuple | None = None  # what allow-tool-session grants, e.g. ("mcp", server, tool)
+    __slots__ = ("variant", "path", "title", "content", "grant")
+
+    def __init__(self, variant=ORDINARY, path=None, title="", content=None, grant=None):
+        self.variant = variant
+        self.path = path
+        self.title = title
+        self.content = [] if content is None else content  # e.g. a diff preview
+        self.grant = grant  # what allow-tool-session grants, e.g. ("mcp", server, tool)
 
 
-@dataclass
-class Interaction:
-    id: str
-    variant: str
-    call_id: str
-    tool_name: str
-    title: str
-    kind: str
-    raw_input: Any
-    locations: list
-    content: list
-    path: str | None
+class Interaction(Record):
+    __slots__ = ("id", "variant", "call_id", "tool_name", "title", "kind", "raw_input",
+                 "locations", "content", "path")
+
+    def __init__(self, id, variant, call_id, tool_name, title, kind, raw_input,  # noqa: A002
+                 locations, content, path):
+        self.id = id
+        self.variant = variant
+        self.call_id = call_id
+        self.tool_name = tool_name
+        self.title = title
+        self.kind = kind
+        self.raw_input = raw_input
+        self.locations = locations
+        self.content = content
+        self.path = path
 
     @property
     def choices(self):
         return CHOICES[self.variant]
 
 
-@dataclass
-class Decision:
-    allowed: bool
-    choice: str | None = None
-    reason: str = ""
-    abort_turn: bool = False  # cancelled, closed or superseded: the turn ends cancelled
+class Decision(Record):
+    __slots__ = ("allowed", "choice", "reason", "abort_turn")
+
+    def __init__(self, allowed, choice=None, reason="", abort_turn=False):
+        self.allowed = allowed
+        self.choice = choice
+        self.reason = reason
+        self.abort_turn = abort_turn  # cancelled, closed or superseded: the turn ends cancelled
 
     @classmethod
     def deny(cls, reason, abort_turn=False):

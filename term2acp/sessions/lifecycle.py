@@ -20,7 +20,7 @@ running (killing a greenlet before it starts would skip its ``finally`` and with
 idle update).
 """
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from gevent.event import AsyncResult
 
@@ -39,8 +39,7 @@ BUSY = frozenset({PREPARING, RUNNING, REQUIRES_ACTION})
 END_TURN, CANCELLED, FAILED = "end_turn", "cancelled", "failed"
 
 
-@dataclass(frozen=True)
-class Outcome:
+class Outcome(NamedTuple):  # not a dataclass: cheaper to import (core/record.py)
     reason: str  # end_turn | max_tokens | max_turn_requests | refusal | cancelled | failed
     error: str | None = None
     usage: dict | None = None  # tokens: input, output, thought, cached

@@ -169,7 +169,7 @@ class SessionView:
             update = {"sessionUpdate": "tool_call_update", "toolCallId": e.call_id}
             if e.title is not None:
                 update["title"] = e.title
-        tool_fields(update, vars(e), self.terminals)
+        tool_fields(update, e.fields(), self.terminals)
         if e.status in FINISHED:
             for terminal_id in [t for t, v in self.terminals.items() if v.call_id == e.call_id]:
                 del self.terminals[terminal_id]
