@@ -9,7 +9,6 @@ import logging
 from term2acp.acp import translate
 from term2acp.acp.controls import ControlHandlers, control_updates, replay_plan
 from term2acp.acp.errors import domain_errors
-from term2acp.acp.permissions import PermissionBridge
 from term2acp.rpc.errors import InternalError, InvalidParamsError
 from term2acp.sessions.errors import InvalidCursor
 
@@ -96,6 +95,8 @@ class SessionHandlers(ControlHandlers):
     def prompt(self, params):
         session = self.manager.admit(params["session_id"], params.get("ticket"))
         text = self.manager.prepare(session, params["prompt"])
+        from term2acp.acp.permissions import PermissionBridge  # the warm-up's turn layer
+
         gate = PermissionBridge(self.client, session.id, self.settings.approval_timeout)
         self.manager.start(session, params["prompt"], text, gate)  # the running update
         return {}  # the turn goes on; its idle state_update ends it (translate.py)

@@ -18,7 +18,6 @@ The function returns text to show, or :class:`ModelPrompt` to ask the model.
 """
 
 import importlib
-import importlib.metadata
 import logging
 import re
 
@@ -184,6 +183,10 @@ def available():
 
 
 def _entry_points():
+    # importlib.metadata costs ~10 ms to import: here, not on session/new's import path
+    # (the scan runs in the warm-up's second step, term2acp/warmup.py)
+    import importlib.metadata
+
     try:
         return sorted(importlib.metadata.entry_points(group=GROUP),
                       key=lambda ep: (ep.name, ep.value))

@@ -12,7 +12,6 @@ import gevent
 
 from term2acp.acp.controls import ControlHandlers, control_updates
 from term2acp.acp.errors import domain_errors
-from term2acp.acp.permissions import PermissionBridge
 from term2acp.acp.translate import CHUNK_EVENTS
 from term2acp.acp.sessions import SessionHandlers
 from term2acp.acp.v1 import permissions, translate
@@ -128,6 +127,8 @@ class V1SessionHandlers(ControlHandlers):
         # the model takes them
         session = self.manager.admit(params["session_id"], params.get("ticket"))
         text = self.manager.prepare(session, blocks)
+        from term2acp.acp.permissions import PermissionBridge  # the warm-up's turn layer
+
         gate = PermissionBridge(self.client, session.id, self.settings.approval_timeout,
                                 params_for=permissions.request_params)
         ended = self.manager.start(session, blocks, text, gate)
