@@ -32,10 +32,11 @@ class Server:
         self.agent = AcpAgent(self._sessions, ClientProxy(self.endpoint), settings)
         self.agent.catalog = catalog  # authMethods name its providers' key variables
         self.endpoint.router = self.agent
-        # Once initialize is answered, the session layer, tools and store are prepared in a
-        # native thread (term2acp/warmup.py), then the sandbox is probed (a bwrap run): the
-        # first session call finds them ready, and the hub is not blocked meanwhile.
-        self.warmup = Warmup(settings)
+        # The session layer is imported before the first line is read and the store opened
+        # in a native thread meanwhile; once initialize is answered, the turn layer and the
+        # tools are prepared in that thread (term2acp/warmup.py), then the sandbox is probed
+        # (a bwrap run): the first session call finds them ready, the hub is not blocked.
+        self.warmup = Warmup(settings, in_flight=lambda: self.pool)
         self.agent.on_initialized = lambda: self.warmup.schedule(
             self.agent.version, self.catalog, then=self._probe_sandbox,
             on_sessions=self.agent.open_face)
@@ -106,6 +107,7 @@ class Server:
         for signum in (signal.SIGINT, signal.SIGTERM):
             gevent.signal_handler(signum, self.stop.set)
         gevent.signal_handler(signal.SIGUSR1, _dump_greenlets)
+        self.warmup.start()  # the session layer, before the first line is read
         reader = gevent.spawn(self._read)
         reader.name = "rpc-reader"
         self.stop.wait()

@@ -1,12 +1,22 @@
-"""Start-up work off the hub: what the first session call would otherwise pay for.
+"""Start-up work, arranged so that no session call waits and the hub is never blocked.
 
-Once ``initialize`` is answered, a native thread (gevent's threadpool) does three steps,
-each what some calls wait for (cooperatively; the hub keeps serving meanwhile):
+Before the reader takes its first line (``Server.run``), :meth:`Warmup.start` imports the
+session layer of both faces (handlers, manager, store, their schemas) on the hub, where
+nothing else runs yet (about 10 ms: the imports are kept lean for this, e.g. the runtime's
+value classes are not dataclasses, ``core/record.py``, and what only prompts use is left
+to the turn layer), while the session store's own native thread opens the store (SQLite
+PRAGMAs and migrations, mostly disk waits without the GIL). So the first ``session/new``
+of a fresh process, sent as soon as ``initialize`` is answered, finds its modules in and
+its store open (issue 16: < 5 ms).
 
-1. the session layer of the negotiated face (handlers, manager, store, schemas), and
-   opens the session store (SQLite PRAGMAs and migrations): what the face needs to be
-   built and ``session/new`` to run (:meth:`Warmup.wait_sessions`; then ``on_sessions``
-   runs on the hub);
+Once ``initialize`` is answered (:meth:`Warmup.schedule`), a native thread (gevent's
+threadpool) does the rest, each step what some calls wait for (cooperatively; the hub
+keeps serving meanwhile):
+
+1. waits for the store; then ``on_sessions`` builds the negotiated face on the hub (what
+   :meth:`Warmup.wait_sessions` waits for); then, before the thread takes the GIL for
+   the next steps, lets the calls in flight end (bounded, :meth:`Warmup._settle`): the
+   ``session/new`` an editor sends as soon as ``initialize`` is answered is served alone;
 2. the turn layer (the turn loop, compaction, prompt content, instructions, MCP), the
    providers' HTTP client and the default provider's module, and the command entry
    points: what prompts, resume and load wait for, and what a new session's commands
@@ -17,11 +27,11 @@ each what some calls wait for (cooperatively; the hub keeps serving meanwhile):
 Why wait instead of importing on the hub: under gevent's monkey-patching the interpreter's
 per-module import locks are gevent locks, so two threads importing the same module at
 once wait for each other across threads (two warm-up threads doing so hung once). So one
-thread imports at a time: the warm-up runs in one thread; the hub imports nothing of the
-session layer before the first step is done, nothing of the turn layer before the second
-(the calls that import it wait), and nothing of the third (tools, sandbox) outside a turn,
-which waits for it. A module that session/new imports lazily belongs in the first step;
-one that only prompts, resume or load import, in the second.
+thread imports at a time: the store thread imports nothing (its modules are in before it
+starts); the hub imports nothing of the turn layer before the second step is done (the
+calls that import it wait), and nothing of the third (tools, sandbox) outside a turn,
+which waits for it. A module that session/new imports lazily belongs in
+``SESSION_LAYER``; one that only prompts, resume or load import, in the second step.
 
 Every step is best effort: one that fails is left to the hub, which then does it the
 ordinary way and reports the failure where it always did (a broken plug-in is logged, a
@@ -35,21 +45,26 @@ import time
 import gevent
 from gevent.event import Event
 
-from term2acp.core.pacing import restore_switch_interval, shorten_switch_interval
+from term2acp.core.pacing import breathe, restore_switch_interval, shorten_switch_interval
 
 log = logging.getLogger(__name__)
 
 SWITCH_INTERVAL = 0.002  # seconds: the GIL hand-over period while the warm-up runs (0.5 ms
 # made the warm-up itself 20-30 % slower: its two threads passed the GIL back and forth)
 WAIT = 30.0  # seconds the hub waits for the warm-up before doing the work itself
-FACES = {1: "term2acp.acp.v1.sessions", 2: "term2acp.acp.sessions"}
-FACE_ROUTES = {1: ("term2acp.acp.v1.routes",), 2: ()}  # v2's schemas load at start-up
-SESSION_MODULES = ("term2acp.sessions.manager", "term2acp.agent.commands")
+SETTLE = 0.25  # seconds the turn layer's import waits at most for the calls in flight
+SETTLE_POLL = 0.001  # seconds between two looks at them
+# imported by start(), on the hub before the first line is read: both faces (the version is
+# not known yet; v1's modules cost ~3 ms more), the manager and the store
+STORE_MODULE = "term2acp.sessions.store"  # with everything _open_store uses
+SESSION_LAYER = ("term2acp.acp.sessions", "term2acp.acp.v1.sessions", "term2acp.acp.v1.routes",
+                 "term2acp.sessions.manager")
 # step 2 also imports providers.http (the /models listing a session starts waits for it)
 # and the default provider's module, and scans the command plug-ins
 TURN_LAYER = ("term2acp.agent.turn", "term2acp.agent.context", "term2acp.agent.content",
               "term2acp.agent.instructions", "term2acp.agent.prompt",
-              "term2acp.agent.failures", "term2acp.mcp.session", "term2acp.providers.http")
+              "term2acp.agent.failures", "term2acp.mcp.session", "term2acp.providers.http",
+              "term2acp.acp.permissions", "term2acp.agent.commands")
 TURN_MODULES = ("term2acp.tools.registry", "term2acp.sandbox.bwrap")
 # the default provider's module (not the local one: its engine loads on first use)
 PROVIDER_MODULES = {"openai": "term2acp.providers.openai",
@@ -58,44 +73,76 @@ PROVIDER_MODULES = {"openai": "term2acp.providers.openai",
 
 
 class Warmup:
-    def __init__(self, settings):
+    def __init__(self, settings, in_flight=None):
         self.settings = settings
+        self._in_flight = in_flight  # () -> the greenlets handling requests, or None
+        self._waiters = set()  # greenlets waiting for this warm-up
         self.tools = None  # name -> Tool, loaded off the hub (None: load on the hub)
         self.store = None  # an opened Store (None: the manager opens its own)
         self._ready = self._sessions_ready = self._turns_ready = None  # Events, once scheduled
-        self._modules = self._turn_modules = ()
+        self._store_job = None  # the greenlet opening the store, once started
+        self._turn_modules = ()
         self.greenlet = None  # runs the warm-up, then ``then``
         self._sessions_at = None
         self._on_sessions = None
 
-    def schedule(self, version, catalog=None, then=None, delay=0.001, on_sessions=None):
-        """Plan the warm-up (once): from now on waiters wait for it. It starts ``delay``
-        seconds later (after the initialize answer has been written), runs in native
-        threads; ``on_sessions()`` runs on the hub once the session layer is in, ``then()``
-        at the end. ``catalog`` names the default provider, whose module is imported too."""
+    def start(self):
+        """Import the session layer here, then open the store in a native thread (once).
+        Call it on the hub before anything else runs (the reader has not started)."""
+        if self._store_job is not None:
+            return
+        # the store's modules first; its own thread opens it (mostly disk waits, without
+        # the GIL) while the hub imports the rest. The opener greenlet runs once, now, to
+        # hand the open to that thread, then waits for it.
+        _step("import the session store", importlib.import_module, STORE_MODULE)
+        self._store_job = gevent.spawn(_step, "session store", _open_store, self.settings)
+        self._store_job.name = "store-opener"
+        gevent.sleep(0)
+        for name in SESSION_LAYER:
+            _step(f"import {name}", importlib.import_module, name)
+
+    def schedule(self, version, catalog=None, then=None, delay=1e-6, on_sessions=None):
+        """Plan the rest of the warm-up (once): from now on waiters wait for it. It starts
+        ``delay`` seconds later (after the initialize answer has been written), runs in
+        native threads; ``on_sessions()`` runs on the hub once the store is open, ``then()``
+        at the end. ``catalog`` names the default provider, whose module is imported too.
+        Starts (:meth:`start`) first if that was not done."""
         if self._ready is not None:
             return
+        self.start()
         self._ready, self._sessions_ready, self._turns_ready = Event(), Event(), Event()
         provider = _provider_module(catalog)
-        face = version if version in FACES else 2
-        self._modules = (FACES[face], *FACE_ROUTES[face], *SESSION_MODULES)
         self._turn_modules = TURN_LAYER + ((provider,) if provider else ())
         self._on_sessions = on_sessions
         self.greenlet = gevent.spawn_later(delay, self._run, then)
         self.greenlet.name = "warm-up"
 
     def wait_sessions(self, timeout=WAIT):
-        """Wait cooperatively until the session layer is ready (True at once when no
+        """Wait cooperatively until the session store is open (True at once when no
         warm-up was scheduled)."""
-        return _ready(self._sessions_ready, "session layer", timeout)
+        return self._ready_for(self._sessions_ready, "session store", timeout)
 
     def wait_turns(self, timeout=WAIT):
         """Wait cooperatively until the turn layer is imported too."""
-        return _ready(self._turns_ready, "turn layer", timeout)
+        return self._ready_for(self._turns_ready, "turn layer", timeout)
 
     def wait(self, timeout=WAIT):
         """Wait cooperatively until the whole warm-up has ended (tools and sandbox too)."""
-        return _ready(self._ready, "tools and sandbox", timeout)
+        return self._ready_for(self._ready, "tools and sandbox", timeout)
+
+    def _ready_for(self, event, what, timeout):
+        if event is None or event.is_set():
+            return True
+        me = gevent.getcurrent()
+        self._waiters.add(me)
+        try:
+            if event.wait(timeout):
+                return True
+        finally:
+            self._waiters.discard(me)
+        log.warning("start-up warm-up (%s) not done after %.0f s; continuing without it",
+                    what, timeout)
+        return False
 
     def take_tools(self):
         tools, self.tools = self.tools, None
@@ -119,30 +166,41 @@ class Warmup:
             self._sessions_ready.set()
             self._turns_ready.set()
             self._ready.set()
-        log.debug("warm-up: session layer ready after %.1f ms, all done after %.1f ms",
+        log.debug("warm-up: session store ready after %.1f ms, all done after %.1f ms",
                   ((self._sessions_at or started) - started) * 1000,
                   (time.perf_counter() - started) * 1000)
         if then is not None:
             then()
 
     def _in_threads(self, pool):
-        # One thread, one step after the other: opening the store in a second thread
-        # saved little (a few ms of disk waits) and cost more in GIL hand-overs.
-        _wait(pool.spawn(self._prepare_sessions))
+        # One thread, one step after the other: a second thread saved little (a few ms
+        # of disk waits) and cost more in GIL hand-overs.
+        self.store = _wait(self._store_job)
         self._sessions_at = time.perf_counter()
         self._sessions_ready.set()
         if self._on_sessions is not None:  # on the hub, before the next step holds the GIL
             _step("session layer (hub)", self._on_sessions)
+        self._settle()
         _wait(pool.spawn(self._import_turn_layer))
         self._turns_ready.set()
         _wait(pool.spawn(self._prepare_turns))
 
-    # ------------------------------------------------------------ in the thread
-    def _prepare_sessions(self):
-        for name in self._modules:
-            _step(f"import {name}", importlib.import_module, name)
-        self.store = _step("session store", _open_store, self.settings)
+    def _settle(self):
+        """Wait (at most SETTLE) until every request in flight is one waiting for this
+        warm-up: the import that comes next holds the GIL for tens of ms, and a request
+        sharing it with the import took 2-5x longer (a first session/new 5-16 ms instead
+        of 2-3). Polled: the hub wakes a few times during a call's few ms."""
+        if self._in_flight is None:
+            return
+        deadline = time.monotonic() + SETTLE
+        breathe()  # a line already in stdin is read (its request spawned) first
+        while self._busy() and time.monotonic() < deadline:
+            gevent.sleep(SETTLE_POLL)
 
+    def _busy(self):
+        return any(glet not in self._waiters for glet in self._in_flight())
+
+    # ------------------------------------------------------------ in the thread
     def _import_turn_layer(self):
         for name in self._turn_modules:
             _step(f"import {name}", importlib.import_module, name)
@@ -164,14 +222,6 @@ def _wait(result):
     except Exception:  # noqa: BLE001 - steps catch their own errors: a thread failure
         log.warning("start-up warm-up failed", exc_info=True)
     return None
-
-
-def _ready(event, what, timeout):
-    if event is None or event.wait(timeout):
-        return True
-    log.warning("start-up warm-up (%s) not done after %.0f s; continuing without it",
-                what, timeout)
-    return False
 
 
 def _step(what, function, *args):
@@ -210,12 +260,18 @@ def _load_tools(settings):
 
 
 def _open_store(settings):
-    from term2acp.sessions.errors import StoreError
+    """The opened store, or None (the manager opens it on first use and reports the error
+    there). It opens in the store's own thread; a damaged file moved aside is told by the
+    first session call's ``open()``."""
+    from term2acp.sessions.errors import StoreError, StoreRecovered
     from term2acp.sessions.store import store_for
 
     store = store_for(settings)
     try:
-        store.open_here()  # in this thread; a damaged file moved aside is told on first use
+        store.open()
+    except StoreRecovered as notice:
+        store.recovered = str(notice)
     except StoreError:
-        return None  # the manager opens it on first use and reports the error there
+        store.close()
+        return None
     return store

@@ -8,9 +8,9 @@ for lacking v2 fields, and the version is fixed for the connection once answered
 
 The face (its session handlers, with the session manager, and its route table of their
 bound methods) is built once, right after ``initialize`` is answered, when the warm-up
-(``term2acp/warmup.py``) has imported its modules off the hub: answering ``initialize``
-stays cheap (start-up is what editors wait for). A session method read before that waits
-for it in :meth:`AcpAgent.lookup`. Prompts (and resume/load, which restore a conversation)
+(``term2acp/warmup.py``) has opened the session store (its modules were imported before
+the first line was read). A session method read before that waits for it in
+:meth:`AcpAgent.lookup`. Prompts (and resume/load, which restore a conversation)
 also wait for the turn layer, which the warm-up imports next.
 """
 

@@ -1,6 +1,10 @@
 """term2acp/warmup.py: the start-up work done in native threads, handed to the hub."""
 
+import sys
+
+import gevent
 import pytest
+from gevent.event import Event
 
 from term2acp.sessions.errors import StoreRecovered
 from term2acp.settings import Settings
@@ -37,3 +41,63 @@ def test_a_damaged_store_moved_aside_by_the_warm_up_is_told_on_first_use(tmp_pat
         store.open()
     assert store.open() is store  # told once; the fresh store works
     store.close()
+
+
+def test_the_turn_layer_waits_for_the_session_calls_in_flight(tmp_path, monkeypatch):
+    """The import after the face is built holds the GIL for tens of ms: it starts once the
+    session call in flight (the editor's first session/new) has ended."""
+    order, requests, looks = [], [], [0]
+    release = Event()
+
+    def request():  # a session/new being handled when the face is built
+        release.wait(10)
+        order.append("request done")
+        requests.clear()
+
+    def in_flight():
+        looks[0] += 1
+        if looks[0] == 3:  # the warm-up has looked a few times: let the request end
+            release.set()
+        return list(requests)
+
+    def on_sessions():
+        order.append("face built")
+        requests.append(gevent.spawn(request))
+
+    real = Warmup._import_turn_layer
+    monkeypatch.setattr(Warmup, "_import_turn_layer",
+                        lambda self: (order.append("turn layer"), real(self)))
+    warmup = Warmup(Settings(data_dir=str(tmp_path / "data")), in_flight=in_flight)
+    warmup.schedule(2, on_sessions=on_sessions)
+    assert warmup.wait(timeout=30) is True
+    assert order == ["face built", "request done", "turn layer"]
+    assert looks[0] >= 3
+    warmup.take_store().close()
+
+
+def test_a_call_waiting_for_the_turn_layer_does_not_hold_it_back(tmp_path, monkeypatch):
+    """A prompt in flight waits for the turn layer: it must not count as a call to let end
+    first (else the first prompt would wait for the settle bound)."""
+    monkeypatch.setattr("term2acp.warmup.SETTLE", 60.0)
+    requests = []
+    warmup = Warmup(Settings(data_dir=str(tmp_path / "data")),
+                    in_flight=lambda: [glet for glet in requests if not glet.dead])
+    warmup.schedule(2)
+    prompt = gevent.spawn(lambda: warmup.wait_turns(timeout=20))
+    requests.append(prompt)
+    assert prompt.get(timeout=30) is True  # not after the 60 s bound
+    assert warmup.wait(timeout=30) is True
+    warmup.take_store().close()
+
+
+def test_start_imports_the_session_layer_and_opens_the_store_before_any_line(tmp_path):
+    warmup = Warmup(Settings(data_dir=str(tmp_path / "data")))
+    warmup.start()
+    assert {"term2acp.sessions.manager", "term2acp.acp.sessions",
+            "term2acp.acp.v1.sessions"} <= set(sys.modules)
+    warmup.schedule(1)
+    assert warmup.wait_sessions(timeout=30) is True
+    store = warmup.take_store()
+    assert store is not None and store.is_open
+    store.close()
+    assert warmup.wait(timeout=30) is True
