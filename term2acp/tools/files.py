@@ -25,6 +25,8 @@ READ_CAP = 256 * 1024  # bytes of file text one read_file call returns
 SNIFF = 8192  # bytes inspected for NUL to call a file binary
 MAX_ENTRIES = 500  # list_directory entries shown
 MAX_LISTED = 100_000  # list_directory reads at most this many entries
+SLICE_BYTES = 64 * 1024  # a bigger read_file yields to the hub before reading and numbering
+NUMBERED_SLICE = 1024  # lines numbered between two yields to the hub (~0.3 ms)
 
 
 def _kind_of(mode):
@@ -122,6 +124,12 @@ class ReadFileTool(Tool):
         real = readable_path(ctx, args["path"], plan)
         fd = open_regular(ctx, real)
         with os.fdopen(fd, "rb") as fh:
+            if os.fstat(fd).st_size > SLICE_BYTES:
+                # The calls of a model round run back to back in the turn greenlet: three
+                # 256 KiB reads without a yield kept the hub ~20 ms (issue 16). A big read
+                # first lets whatever is ready run (stdin, the protocol writer woken by
+                # the store thread), not only what a timer lets in before this greenlet.
+                gevent.idle()
             if images.wanted(ctx, fh.peek(SNIFF)[:16]):  # an image, for a model that sees
                 return images.image_result(display_path(ctx, real), fh)
             if b"\0" in fh.peek(SNIFF)[:SNIFF]:
@@ -129,11 +137,13 @@ class ReadFileTool(Tool):
                                 "shows text. Use the shell (e.g. xxd or file) to inspect it.")
             start = args.get("start_line") or 1
             source = ctx.read_via_editor(real, fh)  # the editor's buffer when it serves reads
-            lines, last, cut = _read_lines(source, start, args.get("end_line"))
-        if not lines and start > 1:
+            block, last, cut = _read_lines(source, start, args.get("end_line"))
+        if not block and start > 1:
             raise ToolError(f"start_line {start} is past the end of the file "
                             f"({last} lines). Use a smaller start_line.")
-        text, note = decode(b"".join(lines))
+        if len(block) > SLICE_BYTES:
+            gevent.idle()  # reading and numbering are two slices (~1 ms each at the cap)
+        text, note = decode(block)
         return ToolResult(_numbered(text, start, last, cut, note) or "(empty file)",
                           locations=[{"path": real, "line": start}])
 
@@ -153,29 +163,45 @@ def _skip_lines(fh, count):
 
 
 def _read_lines(fh, start, end):
-    """Lines ``start``..``end`` within READ_CAP bytes: (lines, last line number, cut)."""
-    lineno, budget, out = _skip_lines(fh, start - 1), READ_CAP, []
+    """Lines ``start``..``end`` within READ_CAP bytes: (their bytes, last line number, cut).
+
+    One read of READ_CAP + 1 bytes and a few scans of it (no Python loop per line):
+    ``cut`` is "line" when the only line returned was cut at the cap, "file" when the
+    last of several was, else None."""
+    lineno = _skip_lines(fh, start - 1)
     if lineno < start - 1:
-        return out, lineno, None
-    while end is None or lineno < end:
-        chunk = fh.readline(budget + 1)
-        if not chunk:
-            break
-        lineno += 1
-        if len(chunk) > budget:
-            out.append(chunk[:budget])
-            return out, lineno, "line" if len(out) == 1 else "file"
-        budget -= len(chunk)
-        out.append(chunk)
-    return out, lineno, None
+        return b"", lineno, None
+    data = fh.read(READ_CAP + 1)  # fewer bytes only at the end of the file
+    wanted = None if end is None else end - lineno
+    if wanted is not None and data.count(b"\n") >= wanted:
+        cut_at = len(data) - len(data.split(b"\n", wanted)[-1])  # after the wanted lines
+        count = wanted
+    else:
+        cut_at = data.rfind(b"\n") + 1  # after the last whole line
+        count = data.count(b"\n")
+        if cut_at < len(data):  # a last line without its newline (the end, or the cap)
+            cut_at = len(data)
+            count += 1
+    if cut_at > READ_CAP:  # the last line does not fit: cut at the cap
+        return data[:READ_CAP], lineno + count, "line" if count == 1 else "file"
+    return data[:cut_at], lineno + count, None
 
 
 def _numbered(text, start, last, cut, note):
     lines = text.split("\n")  # not splitlines(): \f, \v or a lone \r must not shift numbers
     if lines[-1] == "":
         lines.pop()
-    body = "\n".join(f"{start + i:>6}\t{line.removesuffix(chr(13))}"
-                     for i, line in enumerate(lines))
+    crlf = "\r" in text
+    parts = []
+    for first in range(0, len(lines), NUMBERED_SLICE):
+        if first:
+            gevent.idle()  # the store thread and the hub take turns here too
+        chunk = lines[first:first + NUMBERED_SLICE]
+        if crlf:
+            chunk = [line.removesuffix("\r") for line in chunk]
+        parts.append("\n".join(map("%6d\t%s".__mod__, zip(
+            range(start + first, start + first + len(chunk)), chunk))))
+    body = "\n".join(parts)
     tail = []
     if cut == "line":
         tail.append(f"[line {last} is longer than {READ_CAP // 1024} KiB and was cut. Use the "

@@ -1,8 +1,11 @@
 """read_file and list_directory against a real tmp workspace, hostile inputs included."""
 
+import io
 import json
 import os
+import random
 
+import gevent
 import pytest
 
 from term2acp.core.approvals import FOLDER_READ
@@ -89,6 +92,80 @@ def test_read_file_single_enormous_line_is_cut(ctx, root):
     result = read(ctx, path="min.js")
     assert "line 1 is longer than 256 KiB" in result.text
     assert result.text.count("a") <= files.READ_CAP + 5
+
+
+def _reference_lines(data, start, end, cap):
+    """read_file's selection one line at a time, as it was done before (the reference)."""
+    lines, lineno, budget, out = data.split(b"\n"), 0, cap, []
+    pieces = [piece + b"\n" for piece in lines[:-1]] + ([lines[-1]] if lines[-1] else [])
+    for piece in pieces:
+        lineno += 1
+        if lineno < start:
+            continue
+        if end is not None and lineno > end:
+            return b"".join(out), end, None
+        if len(piece) > budget:
+            out.append(piece[:budget])
+            return b"".join(out), lineno, "line" if len(out) == 1 else "file"
+        budget -= len(piece)
+        out.append(piece)
+    return b"".join(out), lineno, None
+
+
+def test_read_lines_selects_like_reading_line_by_line(monkeypatch):
+    """One read and a few scans pick the same bytes, last line and cut as a loop over the
+    lines would, at every position of the cap (a tiny cap makes every case show)."""
+    rng = random.Random(16)
+    for cap in (1, 2, 3, 5, 8, 13, 64):
+        monkeypatch.setattr(files, "READ_CAP", cap)
+        for _ in range(400):
+            data = bytes(rng.choice(b"ab\n\r") for _ in range(rng.randrange(0, 4 * cap + 5)))
+            start = rng.randrange(1, 6)
+            end = rng.choice([None, start + rng.randrange(0, 6)])
+            expected = _reference_lines(data, start, end, cap)
+            got = files._read_lines(io.BufferedReader(io.BytesIO(data)), start, end)
+            assert got == expected, (cap, data, start, end)
+
+
+def test_read_file_crlf_and_numbers_past_six_digits(ctx, root):
+    write(root, "dos.txt", "one\r\ntwo\r\n\r\nlast\r")
+    assert read(ctx, path="dos.txt").text == "     1\tone\n     2\ttwo\n     3\t\n     4\tlast"
+    text = files._numbered("a\nb\n", 1_234_567, 1_234_568, None, "")
+    assert text == "1234567\ta\n1234568\tb"
+
+
+def test_read_file_gives_the_hub_a_turn_before_a_big_read(ctx, root):
+    """The calls of a model round run back to back in the turn greenlet: a big read first
+    lets whatever is ready run (the reader, the protocol writer); it did not before, and
+    three 256 KiB reads kept the hub ~20 ms (issue 16). A small one does not yield."""
+    write(root, "small.txt", "one\n")
+    write(root, "big.txt", "a line\n" * (files.SLICE_BYTES // 7 + 1))
+    ran = []
+    gevent.spawn(ran.append, "other greenlet")
+    read(ctx, path="small.txt")
+    assert ran == []
+    read(ctx, path="big.txt")
+    assert ran == ["other greenlet"]
+
+
+def test_read_file_numbers_a_big_file_in_bounded_slices(ctx, root):
+    """256 KiB of short lines (~130,000) is not numbered in one go: another greenlet that
+    waits for the hub to be idle gets a turn at least every NUMBERED_SLICE lines."""
+    write(root, "short.txt", "x\n" * (files.READ_CAP // 2))
+    turns = []
+
+    def other():
+        for _ in range(100_000):  # bounded; killed below
+            gevent.idle()
+            turns.append(None)
+
+    helper = gevent.spawn(other)
+    try:
+        result = read(ctx, path="short.txt")
+    finally:
+        helper.kill()
+    assert result.text.endswith(f"{files.READ_CAP // 2:>6}\tx")
+    assert len(turns) >= files.READ_CAP // 2 // files.NUMBERED_SLICE - 1
 
 
 def test_read_file_refuses_binary(ctx, root):
