@@ -65,8 +65,23 @@ class SessionManager:
         # The durability barrier the protocol writer calls before each batch of lines
         # (sessions/store.py): what was emitted before is committed when it returns.
         self.barrier = self.store.barrier
+        self._prepare_dirs()
+
+    def _prepare_dirs(self):
+        """The directories every session needs, made now (the face is built before the
+        first session call arrives), not in the first session/new: a few filesystem
+        round trips fewer there (issue 16). Failures are left to that call to report."""
+        try:
+            os.makedirs(self._locks, mode=0o700, exist_ok=True)
+            self._scratch = tempfile.mkdtemp(prefix="term2acp-")
+        except OSError:
+            pass
 
     # ------------------------------------------------------------ plumbing
+    @property
+    def _locks(self):
+        return os.path.join(self.settings.data_dir, "locks")
+
     def _note(self):
         note = self.sandbox_note
         return note() if callable(note) else note
@@ -84,7 +99,7 @@ class SessionManager:
 
     def _attach(self, row):
         self._make_room()
-        lock = SessionLock(os.path.join(self.settings.data_dir, "locks"), row["id"])
+        lock = SessionLock(self._locks, row["id"])
         lock.acquire()
         try:
             session = LiveSession(row, self.store, lock, self._workdir(row["id"]))
