@@ -71,6 +71,18 @@ VARYING = re.compile(r"[0-9a-f]{8}-[0-9a-f-]{27}|\d+")  # session ids, request i
 
 
 # ---------------------------------------------------------------- counting
+def _interval_wanted(saved):
+    """The switch interval to restore as a window closes: what ``core/pacing`` holds now
+    (a store job or the warm-up may have started or ended while the window was open), or
+    the one saved when it opened. Restoring the saved one blindly could leave a store
+    job's 0.2 ms interval in force for good (later tests in the process saw it)."""
+    from term2acp.core import pacing
+
+    if pacing._held:
+        return min(pacing._base, *pacing._held)
+    return pacing._base if pacing._base is not None else saved
+
+
 def _module_of(filename):
     rel = os.path.relpath(filename, os.path.dirname(PACKAGE_DIR.rstrip(os.sep)))
     return rel.removesuffix(".py").replace(os.sep, ".").removesuffix(".__init__")
@@ -191,7 +203,7 @@ class CallCounter:
         self.active = False
         enabled, interval, spawn_later = self._saved
         gevent.spawn_later = spawn_later
-        sys.setswitchinterval(interval)
+        sys.setswitchinterval(_interval_wanted(interval))
         if enabled:
             gc.enable()
         # timers held while the window was open start now, as late as they were asked
