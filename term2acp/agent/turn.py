@@ -49,6 +49,7 @@ class TurnAborted(TurnCancelled):
 
 
 TERMINAL = ("completed", "failed", "cancelled")
+_END = object()  # the end of a stream (next's default)
 
 
 @dataclass
@@ -121,9 +122,13 @@ class Turn:
         request.messages = self.context.messages(request.system)
         message_id, thought_id = new_id("msg"), new_id("thought")
         text, thought, calls, stop = [], [], [], None
-        session.commit()  # no store write transaction stays open while the model streams
+        # What was written so far (the user message, a tool's result) goes to the store
+        # thread without waiting: its trip overlaps the request to the model. The thread
+        # commits it in a transaction of its own, so none stays open while the model
+        # streams; a failure of that batch fails the turn before anything is emitted.
+        session.commit(wait=False)
         try:
-            for item in self.context.stream(request):
+            for item in self._once_committed(self.context.stream(request)):
                 kind = type(item)
                 if kind is pb.TextDelta:
                     if item.text:
@@ -152,6 +157,22 @@ class Turn:
                 self.calls[record.id] = record
                 records.append(record)
         return stop, records
+
+    def _once_committed(self, items):
+        """The model's stream, the batch sent before the request settled first: when its
+        first item arrives (or the stream ends or fails) the batch is committed, normally
+        long since, or its StoreError fails the turn before anything of the answer is
+        emitted, as when the commit waited before the request."""
+        items = iter(items)
+        try:
+            first = next(items, _END)
+        except Exception:
+            self.session.settle()  # a store failure comes first
+            raise
+        self.session.settle()
+        if first is not _END:
+            yield first
+            yield from items
 
     def _usage(self, usage):
         counts = (usage.input_tokens, usage.output_tokens, usage.thought_tokens, usage.cached_tokens)

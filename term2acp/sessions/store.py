@@ -22,8 +22,10 @@ of lines: everything emitted before the call is committed when it returns, so a
 ``kill -9`` loses nothing that was reported. A batch that fails (disk full, locked past
 the busy timeout, a damaged file) is rolled back; whoever waited for it gets the
 :class:`StoreError`, and every session whose changes it carried is told on its own next
-``commit(session_id)`` (the turn commits before streaming and before each tool), so the
-client hears of it as before.
+``commit(session_id)``, so the client hears of it as before. The turn does not wait for
+the batch it sends before asking the model (``commit(session_id, wait=False)``: the trip
+overlaps the request); it calls :meth:`settle` when the answer begins, so a failure of
+that batch (or of any sent before it) fails the turn before anything of it is emitted.
 """
 
 import base64
@@ -315,16 +317,23 @@ class _Worker:
         self.exited.acquire()
         self.trips = 0  # jobs run (tests count round trips with it)
         self._jobs = _NativeQueue()
+        self._later = []  # jobs submitted with later=True, not on the queue yet
         self._finished = deque()
         self._outstanding = 0
         self._short = False  # a short switch interval is held while jobs are out
-        self._async = get_hub().loop.async_()
+        self._hub_loop = get_hub().loop
+        self._async = self._hub_loop.async_()
         self._async.start(self._deliver)
         self._async.ref = False  # keeps the loop alive only while a job is out
         _start_thread(self._serve, ())
 
     # ------------------------------------------------------------ hub side
-    def submit(self, job):
+    def submit(self, job, later=False):
+        """``later``: the job goes to the thread when the hub next runs its callbacks (the
+        submitting greenlet yields), not at once: a caller that does not wait for it (the
+        turn, about to send its request to the model) keeps the GIL until it blocks on I/O,
+        and the thread runs the job meanwhile. Jobs reach the thread in the order they
+        were submitted either way."""
         self._outstanding += 1
         if self._outstanding == 1:
             self._async.ref = True
@@ -334,7 +343,19 @@ class _Worker:
             # out the interval is short; it is restored when the last job is delivered.
             shorten_switch_interval(HANDOFF_INTERVAL)
             self._short = True
+        if later:
+            if not self._later:
+                self._hub_loop.run_callback(self._put_later)
+            self._later.append(job)
+            return
+        if self._later:
+            self._put_later()
         self._jobs.put(job)
+
+    def _put_later(self):
+        later, self._later = self._later, []
+        for job in later:
+            self._jobs.put(job)
 
     def _deliver(self):
         finished = self._finished
@@ -356,6 +377,7 @@ class _Worker:
     def stop(self):
         """Without waiting (a finalizer): end the thread after the jobs queued."""
         if self.alive:
+            self._put_later()
             self._jobs.put(None)
 
     # ------------------------------------------------------------ thread side
@@ -595,7 +617,7 @@ class Store:
             raise job.error
         return job
 
-    def _send(self, op, args=(), writes=True):
+    def _send(self, op, args=(), writes=True, later=False):
         if self._closed:
             raise StoreError(f"the session store {self.path} is closed")
         if writes and self._db is None:
@@ -618,19 +640,28 @@ class Store:
         job = _Job(batch, sids, op, args)
         if batch is not None:
             self._last_write = job
-        worker.submit(job)
+        worker.submit(job, later)
         return job
 
-    def commit(self, session_id=None):
+    def commit(self, session_id=None, wait=True):
         """Everything written so far (and every record a Recorder holds) is committed when
         this returns. Raises the StoreError of the batch it waited for; with
         ``session_id``, also one that an earlier batch (committed by someone else, e.g.
-        the protocol writer) lost of that session's changes."""
-        job = self._send(None) if (self._pending or self._sources) else None
+        the protocol writer) lost of that session's changes.
+
+        ``wait=False``: send what is pending to the store thread and return at once, so
+        that its trip overlaps what the caller does next (the turn: the request to the
+        model; the thread gets it once the caller yields, see :meth:`_Worker.submit`). Returns the job that carries it (the one already on its way when nothing
+        is pending; None when everything is committed): hand it to :meth:`settle`, which
+        raises the batch's failure (and one known from before), as does the session's
+        next waiting commit."""
+        job = self._send(None, later=not wait) if (self._pending or self._sources) else None
         if job is None:
             last = self._last_write  # committing now: someone else's trip carries it
             if last is not None and not last.done.is_set():
                 job = last
+        if not wait:
+            return job
         if job is not None:
             job.done.wait()
             if job.lost is not None:
@@ -638,6 +669,18 @@ class Store:
                     self._worker.lost.pop(session_id, None)
                 raise job.lost
         if session_id is not None and self._worker is not None:
+            lost = self._worker.lost.pop(session_id, None)
+            if lost is not None:
+                raise lost
+
+    def settle(self, sent, session_id):
+        """Wait for ``sent`` (what ``commit(session_id, wait=False)`` returned; no new
+        trip: it is normally delivered by now) and raise the StoreError of a batch that
+        lost ``session_id``'s changes: that one, or any sent before it (jobs run in order,
+        so those are delivered too). Told once, like :meth:`commit`."""
+        if sent is not None:
+            sent.done.wait()
+        if self._worker is not None:
             lost = self._worker.lost.pop(session_id, None)
             if lost is not None:
                 raise lost

@@ -23,8 +23,11 @@ class FakeSession:
     def stopping(self):
         return self.lifecycle.stopping
 
-    def commit(self):
+    def commit(self, wait=True):
         self.commits += 1
+
+    def settle(self):
+        pass
 
     def emit(self, event):
         self.events.append(event)

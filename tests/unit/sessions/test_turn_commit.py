@@ -1,0 +1,176 @@
+"""The turn's commit before it asks the model does not wait for the store thread: the
+batch (the user message, the touch) travels while the request goes out. A failure of
+that batch still fails the turn (``LiveSession.settle`` once the model has answered), and
+a batch sent without waiting is raised by the session's next waiting commit.
+
+The store thread is held with another connection's write lock (WAL: it waits in SQLite's
+busy handler, off the hub): the turn must reach the model meanwhile."""
+
+import re
+import sqlite3
+
+import gevent
+import pytest
+from gevent.event import Event
+
+from term2acp.agent.turn import Turn
+from term2acp.providers import base as pb
+from term2acp.providers.catalog import Catalog
+from term2acp.sessions.errors import StoreError
+from term2acp.sessions.manager import SessionManager
+from term2acp.sessions.store import Store
+from term2acp.settings import Settings
+
+WAIT = 10  # seconds: the bound of every wait below
+
+
+class HeldProvider(pb.Provider):
+    """Streams one answer once ``go`` is set; ``asked`` says the request went out."""
+
+    def __init__(self):
+        self.asked, self.go = Event(), Event()
+
+    def stream(self, request):
+        self.asked.set()
+        assert self.go.wait(WAIT), "the test never let the model answer"
+        yield pb.TextDelta("hello")
+        yield pb.Stop("end_turn")
+
+
+@pytest.fixture
+def manager(tmp_path):
+    settings = Settings.load(env={"TERM2ACP_HOME": str(tmp_path / "home")})
+    store = Store(str(tmp_path / "sessions.sqlite3"), busy_wait=30)  # waits for the holder
+    manager = SessionManager(settings, Catalog(settings), dict, store=store)
+    yield manager
+    manager.shutdown(1)
+
+
+def _hold(path):
+    """Another process's write transaction: the store thread's next batch waits for it."""
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    return holder
+
+
+def _turn(manager, session, provider):
+    return Turn(session, provider, {}, manager.settings, "sys")
+
+
+def _run(turn, text):
+    """``turn.run(text)`` in a greenlet of its own; a StoreError is its result."""
+    try:
+        return turn.run(text)
+    except StoreError as exc:
+        return exc
+
+
+def test_the_turn_asks_the_model_while_its_batch_is_still_on_the_way(manager, tmp_path):
+    session = manager.new(str(tmp_path))
+    provider = HeldProvider()
+    holder = _hold(manager.store.path)
+    try:
+        running = gevent.spawn(_run, _turn(manager, session, provider), "say hello")
+        assert provider.asked.wait(WAIT), "the turn waited for the store before the model"
+        sent = session._sent
+        assert sent is not None and not sent.done.is_set()  # still waiting for the lock
+        provider.go.set()
+        gevent.sleep(0)  # hand over; the turn settles: it waits for its batch (bounded)
+        assert not running.dead
+    finally:
+        provider.go.set()
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert running.get(timeout=WAIT) == "end_turn"
+    assert sent.done.is_set() and session._sent is None  # settled
+    manager.store.commit(session.id)
+    assert [m["role"] for m in manager.store.load_history(session.id)] == ["user", "assistant"]
+
+
+def _failing_history(path):
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("CREATE TRIGGER no_room BEFORE INSERT ON history BEGIN"
+               " SELECT RAISE(ABORT, 'database or disk is full (simulated)'); END")
+    return db
+
+
+def test_a_failure_of_the_batch_sent_without_waiting_fails_the_turn(manager, tmp_path):
+    session = manager.new(str(tmp_path))
+    emitted = []
+    session.sink = lambda _session, event: emitted.append(type(event).__name__)
+    provider = HeldProvider()
+    failing = _failing_history(manager.store.path)
+    holder = _hold(manager.store.path)
+    try:
+        running = gevent.spawn(_run, _turn(manager, session, provider), "say hello")
+        assert provider.asked.wait(WAIT), "the turn waited for the store before the model"
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+        provider.go.set()
+    failed = running.get(timeout=WAIT)  # the turn ends failed, as when its commit waited
+    assert isinstance(failed, StoreError), failed
+    assert re.search("session store commit failed.*disk is full", str(failed))
+    assert "TextChunk" not in emitted  # before anything of the answer was emitted
+    assert [m["role"] for m in session.history] == ["user"]
+    session.commit()  # told once
+    assert manager.store.load_history(session.id) == []
+    failing.close()
+
+
+def test_a_failure_of_the_turn_batch_comes_before_the_model_error(manager, tmp_path):
+    """The model fails too: the store's failure is what the turn ends with, as when the
+    commit waited before the request."""
+    class Broken(HeldProvider):
+        def stream(self, request):
+            self.asked.set()
+            raise pb.ProviderError("the model is down")
+            yield  # a generator
+
+    session = manager.new(str(tmp_path))
+    failing = _failing_history(manager.store.path)
+    with pytest.raises(StoreError, match="disk is full"):
+        _turn(manager, session, Broken()).run("say hello")
+    failing.execute("DROP TRIGGER no_room")
+    failing.close()
+
+
+def test_commit_without_waiting_returns_at_once_and_the_next_commit_raises(tmp_path):
+    path = str(tmp_path / "sessions.sqlite3")
+    store = Store(path, busy_wait=30).open()
+    store.create_session("s1", "/w", None, None)
+    failing = _failing_history(path)
+    holder = _hold(path)
+    try:
+        store.append_history("s1", {"role": "user", "content": "lost"})
+        with gevent.Timeout(WAIT):
+            sent = store.commit("s1", wait=False)  # the batch waits for the lock, we do not
+        assert sent is not None and not sent.done.is_set()
+        assert store.commit("s1", wait=False) is sent  # nothing new: the one on its way
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    with pytest.raises(StoreError, match="disk is full"):
+        store.commit("s1")  # the next waiting commit tells the session
+    store.commit("s1")  # once
+    store.settle(sent, "s1")
+    failing.close()
+    store.close()
+
+
+def test_settle_raises_what_the_batch_sent_without_waiting_lost(tmp_path):
+    path = str(tmp_path / "sessions.sqlite3")
+    store = Store(path, busy_wait=30).open()
+    store.create_session("s1", "/w", None, None)
+    store.create_session("s2", "/w", None, None)
+    failing = _failing_history(path)
+    store.append_history("s1", {"role": "user", "content": "lost"})
+    sent = store.commit("s1", wait=False)
+    store.settle(None, "s2")  # another session lost nothing
+    with pytest.raises(StoreError, match="disk is full"):
+        store.settle(sent, "s1")
+    store.settle(sent, "s1")  # told once
+    with gevent.Timeout(WAIT):
+        store.barrier()  # nothing pending or on its way
+    failing.close()
+    store.close()
