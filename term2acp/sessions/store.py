@@ -41,6 +41,7 @@ from datetime import datetime, timezone
 
 from gevent import get_hub, monkey
 from gevent.event import Event
+from gevent.hub import Waiter
 
 from term2acp.core.pacing import restore_switch_interval, shorten_switch_interval
 from term2acp.core.text import scrub_text as clean_text
@@ -292,12 +293,26 @@ def _migrate(db):
 class _Job:
     """One trip to the store thread: a batch of writes (one transaction), then ``op``."""
 
-    __slots__ = ("batch", "sids", "op", "args", "done", "value", "error", "lost")
+    __slots__ = ("batch", "sids", "op", "args", "done", "value", "error", "lost", "waiters")
 
     def __init__(self, batch, sids, op, args):
         self.batch, self.sids, self.op, self.args = batch, sids, op, args
         self.done = Event()
         self.value = self.error = self.lost = None
+        self.waiters = None  # Waiters of the greenlets in wait(), switched to on delivery
+
+    def wait(self):
+        """Until the job is delivered. The delivery switches to the waiting greenlet at
+        once (an Event's waiters run one loop iteration later): the protocol writer waiting
+        in its barrier resumes before a streaming turn's socket is read on, instead of
+        after the turn has handled everything that arrived meanwhile (~2 ms of chunks)."""
+        while not self.done.is_set():
+            waiter = Waiter()
+            if self.waiters is None:
+                self.waiters = [waiter]
+            else:
+                self.waiters.append(waiter)
+            waiter.get()
 
 
 class _Worker:
@@ -358,7 +373,7 @@ class _Worker:
             self._jobs.put(job)
 
     def _deliver(self):
-        finished = self._finished
+        finished, woken = self._finished, None
         while finished:
             job = finished.popleft()
             self._outstanding -= 1
@@ -366,6 +381,9 @@ class _Worker:
                 for sid in job.sids:
                     self.lost[sid] = job.lost
             job.done.set()
+            if job.waiters is not None:
+                woken = job.waiters if woken is None else woken + job.waiters
+                job.waiters = None
         if not self._outstanding:
             self._async.ref = False
             if self._short:
@@ -373,6 +391,9 @@ class _Worker:
                 self._short = False
         if not self.alive:
             self._async.close()
+        if woken is not None:
+            for waiter in woken:  # each runs until it waits again, then we go on
+                waiter.switch(None)
 
     def stop(self):
         """Without waiting (a finalizer): end the thread after the jobs queued."""
@@ -559,7 +580,7 @@ class Store:
             if worker is not None:
                 job = _Job(None, (), _close, ())
                 worker.submit(job)
-                job.done.wait()
+                job.wait()
                 # The thread is returning (it delivered its last job): wait out its last
                 # instructions, bounded, so that none is left behind.
                 if worker.exited.acquire(timeout=1.0):
@@ -612,7 +633,7 @@ class Store:
     def _trip(self, op, args=(), writes=True):
         """Send what is pending (and ``op``) to the store thread; wait cooperatively."""
         job = self._send(op, args, writes)
-        job.done.wait()
+        job.wait()
         if job.error is not None:
             raise job.error
         return job
@@ -663,7 +684,7 @@ class Store:
         if not wait:
             return job
         if job is not None:
-            job.done.wait()
+            job.wait()
             if job.lost is not None:
                 if session_id is not None and self._worker is not None:
                     self._worker.lost.pop(session_id, None)
@@ -679,7 +700,7 @@ class Store:
         lost ``session_id``'s changes: that one, or any sent before it (jobs run in order,
         so those are delivered too). Told once, like :meth:`commit`."""
         if sent is not None:
-            sent.done.wait()
+            sent.wait()
         if self._worker is not None:
             lost = self._worker.lost.pop(session_id, None)
             if lost is not None:

@@ -174,3 +174,50 @@ def test_settle_raises_what_the_batch_sent_without_waiting_lost(tmp_path):
         store.barrier()  # nothing pending or on its way
     failing.close()
     store.close()
+
+
+def test_a_delivery_resumes_the_waiting_greenlet_at_once(tmp_path, monkeypatch):
+    """The protocol writer waiting in its barrier runs as soon as its job is delivered,
+    inside the delivery, not one loop iteration later (by then a streaming turn has read
+    and handled everything its socket had: ~2 ms of chunks before the first one goes out)."""
+    from term2acp.sessions import store as store_module
+
+    order = []
+    deliver = store_module._Worker._deliver
+
+    def delivering(worker):
+        deliver(worker)
+        order.append("delivered")
+    monkeypatch.setattr(store_module._Worker, "_deliver", delivering)
+    store = Store(str(tmp_path / "sessions.sqlite3")).open()
+    store.create_session("s1", "/w", None, None)
+
+    def writer():
+        store.touch("s1")
+        store.barrier()
+        order.append("resumed")
+    gevent.idle()  # the delivery that resumed us (the commit above) ends
+    order.clear()
+    gevent.spawn(writer).get(timeout=WAIT)
+    assert order[:2] == ["resumed", "delivered"]
+    store.close()
+
+
+def test_a_waiter_killed_before_the_delivery_is_left_out(tmp_path):
+    path = str(tmp_path / "sessions.sqlite3")
+    store = Store(path, busy_wait=30).open()
+    store.create_session("s1", "/w", None, None)
+    holder = _hold(path)
+    try:
+        store.touch("s1", "a title")
+        waiting = gevent.spawn(store.commit, "s1")
+        gevent.idle()
+        assert not waiting.dead  # its job waits for the lock
+        waiting.kill(block=True, timeout=WAIT)
+        assert waiting.dead
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    store.commit("s1")  # the same job: delivered, nobody switched to the dead greenlet
+    assert store.get_session("s1")["title"] == "a title"
+    store.close()
