@@ -6,12 +6,10 @@ from term2acp.acp import methods
 class ClientProxy:
     def __init__(self, endpoint):
         self._endpoint = endpoint
-        self._notify = endpoint.notify
-
-    def update(self, session_id, update, tag=None):
-        """One ``session/update``; ``tag`` (``Lifecycle.chunk_tag``) lets the writer drop it
-        while queued once its turn is cancelled."""
-        self._notify(methods.SESSION_UPDATE, {"sessionId": session_id, "update": update}, tag)
+        # update(session_id, update, tag=None): one ``session/update``, one call (every
+        # streamed chunk takes it); ``tag`` (``Lifecycle.chunk_tag``) lets the writer drop
+        # it while queued once its turn is cancelled
+        self.update = endpoint.notifier(methods.SESSION_UPDATE, ("sessionId", "update"))
 
     def call(self, method, params, timeout=None):
         """A request to the editor, answered or withdrawn: see :meth:`Endpoint.call`."""

@@ -31,7 +31,7 @@ class SessionHandlers(ControlHandlers):
         build = translate.EVENTS.get(kind)
         if build is not None:
             tag = session.lifecycle.chunk_tag() if kind in translate.CHUNK_EVENTS else None
-            self.client.update(session.id, build(event), tag)
+            self.client.update(session.id, build(event), tag=tag)
             return
         updates = control_updates(session, event, 2)  # config options, plans
         if updates is None:

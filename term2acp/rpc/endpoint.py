@@ -66,13 +66,16 @@ def _strict_loads(text):
     return json.loads(text, parse_constant=_reject_constant)
 
 
+_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+
+
 def encode(message):
     """One message as a UTF-8 line.
 
     A lone surrogate (a prompt can carry one as a ``\\udXXX`` escape) becomes U+FFFD:
     neither raw (invalid UTF-8) nor escaped (strict parsers such as serde_json reject a
     lone surrogate escape) can be sent."""
-    text = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    text = _JSON(message)
     try:
         return text.encode("utf-8") + b"\n"
     except UnicodeEncodeError:
@@ -131,14 +134,33 @@ class Endpoint:
     def notify(self, method, params, tag=None):
         """Send a notification. ``tag``: the writer may drop it while queued when the tag
         says so (the writer's ``discard``; e.g. chunks of a cancelled turn)."""
-        message = {"jsonrpc": "2.0", "method": method, "params": params}
-        send_wait = self._send_wait
-        if send_wait is None or gevent.getcurrent() is self._reader:
-            self.send(message)
-            return
-        if wire_log.isEnabledFor(logging.DEBUG):  # send(), inlined: the per-update path
-            wire_log.debug("<- %s", json.dumps(message)[:4000])
-        send_wait(encode(message), tag)
+        self.notifier(method, ("params",))(params, tag=tag)
+
+    def notifier(self, method, keys):
+        """``send(*values, tag=None)``: :meth:`notify` of ``method`` with the params
+        ``dict(zip(keys, values))``, as one call: the per-update path (``session/update``:
+        every streamed chunk goes through it), with :meth:`send` and :func:`encode`
+        inlined. ``keys == ("params",)`` sends the one value as the params."""
+        head = {"jsonrpc": "2.0", "method": method}
+        send_wait, queue, logged = self._send_wait, self._send_bytes, wire_log.isEnabledFor
+        getcurrent = gevent.getcurrent
+        whole = tuple(keys) == ("params",)
+
+        def send(*values, tag=None):
+            message = {**head, "params": values[0] if whole else dict(zip(keys, values))}
+            if logged(logging.DEBUG):
+                wire_log.debug("<- %s", json.dumps(message)[:4000])
+            text = _JSON(message)
+            try:
+                line = text.encode("utf-8") + b"\n"
+            except UnicodeEncodeError:
+                line = _SURROGATE.sub("\ufffd", text).encode("utf-8") + b"\n"
+            if send_wait is None or getcurrent() is self._reader:
+                queue(line)
+            else:
+                send_wait(line, tag)
+
+        return send
 
     def request(self, method, params):
         """Send a request to the peer; returns ``(id, AsyncResult)``.

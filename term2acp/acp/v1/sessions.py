@@ -58,7 +58,7 @@ class V1SessionHandlers(ControlHandlers):
             return
         tag = session.lifecycle.chunk_tag() if type(event) in CHUNK_EVENTS else None
         for update in view.updates(event):
-            self.client.update(session.id, update, tag)
+            self.client.update(session.id, update, tag=tag)
         while view.flush_wanted:
             terminal_id = view.flush_wanted.pop()
             session.group.spawn(self._flush_later, session.id, view, terminal_id)
