@@ -27,6 +27,7 @@ from term2acp.agent.prompt import scrub_text
 from term2acp.core import approvals
 from term2acp.core import events as ev
 from term2acp.core.ids import new_id  # the turn's ids (also re-exported)
+from term2acp.core.pacing import breathe
 from term2acp.core.nesting import MAX_DEPTH, too_deep
 from term2acp.providers import base as pb
 from term2acp.tools.base import Plan, ToolContext, ToolError, ToolResult, editor_of
@@ -108,7 +109,9 @@ class Turn:
             stop, calls = self._model_round()
             if not calls:
                 return stop if stop in ("max_tokens", "refusal") else "end_turn"
-            for record in calls:
+            for index, record in enumerate(calls):
+                if index:  # several calls in one round: the hub polls between them (a
+                    breathe()  # probe waited behind three 256 KiB reads in one piece)
                 self._execute(record)
         return "max_turn_requests"
 
@@ -266,7 +269,7 @@ class Turn:
             self._abort(approvals.CANCELLED)
         # No commit here: the store holds no transaction between its thread's trips, and
         # the protocol writer's barrier commits what the in_progress update reports before
-        # the line goes out (a store failure is raised by the next model round's commit).
+        # the line goes out (a store failure is raised by the next model round's settle).
         try:
             result = tool.run(args, ctx) if plan is None else tool.run(args, ctx, plan)
         except ToolError as exc:
