@@ -4,7 +4,20 @@ gevent announces patching to third-party plug-ins through entry points, which ma
 scan the metadata of every installed distribution several times (about 100 ms, most of
 the agent's start-up). term2acp uses no such plug-in, so the announcement goes only to
 in-process subscribers (``gevent.events.notify``).
+
+``ssl`` and ``subprocess`` are patched when something first imports them, not here:
+patching them imports both (and gevent's versions), ~15 ms of a start-up that answers
+``initialize`` in ~100 ms, while nothing imports either before a provider, an MCP server
+or a shell command is first used (off the hub, in the warm-up). gevent asks that ``ssl``
+be patched before it is imported, and so it is: :class:`_PatchOnFirstImport` sits first
+on ``sys.meta_path`` and patches the module as its first import begins, so no importer
+ever sees the unpatched one (``tests/unit/test_patching.py`` checks both in a fresh
+interpreter).
 """
+
+import sys
+
+DEFERRED = ("ssl", "subprocess")
 
 
 def patch_all():
@@ -16,6 +29,65 @@ def patch_all():
     announce = gevent.events.notify_and_call_entry_points
     gevent.events.notify_and_call_entry_points = gevent.events.notify
     try:
-        monkey.patch_all()
+        deferred = [name for name in DEFERRED if name not in sys.modules]
+        monkey.patch_all(**{name: False for name in deferred})
     finally:
         gevent.events.notify_and_call_entry_points = announce
+    if deferred:
+        sys.meta_path.insert(0, _PatchOnFirstImport(
+            {"ssl": monkey.patch_ssl, "subprocess": monkey.patch_subprocess}, deferred))
+
+
+class _PatchOnFirstImport:
+    """A meta path finder for the deferred modules: the first import of one (or of gevent's
+    version of it, e.g. ``gevent.subprocess``) runs gevent's patch for it, which imports
+    gevent's module and through it the real one and patches that; then it hands the
+    import system the module asked for. It removes itself once every deferred module is
+    patched."""
+
+    def __init__(self, patchers, names):
+        self._patchers = {}  # module name -> (the stdlib name it patches, patch function)
+        for name in names:
+            self._patchers[name] = self._patchers["gevent." + name] = (name, patchers[name])
+        self._patching = set()
+
+    def find_spec(self, name, path=None, target=None):
+        entry = self._patchers.get(name)
+        if entry is None or entry[0] in self._patching:
+            return None  # not ours, or an import made by the patch itself
+        key, patch = entry
+        self._patching.add(key)
+        try:
+            patch()
+        finally:
+            self._patching.discard(key)
+        self._patchers.pop(key, None)
+        self._patchers.pop("gevent." + key, None)
+        if not self._patchers and self in sys.meta_path:
+            sys.meta_path.remove(self)
+        from importlib.machinery import ModuleSpec
+
+        # The import system reads a module that appeared meanwhile back through its own
+        # __spec__ (and would otherwise execute the real spec's loader again, into a new,
+        # unpatched module): both name the loader below until it restores the real spec.
+        module = sys.modules[name]
+        spec = ModuleSpec(name, _Patched(module), origin=getattr(module, "__file__", None))
+        module.__spec__ = spec
+        return spec
+
+
+class _Patched:
+    """The loader of a module patched and imported already: the import system gets that
+    very module back, its own ``__spec__`` and ``__loader__`` restored."""
+
+    def __init__(self, module):
+        self._module = module
+        self._spec = module.__spec__
+        self._loader = getattr(module, "__loader__", None)
+
+    def create_module(self, spec):
+        return self._module
+
+    def exec_module(self, module):
+        module.__spec__ = self._spec
+        module.__loader__ = self._loader
