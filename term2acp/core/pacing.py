@@ -8,11 +8,21 @@ session/cancel waited that long while a fast answer streamed (issue 16). A timer
 short, makes the loop go through a whole iteration, I/O included.
 """
 
+import gc
 import sys
 
 import gevent
 
 POLL = 1e-6  # seconds: any timer makes the event loop poll for I/O before it fires
+
+
+def start_up_done():
+    """Start-up is over (the server is about to read): the garbage collector, which the
+    launcher turned off (``term2acp/patching.py``), collects again. (Not frozen first:
+    ``gc.freeze()`` kept start-up's ~1,000 garbage objects for good, +0.4 MiB of idle
+    RSS, against a goal of < 40 MB.) Nothing when it was on already."""
+    if not gc.isenabled():
+        gc.enable()
 
 
 def breathe():

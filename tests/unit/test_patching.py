@@ -61,3 +61,11 @@ def test_the_agent_s_start_up_path_does_not_import_them():
                "[importlib.import_module(m) for m in (STORE_MODULE,) + SESSION_LAYER]\n"
                "out['loaded_before'] = [m for m in ('ssl', 'subprocess') if m in sys.modules]")
     assert out["loaded_before"] == []
+
+
+def test_the_collector_is_held_during_start_up_and_collects_again_after():
+    out = _run("from term2acp.core.pacing import start_up_done\n"
+               "out['held'] = not __import__('gc').isenabled()\n"
+               "start_up_done()\n"
+               "out['after'] = __import__('gc').isenabled()")
+    assert out["held"] is True and out["after"] is True
