@@ -1,7 +1,8 @@
 """Start-up work, arranged so that no session call waits and the hub is never blocked.
 
 Before the reader takes its first line (``Server.run``), :meth:`Warmup.start` imports the
-session layer of both faces (handlers, manager, store, their schemas) on the hub, where
+session layer (handlers, manager, store, their schemas; v1's face as v1 is negotiated,
+:meth:`Warmup.schedule`) on the hub, where
 nothing else runs yet (about 10 ms: the imports are kept lean for this, e.g. the runtime's
 value classes are not dataclasses, ``core/record.py``, and what only prompts use is left
 to the turn layer), while the session store's own native thread opens the store (SQLite
@@ -54,11 +55,12 @@ SWITCH_INTERVAL = 0.002  # seconds: the GIL hand-over period while the warm-up r
 WAIT = 30.0  # seconds the hub waits for the warm-up before doing the work itself
 SETTLE = 0.25  # seconds the turn layer's import waits at most for the calls in flight
 SETTLE_POLL = 0.001  # seconds between two looks at them
-# imported by start(), on the hub before the first line is read: both faces (the version is
-# not known yet; v1's modules cost ~3 ms more), the manager and the store
+# imported by start(), on the hub before the first line is read: the store, the v2 face
+# (v1's is built on it) and the manager; a v1 connection imports its face's own modules
+# (~2.5 ms) as initialize is handled, before the answer (schedule)
 STORE_MODULE = "term2acp.sessions.store"  # with everything _open_store uses
-SESSION_LAYER = ("term2acp.acp.sessions", "term2acp.acp.v1.sessions", "term2acp.acp.v1.routes",
-                 "term2acp.sessions.manager")
+SESSION_LAYER = ("term2acp.acp.sessions", "term2acp.sessions.manager")
+FACE_MODULES = {1: ("term2acp.acp.v1.sessions", "term2acp.acp.v1.routes")}
 # step 2 also imports providers.http (the /models listing a session starts waits for it)
 # and the default provider's module, and scans the command plug-ins
 TURN_LAYER = ("term2acp.agent.turn", "term2acp.agent.context", "term2acp.agent.content",
@@ -110,6 +112,8 @@ class Warmup:
         if self._ready is not None:
             return
         self.start()
+        for name in FACE_MODULES.get(version, ()):  # on the hub: no thread imports yet
+            _step(f"import {name}", importlib.import_module, name)
         self._ready, self._sessions_ready, self._turns_ready = Event(), Event(), Event()
         provider = _provider_module(catalog)
         self._turn_modules = TURN_LAYER + ((provider,) if provider else ())

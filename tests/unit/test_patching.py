@@ -69,3 +69,16 @@ def test_the_collector_is_held_during_start_up_and_collects_again_after():
                "start_up_done()\n"
                "out['after'] = __import__('gc').isenabled()")
     assert out["held"] is True and out["after"] is True
+
+
+def test_start_up_imports_the_v1_face_only_when_v1_is_negotiated(tmp_path):
+    out = _run("from term2acp.settings import Settings\n"
+               "from term2acp.warmup import Warmup\n"
+               f"warmup = Warmup(Settings(data_dir={str(tmp_path)!r}))\n"
+               "warmup.start()\n"
+               "out['v1_at_start'] = 'term2acp.acp.v1.routes' in sys.modules\n"
+               "out['v2_at_start'] = 'term2acp.acp.sessions' in sys.modules\n"
+               "warmup.schedule(1)\n"
+               "out['v1_after'] = 'term2acp.acp.v1.routes' in sys.modules\n"
+               "warmup.wait(timeout=30)\n")
+    assert out["v2_at_start"] and not out["v1_at_start"] and out["v1_after"]
