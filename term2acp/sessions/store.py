@@ -62,6 +62,12 @@ except ImportError:  # pragma: no cover - CPython always has it
     from queue import SimpleQueue as _NativeQueue  # noqa: N813
 
 HANDOFF_INTERVAL = 0.0002  # seconds: the GIL switch interval while a store job is out
+# Seconds the protocol writer's barrier waits natively (the hub paused, the GIL free) for
+# its job before it waits cooperatively. A job is a few SQLite calls; waiting
+# cooperatively while a turn streams, the thread won the GIL back after each call only
+# after the turn's next slice: 2-6 ms a trip, ~1.5 ms of every first answer chunk. The
+# bound keeps a slow job (another process's lock, fsync) from pausing the hub longer.
+BARRIER_SPIN = 0.002
 
 SCHEMA_VERSION = 3
 MIGRATIONS = {
@@ -293,10 +299,13 @@ def _migrate(db):
 class _Job:
     """One trip to the store thread: a batch of writes (one transaction), then ``op``."""
 
-    __slots__ = ("batch", "sids", "op", "args", "done", "value", "error", "lost", "waiters")
+    __slots__ = ("batch", "sids", "op", "args", "done", "value", "error", "lost", "waiters",
+                 "ready")
 
     def __init__(self, batch, sids, op, args):
         self.batch, self.sids, self.op, self.args = batch, sids, op, args
+        self.ready = _native_lock()  # released by the thread when the job has run
+        self.ready.acquire()
         self.done = Event()
         self.value = self.error = self.lost = None
         self.waiters = None  # Waiters of the greenlets in wait(), switched to on delivery
@@ -372,7 +381,16 @@ class _Worker:
         for job in later:
             self._jobs.put(job)
 
-    def _deliver(self):
+    def run_now(self, job, seconds):
+        """Wait natively (the hub blocked, the GIL free) up to ``seconds`` for ``job`` and
+        deliver what has finished; the caller is not a hub callback."""
+        if self._later:
+            self._put_later()
+        if job.ready.acquire(True, seconds):
+            job.ready.release()
+            self._deliver(here=True)
+
+    def _deliver(self, here=False):
         finished, woken = self._finished, None
         while finished:
             job = finished.popleft()
@@ -393,7 +411,10 @@ class _Worker:
             self._async.close()
         if woken is not None:
             for waiter in woken:  # each runs until it waits again, then we go on
-                waiter.switch(None)
+                if here:
+                    self._hub_loop.run_callback(waiter.switch, None)
+                else:
+                    waiter.switch(None)
 
     def stop(self):
         """Without waiting (a finalizer): end the thread after the jobs queued."""
@@ -425,6 +446,7 @@ class _Worker:
             if closing:
                 self.alive = False
             finished.append(job)
+            job.ready.release()
             wake()
             if closing:
                 return
@@ -664,7 +686,7 @@ class Store:
         worker.submit(job, later)
         return job
 
-    def commit(self, session_id=None, wait=True):
+    def commit(self, session_id=None, wait=True, spin=0):
         """Everything written so far (and every record a Recorder holds) is committed when
         this returns. Raises the StoreError of the batch it waited for; with
         ``session_id``, also one that an earlier batch (committed by someone else, e.g.
@@ -672,10 +694,14 @@ class Store:
 
         ``wait=False``: send what is pending to the store thread and return at once, so
         that its trip overlaps what the caller does next (the turn: the request to the
-        model; the thread gets it once the caller yields, see :meth:`_Worker.submit`). Returns the job that carries it (the one already on its way when nothing
-        is pending; None when everything is committed): hand it to :meth:`settle`, which
+        model; the thread gets it once the caller yields, see :meth:`_Worker.submit`).
+        Returns the job that carries it (the one already on its way when nothing is
+        pending; None when everything is committed): hand it to :meth:`settle`, which
         raises the batch's failure (and one known from before), as does the session's
-        next waiting commit."""
+        next waiting commit.
+
+        ``spin``: seconds to wait natively first (the hub paused, the GIL left to the
+        store thread), then cooperatively: the barrier's (``BARRIER_SPIN``)."""
         job = self._send(None, later=not wait) if (self._pending or self._sources) else None
         if job is None:
             last = self._last_write  # committing now: someone else's trip carries it
@@ -684,6 +710,8 @@ class Store:
         if not wait:
             return job
         if job is not None:
+            if spin and not job.done.is_set():
+                self._worker.run_now(job, spin)
             job.wait()
             if job.lost is not None:
                 if session_id is not None and self._worker is not None:
@@ -721,7 +749,7 @@ class Store:
             self._pending, self._pending_sids, self._sources = [], set(), {}
             return
         try:
-            self.commit()
+            self.commit(spin=BARRIER_SPIN)
         except StoreError as exc:
             log.warning("writing lines whose changes could not be committed: %s", exc)
 

@@ -177,16 +177,17 @@ def test_settle_raises_what_the_batch_sent_without_waiting_lost(tmp_path):
 
 
 def test_a_delivery_resumes_the_waiting_greenlet_at_once(tmp_path, monkeypatch):
-    """The protocol writer waiting in its barrier runs as soon as its job is delivered,
-    inside the delivery, not one loop iteration later (by then a streaming turn has read
-    and handled everything its socket had: ~2 ms of chunks before the first one goes out)."""
+    """A greenlet waiting cooperatively for its job (a commit; the writer's barrier once
+    its native wait has run out) runs as soon as the job is delivered, inside the
+    delivery, not one loop iteration later (by then a streaming turn has read and handled
+    everything its socket had: ~2 ms of chunks before the first one goes out)."""
     from term2acp.sessions import store as store_module
 
     order = []
     deliver = store_module._Worker._deliver
 
-    def delivering(worker):
-        deliver(worker)
+    def delivering(worker, here=False):
+        deliver(worker, here)
         order.append("delivered")
     monkeypatch.setattr(store_module._Worker, "_deliver", delivering)
     store = Store(str(tmp_path / "sessions.sqlite3")).open()
@@ -194,7 +195,7 @@ def test_a_delivery_resumes_the_waiting_greenlet_at_once(tmp_path, monkeypatch):
 
     def writer():
         store.touch("s1")
-        store.barrier()
+        store.commit()
         order.append("resumed")
     gevent.idle()  # the delivery that resumed us (the commit above) ends
     order.clear()
@@ -221,3 +222,50 @@ def test_a_waiter_killed_before_the_delivery_is_left_out(tmp_path):
     store.commit("s1")  # the same job: delivered, nobody switched to the dead greenlet
     assert store.get_session("s1")["title"] == "a title"
     store.close()
+
+
+# ---------------------------------------------------------------- the writer's barrier
+def _bystander(ran):
+    return gevent.spawn(ran.append, "bystander")
+
+
+def test_the_barrier_waits_for_its_job_natively_first(tmp_path, monkeypatch):
+    """A quick job is waited for with the hub paused (the store thread does not compete
+    with a streaming turn for the GIL): nothing else runs while the barrier waits."""
+    monkeypatch.setattr("term2acp.sessions.store.BARRIER_SPIN", WAIT)
+    store = Store(str(tmp_path / "sessions.sqlite3")).open()
+    try:
+        store.create_session("s1", str(tmp_path), "scripted", "m")
+        store.touch("s1", "a title")  # pending: the barrier must commit it
+        ran = []
+        glet = _bystander(ran)
+        store.barrier()
+        assert ran == []  # the hub did not run the bystander meanwhile
+        glet.join(WAIT)
+        assert ran == ["bystander"]
+        assert store.get_session("s1")["title"] == "a title"
+    finally:
+        store.close()
+
+
+def test_a_slow_job_makes_the_barrier_wait_cooperatively_after_its_bound(tmp_path, monkeypatch):
+    """Another process's lock holds the job: after BARRIER_SPIN the hub runs again, and
+    the barrier returns once the job has gone through."""
+    monkeypatch.setattr("term2acp.sessions.store.BARRIER_SPIN", 0.01)
+    path = str(tmp_path / "sessions.sqlite3")
+    store = Store(path, busy_wait=30).open()
+    try:
+        store.create_session("s1", str(tmp_path), "scripted", "m")
+        holder = _hold(path)
+        store.touch("s1", "a title")
+        ran = []
+        barrier = gevent.spawn(store.barrier)
+        glet = _bystander(ran)
+        glet.join(WAIT)
+        assert ran == ["bystander"] and not barrier.dead  # the hub went on meanwhile
+        holder.execute("COMMIT")
+        holder.close()
+        barrier.get(timeout=WAIT)
+        assert store.get_session("s1")["title"] == "a title"
+    finally:
+        store.close()
