@@ -269,3 +269,24 @@ def test_a_slow_job_makes_the_barrier_wait_cooperatively_after_its_bound(tmp_pat
         assert store.get_session("s1")["title"] == "a title"
     finally:
         store.close()
+
+
+def test_in_a_sustained_stream_the_barrier_waits_cooperatively(tmp_path, monkeypatch):
+    """Only the first barrier after a quiet spell pauses the hub: back to back (a stream
+    of chunks), the turn keeps running while the job travels."""
+    monkeypatch.setattr("term2acp.sessions.store.BARRIER_SPIN", WAIT)
+    monkeypatch.setattr("term2acp.sessions.store.BARRIER_QUIET", 3600.0)
+    store = Store(str(tmp_path / "sessions.sqlite3")).open()
+    try:
+        store.create_session("s1", str(tmp_path), "scripted", "m")
+        store.touch("s1", "one")
+        store.barrier()  # the first: native
+        store.touch("s1", "two")
+        ran = []
+        glet = _bystander(ran)
+        store.barrier()  # right after: cooperative
+        assert ran == ["bystander"]
+        glet.join(WAIT)
+        assert store.get_session("s1")["title"] == "two"
+    finally:
+        store.close()
