@@ -46,7 +46,7 @@ import time
 import gevent
 from gevent.event import Event
 
-from term2acp.core.pacing import breathe, restore_switch_interval, shorten_switch_interval
+from term2acp.core.pacing import restore_switch_interval, shorten_switch_interval
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +55,7 @@ SWITCH_INTERVAL = 0.002  # seconds: the GIL hand-over period while the warm-up r
 WAIT = 30.0  # seconds the hub waits for the warm-up before doing the work itself
 SETTLE = 0.25  # seconds the turn layer's import waits at most for the calls in flight
 SETTLE_POLL = 0.001  # seconds between two looks at them
+SETTLE_MIN = 0.003  # seconds it looks at least: a line that arrived meanwhile is read by then
 # imported by start(), on the hub before the first line is read: the store, the v2 face
 # (v1's is built on it) and the manager; a v1 connection imports its face's own modules
 # (~2.5 ms) as initialize is handled, before the answer (schedule)
@@ -124,7 +125,9 @@ class Warmup:
     def wait_sessions(self, timeout=WAIT):
         """Wait cooperatively until the session store is open (True at once when no
         warm-up was scheduled)."""
-        return self._ready_for(self._sessions_ready, "session store", timeout)
+        # not a waiter _settle lets by: once the store is open it goes on (with a face
+        # method read before the face was built: the first session/new itself)
+        return self._ready_for(self._sessions_ready, "session store", timeout, waiter=False)
 
     def wait_turns(self, timeout=WAIT):
         """Wait cooperatively until the turn layer is imported too."""
@@ -134,11 +137,14 @@ class Warmup:
         """Wait cooperatively until the whole warm-up has ended (tools and sandbox too)."""
         return self._ready_for(self._ready, "tools and sandbox", timeout)
 
-    def _ready_for(self, event, what, timeout):
+    def _ready_for(self, event, what, timeout, waiter=True):
+        """Wait for ``event``; a ``waiter`` (one that needs the turn layer or the tools)
+        does not hold back the thread that prepares them (:meth:`_settle`)."""
         if event is None or event.is_set():
             return True
         me = gevent.getcurrent()
-        self._waiters.add(me)
+        if waiter:
+            self._waiters.add(me)
         try:
             if event.wait(timeout):
                 return True
@@ -196,10 +202,13 @@ class Warmup:
         of 2-3). Polled: the hub wakes a few times during a call's few ms."""
         if self._in_flight is None:
             return
-        deadline = time.monotonic() + SETTLE
-        breathe()  # a line already in stdin is read (its request spawned) first
-        while self._busy() and time.monotonic() < deadline:
+        now = time.monotonic()
+        deadline, earliest = now + SETTLE, now + SETTLE_MIN
+        # at least SETTLE_MIN: the face was built on the hub, and a request sent meanwhile
+        # (the editor's session/new) may not have been read yet
+        while now < earliest or (self._busy() and now < deadline):
             gevent.sleep(SETTLE_POLL)
+            now = time.monotonic()
 
     def _busy(self):
         return any(glet not in self._waiters for glet in self._in_flight())

@@ -770,7 +770,8 @@ class Store:
                     " VALUES (?, ?, NULL, ?, ?, ?, ?)",
                     (session_id, cwd, stamp, stamp, clean_text(provider), clean_text(model)),
                     session_id)
-        self.commit()
+        self.commit(spin=BARRIER_SPIN)  # session/new waits for it: natively first, as the
+        # writer's barrier does (the hub usually has nothing else to do then)
         return {"id": session_id, "cwd": cwd, "title": None, "updated_at": stamp,
                 "provider": provider, "model": model}
 

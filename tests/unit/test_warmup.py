@@ -101,3 +101,32 @@ def test_start_imports_the_session_layer_and_opens_the_store_before_any_line(tmp
     assert store is not None and store.is_open
     store.close()
     assert warmup.wait(timeout=30) is True
+
+
+def test_a_call_that_waited_for_the_store_still_holds_back_the_turn_layer(tmp_path, monkeypatch):
+    """The editor's session/new read before the face was built waits for the store (not
+    for the turn layer): once the store is open it is an ordinary call in flight, which
+    the turn layer's import lets end first."""
+    order, requests, looks = [], [], [0]
+    release = Event()
+
+    def session_new():
+        assert warmup.wait_sessions(timeout=10)
+        assert release.wait(10)
+        order.append("handled")
+
+    def in_flight():
+        looks[0] += 1
+        if looks[0] == 3:
+            release.set()
+        return [glet for glet in requests if not glet.dead]
+
+    real = Warmup._import_turn_layer
+    monkeypatch.setattr(Warmup, "_import_turn_layer",
+                        lambda self: (order.append("turn layer"), real(self)))
+    warmup = Warmup(Settings(data_dir=str(tmp_path / "data")), in_flight=in_flight)
+    warmup.schedule(2)
+    requests.append(gevent.spawn(session_new))
+    assert warmup.wait(timeout=30) is True
+    assert order == ["handled", "turn layer"]
+    warmup.take_store().close()
