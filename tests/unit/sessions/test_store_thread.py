@@ -19,6 +19,7 @@ from term2acp.sessions.journal import Recorder
 from term2acp.sessions.manager import SessionManager
 from term2acp.sessions.store import Store
 from term2acp.settings import Settings
+from tests.support.storefail import refusing_inserts
 
 
 def _store(tmp_path):
@@ -96,10 +97,7 @@ def test_the_barrier_waits_for_changes_another_greenlet_is_committing(tmp_path):
 
 
 def _failing_journal(path):
-    db = sqlite3.connect(path, isolation_level=None)
-    db.execute("CREATE TRIGGER no_room BEFORE INSERT ON journal BEGIN"
-               " SELECT RAISE(ABORT, 'database or disk is full (simulated)'); END")
-    return db
+    return refusing_inserts(path, "journal")
 
 
 def test_a_batch_the_writer_could_not_commit_is_told_to_the_session(tmp_path, caplog):

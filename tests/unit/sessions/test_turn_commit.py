@@ -20,6 +20,7 @@ from term2acp.sessions.errors import StoreError
 from term2acp.sessions.manager import SessionManager
 from term2acp.sessions.store import Store
 from term2acp.settings import Settings
+from tests.support.storefail import refusing_inserts
 
 WAIT = 10  # seconds: the bound of every wait below
 
@@ -51,6 +52,14 @@ def _hold(path):
     holder = sqlite3.connect(path, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")
     return holder
+
+
+def _store_with_a_session(tmp_path):
+    """An open store (waiting for a holder's lock as long as a test needs) with "s1"."""
+    path = str(tmp_path / "sessions.sqlite3")
+    store = Store(path, busy_wait=30).open()
+    store.create_session("s1", "/w", None, None)
+    return path, store
 
 
 def _turn(manager, session, provider):
@@ -88,10 +97,7 @@ def test_the_turn_asks_the_model_while_its_batch_is_still_on_the_way(manager, tm
 
 
 def _failing_history(path):
-    db = sqlite3.connect(path, isolation_level=None)
-    db.execute("CREATE TRIGGER no_room BEFORE INSERT ON history BEGIN"
-               " SELECT RAISE(ABORT, 'database or disk is full (simulated)'); END")
-    return db
+    return refusing_inserts(path, "history")
 
 
 def test_a_failure_of_the_batch_sent_without_waiting_fails_the_turn(manager, tmp_path):
@@ -136,9 +142,7 @@ def test_a_failure_of_the_turn_batch_comes_before_the_model_error(manager, tmp_p
 
 
 def test_commit_without_waiting_returns_at_once_and_the_next_commit_raises(tmp_path):
-    path = str(tmp_path / "sessions.sqlite3")
-    store = Store(path, busy_wait=30).open()
-    store.create_session("s1", "/w", None, None)
+    path, store = _store_with_a_session(tmp_path)
     failing = _failing_history(path)
     holder = _hold(path)
     try:
@@ -159,9 +163,7 @@ def test_commit_without_waiting_returns_at_once_and_the_next_commit_raises(tmp_p
 
 
 def test_settle_raises_what_the_batch_sent_without_waiting_lost(tmp_path):
-    path = str(tmp_path / "sessions.sqlite3")
-    store = Store(path, busy_wait=30).open()
-    store.create_session("s1", "/w", None, None)
+    path, store = _store_with_a_session(tmp_path)
     store.create_session("s2", "/w", None, None)
     failing = _failing_history(path)
     store.append_history("s1", {"role": "user", "content": "lost"})
@@ -205,9 +207,7 @@ def test_a_delivery_resumes_the_waiting_greenlet_at_once(tmp_path, monkeypatch):
 
 
 def test_a_waiter_killed_before_the_delivery_is_left_out(tmp_path):
-    path = str(tmp_path / "sessions.sqlite3")
-    store = Store(path, busy_wait=30).open()
-    store.create_session("s1", "/w", None, None)
+    path, store = _store_with_a_session(tmp_path)
     holder = _hold(path)
     try:
         store.touch("s1", "a title")
