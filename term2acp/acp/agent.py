@@ -21,8 +21,6 @@ from gevent.lock import Semaphore
 
 from term2acp import __version__
 from term2acp.acp import methods as m
-from term2acp.acp.schemas import controls as cs  # on the start-up path: the warm-up then
-from term2acp.acp.schemas import session as ss  # has less to do before session/new
 from term2acp.acp.schemas.base import load
 from term2acp.acp.schemas.initialize import InitializeRequestSchema, InitializeV1RequestSchema
 from term2acp.rpc.endpoint import Route
@@ -128,9 +126,9 @@ class AcpAgent:
 
             face = V1SessionHandlers(manager, self.client, self.settings, self.client_files)
         else:
-            from term2acp.acp.sessions import SessionHandlers
+            from term2acp.acp.sessions import SessionHandlers, routes
 
-            face, routes = SessionHandlers(manager, self.client, self.settings), _v2_routes
+            face = SessionHandlers(manager, self.client, self.settings)
         face.compaction = self.client_compaction
         if self.before_turns is not None:
             face.wait_turns = self.before_turns
@@ -265,19 +263,3 @@ class AcpAgent:
 
 def _route(handler, schema, inline=False):
     return Route(handler, functools.partial(load, schema), inline)
-
-
-def _v2_routes(face, route):
-    """The v2 route table (the v1 one is ``acp/v1/routes.py``)."""
-    return {
-        m.SESSION_NEW: route(face.new_session, ss.NewSessionRequestSchema()),
-        m.SESSION_LIST: route(face.list_sessions, ss.ListSessionsRequestSchema()),
-        m.SESSION_RESUME: route(face.resume_session, ss.ResumeSessionRequestSchema()),
-        m.SESSION_PROMPT: route(face.prompt, ss.PromptRequestSchema()),
-        m.SESSION_CANCEL: route(face.cancel, ss.CancelNotificationSchema(), inline=True),
-        m.SESSION_CLOSE: route(face.close_session, ss.CloseSessionRequestSchema()),
-        m.SESSION_SET_CONFIG_OPTION: route(face.set_config_option,
-                                           cs.SetConfigOptionRequestSchema()),
-        m.AUTH_LOGIN: route(face.login, cs.LoginRequestSchema()),
-        m.AUTH_LOGOUT: route(face.logout, cs.LogoutRequestSchema()),
-    }

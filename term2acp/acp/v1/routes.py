@@ -6,20 +6,37 @@ from term2acp.acp.schemas import session as ss
 from term2acp.acp.v1 import schemas as v1
 
 
+# Built once, when this module is imported (as v1 is negotiated), not when the face is
+_SCHEMAS = {
+    m.SESSION_NEW: v1.NewSessionRequestSchema(),
+    m.SESSION_LOAD: v1.LoadSessionRequestSchema(),
+    m.SESSION_LIST: ss.ListSessionsRequestSchema(),
+    m.SESSION_RESUME: v1.ResumeSessionRequestSchema(),
+    m.SESSION_PROMPT: ss.PromptRequestSchema(),
+    m.SESSION_CANCEL: ss.CancelNotificationSchema(),
+    m.SESSION_CLOSE: ss.CloseSessionRequestSchema(),
+    m.AUTHENTICATE: cs.LoginRequestSchema(),
+    m.LOGOUT: cs.LogoutRequestSchema(),
+    m.SESSION_SET_MODE: cs.SetModeRequestSchema(),
+    m.SESSION_SET_CONFIG_OPTION: cs.SetConfigOptionRequestSchema(),
+}
+
+
 def routes(face, route):
     """The Routes of ``face`` (a V1SessionHandlers): ``route(bound method, schema,
     inline=False)`` builds each (see acp/agent.py)."""
+    s = _SCHEMAS
     return {
-        m.SESSION_NEW: route(face.new_session, v1.NewSessionRequestSchema()),
-        m.SESSION_LOAD: route(face.load_session, v1.LoadSessionRequestSchema()),
-        m.SESSION_LIST: route(face.list_sessions, ss.ListSessionsRequestSchema()),
-        m.SESSION_RESUME: route(face.resume_session, v1.ResumeSessionRequestSchema()),
-        m.SESSION_PROMPT: route(face.prompt, ss.PromptRequestSchema()),
-        m.SESSION_CANCEL: route(face.cancel, ss.CancelNotificationSchema(), inline=True),
-        m.SESSION_CLOSE: route(face.close_session, ss.CloseSessionRequestSchema()),
-        m.AUTHENTICATE: route(face.authenticate, cs.LoginRequestSchema()),
-        m.LOGOUT: route(face.logout, cs.LogoutRequestSchema()),
-        m.SESSION_SET_MODE: route(face.set_mode, cs.SetModeRequestSchema()),
+        m.SESSION_NEW: route(face.new_session, s[m.SESSION_NEW]),
+        m.SESSION_LOAD: route(face.load_session, s[m.SESSION_LOAD]),
+        m.SESSION_LIST: route(face.list_sessions, s[m.SESSION_LIST]),
+        m.SESSION_RESUME: route(face.resume_session, s[m.SESSION_RESUME]),
+        m.SESSION_PROMPT: route(face.prompt, s[m.SESSION_PROMPT]),
+        m.SESSION_CANCEL: route(face.cancel, s[m.SESSION_CANCEL], inline=True),
+        m.SESSION_CLOSE: route(face.close_session, s[m.SESSION_CLOSE]),
+        m.AUTHENTICATE: route(face.authenticate, s[m.AUTHENTICATE]),
+        m.LOGOUT: route(face.logout, s[m.LOGOUT]),
+        m.SESSION_SET_MODE: route(face.set_mode, s[m.SESSION_SET_MODE]),
         m.SESSION_SET_CONFIG_OPTION: route(face.set_config_option,
-                                           cs.SetConfigOptionRequestSchema()),
+                                           s[m.SESSION_SET_CONFIG_OPTION]),
     }

@@ -8,6 +8,7 @@ import pytest
 from gevent.event import Event
 
 from term2acp.acp import agent, methods
+from term2acp.acp.sessions import routes as v2_routes
 from term2acp.acp.v1.routes import routes as v1_routes
 from term2acp.providers.catalog import Catalog
 from term2acp.sessions.manager import SessionManager
@@ -25,7 +26,7 @@ class AnyFace:
 
 
 def test_face_tables_serve_exactly_the_named_methods():
-    assert set(agent._v2_routes(AnyFace(), agent._route)) == methods.V2_FACE
+    assert set(v2_routes(AnyFace(), agent._route)) == methods.V2_FACE
     assert set(v1_routes(AnyFace(), agent._route)) == methods.V1_FACE
 
 
