@@ -253,6 +253,7 @@ def _connect(path, busy_wait):
         db.execute("PRAGMA journal_mode = WAL")
         db.execute("PRAGMA synchronous = NORMAL")
         _migrate(db)
+        _start_wal(db, path)
     except sqlite3.Error as exc:
         db.close()
         if getattr(exc, "sqlite_errorcode", None) in (SQLITE_CORRUPT, SQLITE_NOTADB):
@@ -277,6 +278,30 @@ def _move_aside(path, why):
     return (f"the session store {path} was damaged ({why}), so term2-acp had to "
             f"move it aside: it is now {target}, and a fresh store was started "
             "(sessions created before are in the damaged file). Retry the request.")
+
+
+def _start_wal(db, path):
+    """Set up the write-ahead log now, in the opening thread, when it is empty: the first
+    write to a store opened with no WAL creates it and syncs its header (~1.5 ms), and
+    that first write was the first session/new's. One write of the schema version,
+    unchanged; never waits for another process (the WAL is in use then anyway)."""
+    try:
+        if os.path.getsize(path + "-wal"):
+            return
+    except OSError:
+        pass  # not there yet: SQLite makes it with the first write
+    previous = int(db.execute("PRAGMA busy_timeout").fetchone()[0])
+    try:
+        db.execute("PRAGMA busy_timeout = 0")
+        version = int(db.execute("PRAGMA user_version").fetchone()[0])
+        db.execute("BEGIN IMMEDIATE")
+        db.execute(f"PRAGMA user_version = {version}")
+        db.execute("COMMIT")
+    except sqlite3.Error:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+    finally:
+        db.execute(f"PRAGMA busy_timeout = {previous}")
 
 
 def _migrate(db):
