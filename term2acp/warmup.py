@@ -90,8 +90,9 @@ class Warmup:
         self._on_sessions = None
 
     def start(self):
-        """Import the session layer here, then open the store in a native thread (once).
-        Call it on the hub before anything else runs (the reader has not started)."""
+        """Import the session layer here while the store's thread opens the store (once).
+        Call it on the hub before anything else runs (the reader has not started); it
+        yields between modules (a few ms each), so the hub is never held long."""
         if self._store_job is not None:
             return
         # the store's modules first; its own thread opens it (mostly disk waits, without
@@ -103,6 +104,7 @@ class Warmup:
         gevent.sleep(0)
         for name in SESSION_LAYER:
             _step(f"import {name}", importlib.import_module, name)
+            gevent.sleep(0)
 
     def schedule(self, version, catalog=None, then=None, delay=1e-6, on_sessions=None):
         """Plan the rest of the warm-up (once): from now on waiters wait for it. It starts
