@@ -36,6 +36,16 @@ PRELOAD = ("term2acp.__main__", "term2acp.cli", "term2acp.server", "term2acp.war
            "term2acp.tools.registry", "term2acp.sandbox.bwrap")
 
 
+def _warm_up_modules():
+    """Every module the agent's warm-up imports (term2acp/warmup.py): in the fork already,
+    so a forked agent's warm-up has nothing left to import."""
+    from term2acp import warmup
+
+    faces = tuple(name for names in warmup.FACE_MODULES.values() for name in names)
+    return faces + warmup.TURN_LAYER + warmup.TURN_MODULES + tuple(
+        warmup.PROVIDER_MODULES.values())
+
+
 # ---------------------------------------------------------------- the server process
 def _serve(control_fd):
     import array
@@ -48,7 +58,7 @@ def _serve(control_fd):
     fork = monkey.get_original("os", "fork")
     waitpid = monkey.get_original("os", "waitpid")
     select = monkey.get_original("select", "select")
-    for name in PRELOAD:
+    for name in PRELOAD + _warm_up_modules():
         try:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - a broken module fails in the agent, as it would
