@@ -18,6 +18,8 @@ Errors: a prompt without a usable key is ACP's auth-required error (-32000, ``da
 
 import logging
 
+from gevent.event import Event
+
 from term2acp import auth
 from term2acp.acp.errors import domain_errors
 from term2acp.acp.signin import auth_methods  # noqa: F401 - its home until issue 16
@@ -27,6 +29,7 @@ from term2acp.rpc.errors import AuthRequiredError, InvalidParamsError
 from term2acp.sessions.options import Controls, InvalidChoice
 
 log = logging.getLogger(__name__)
+ANNOUNCE_WAIT = 5.0  # seconds a prompt waits for its session's commands update at most
 
 
 # ---------------------------------------------------------------- shapes
@@ -119,14 +122,26 @@ class ControlHandlers:
         """A session started (new/resume/load): its controls, the model listing, and (after
         the answer, which is written first) the slash commands."""
         session.controls = self.controls
+        session.commands_sent = Event()
         session.group.spawn(self._after_start, session)
 
     def _after_start(self, session):
         """After the answer: the slash commands (plug-ins are scanned by then) and the
         background /models listing (its HTTP client imported by then)."""
-        self.wait_turns()
-        self.client.update(session.id, commands_update(self.VERSION))
+        try:
+            self.wait_turns()
+            self.client.update(session.id, commands_update(self.VERSION))
+        finally:
+            session.commands_sent.set()
         self.controls.list_models(session.provider_id, session.group)
+
+    @staticmethod
+    def announced(session):
+        """Before a prompt's first update: the session's commands update went out first
+        (both wait for the warm-up's turn layer; its waiters may resume in any order)."""
+        sent = getattr(session, "commands_sent", None)
+        if sent is not None:
+            sent.wait(ANNOUNCE_WAIT)
 
     def setup_result(self, session, result):
         result["configOptions"] = config_options(self.controls.options(session), self.VERSION)

@@ -97,6 +97,7 @@ class SessionHandlers(ControlHandlers):
     @domain_errors
     def prompt(self, params):
         session = self.manager.admit(params["session_id"], params.get("ticket"))
+        self.announced(session)
         text = self.manager.prepare(session, params["prompt"])
         from term2acp.acp.permissions import PermissionBridge  # the warm-up's turn layer
 

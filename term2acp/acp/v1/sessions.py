@@ -126,6 +126,7 @@ class V1SessionHandlers(ControlHandlers):
         blocks = params["prompt"]  # images: agent/content.py refuses them (-32602) unless
         # the model takes them
         session = self.manager.admit(params["session_id"], params.get("ticket"))
+        self.announced(session)
         text = self.manager.prepare(session, blocks)
         from term2acp.acp.permissions import PermissionBridge  # the warm-up's turn layer
 

@@ -1,0 +1,55 @@
+"""A prompt's first update never overtakes its session's commands update (acp/controls.py).
+
+Both wait for the warm-up's turn layer; when it is ready their greenlets may resume in
+either order, and transcripts (and editors) expect the commands update first."""
+
+import gevent
+import gevent.pool
+from gevent.event import Event
+
+from term2acp.acp.controls import ControlHandlers
+
+
+class Session:
+    id = "s1"
+    provider_id = "scripted"
+
+    def __init__(self):
+        self.group = gevent.pool.Group()
+
+
+class Controls:
+    def list_models(self, provider, group):
+        pass
+
+
+class Face(ControlHandlers):
+    def __init__(self, turns_ready, sent):
+        self._controls = Controls()
+        self.client = self
+        self._turns_ready, self._sent = turns_ready, sent
+
+    def wait_turns(self):
+        return self._turns_ready.wait(10)
+
+    def update(self, session_id, update, tag=None):
+        self._sent.append(update["sessionUpdate"])
+
+
+def test_a_prompt_waits_for_the_commands_update_of_its_session():
+    sent, turns_ready = [], Event()
+    face = Face(turns_ready, sent)
+    session = Session()
+    face.started(session)  # session/new: the commands update waits for the turn layer
+
+    def prompt():  # a prompt that found the turn layer ready first
+        face.announced(session)
+        sent.append("state_update")
+
+    gevent.sleep(0)  # the commands update is waiting now
+    glet = gevent.spawn(prompt)
+    gevent.sleep(0)
+    turns_ready.set()
+    glet.join(10)
+    session.group.join(10)
+    assert sent == ["available_commands_update", "state_update"]
