@@ -2,22 +2,22 @@
 
 Before the reader takes its first line (``Server.run``), :meth:`Warmup.start` imports the
 session layer (handlers, manager, store, their schemas; v1's face as v1 is negotiated,
-:meth:`Warmup.schedule`) on the hub, where
-nothing else runs yet (about 10 ms: the imports are kept lean for this, e.g. the runtime's
-value classes are not dataclasses, ``core/record.py``, and what only prompts use is left
-to the turn layer), while the session store's own native thread opens the store (SQLite
-PRAGMAs and migrations, mostly disk waits without the GIL). So the first ``session/new``
-of a fresh process, sent as soon as ``initialize`` is answered, finds its modules in and
-its store open (issue 16: < 5 ms).
+:meth:`Warmup.schedule`) on the hub, where nothing else runs yet (about 10 ms: the
+imports are kept lean for this, e.g. the runtime's value classes are not dataclasses,
+``core/record.py``, and what only prompts use is left to the turn layer), while the
+session store's own native thread opens the store (SQLite PRAGMAs and migrations, mostly
+disk waits without the GIL). So the first ``session/new`` of a fresh process, sent as
+soon as ``initialize`` is answered, finds its modules in and its store open (issue 16:
+< 5 ms).
 
-Once ``initialize`` is answered (:meth:`Warmup.schedule`), a native thread (gevent's
-threadpool) does the rest, each step what some calls wait for (cooperatively; the hub
-keeps serving meanwhile):
+Once ``initialize`` is answered (:meth:`Warmup.schedule`), the rest follows, each step
+what some calls wait for (cooperatively; the hub keeps serving meanwhile):
 
-1. waits for the store; then ``on_sessions`` builds the negotiated face on the hub (what
-   :meth:`Warmup.wait_sessions` waits for); then, before the thread takes the GIL for
-   the next steps, lets the calls in flight end (bounded, :meth:`Warmup._settle`): the
-   ``session/new`` an editor sends as soon as ``initialize`` is answered is served alone;
+1. on the hub: waits for the store; then ``on_sessions`` builds the negotiated face (what
+   :meth:`Warmup.wait_sessions` waits for); then, before a native thread (gevent's
+   threadpool) takes the GIL for the next steps, lets the calls in flight end (bounded,
+   :meth:`Warmup._settle`): the ``session/new`` an editor sends as soon as
+   ``initialize`` is answered is served alone;
 2. the turn layer (the turn loop, compaction, prompt content, instructions, MCP), the
    providers' HTTP client and the default provider's module, and the command entry
    points: what prompts, resume and load wait for, and what a new session's commands
