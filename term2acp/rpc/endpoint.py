@@ -134,31 +134,24 @@ class Endpoint:
     def notify(self, method, params, tag=None):
         """Send a notification. ``tag``: the writer may drop it while queued when the tag
         says so (the writer's ``discard``; e.g. chunks of a cancelled turn)."""
-        self.notifier(method, ("params",))(params, tag=tag)
+        self.send({"jsonrpc": "2.0", "method": method, "params": params}, tag)
 
     def notifier(self, method, keys):
         """``send(*values, tag=None)``: :meth:`notify` of ``method`` with the params
-        ``dict(zip(keys, values))``, as one call: the per-update path (``session/update``:
-        every streamed chunk goes through it), with :meth:`send` and :func:`encode`
-        inlined. ``keys == ("params",)`` sends the one value as the params."""
+        ``dict(zip(keys, values))``, as one call with :meth:`send` inlined: the per-update
+        path (``session/update``: every streamed chunk goes through it)."""
         head = {"jsonrpc": "2.0", "method": method}
         send_wait, queue, logged = self._send_wait, self._send_bytes, wire_log.isEnabledFor
         getcurrent = gevent.getcurrent
-        whole = tuple(keys) == ("params",)
 
         def send(*values, tag=None):
-            message = {**head, "params": values[0] if whole else dict(zip(keys, values))}
+            message = {**head, "params": dict(zip(keys, values))}
             if logged(logging.DEBUG):
                 wire_log.debug("<- %s", json.dumps(message)[:4000])
-            text = _JSON(message)
-            try:
-                line = text.encode("utf-8") + b"\n"
-            except UnicodeEncodeError:
-                line = _SURROGATE.sub("\ufffd", text).encode("utf-8") + b"\n"
             if send_wait is None or getcurrent() is self._reader:
-                queue(line)
+                queue(encode(message))
             else:
-                send_wait(line, tag)
+                send_wait(encode(message), tag)
 
         return send
 
