@@ -41,7 +41,6 @@ from collections import deque
 from datetime import datetime, timezone
 
 from gevent import get_hub, monkey
-from gevent.event import Event
 from gevent.hub import Waiter
 
 from term2acp.core.pacing import restore_switch_interval, shorten_switch_interval
@@ -336,7 +335,7 @@ class _Job:
         self.batch, self.sids, self.op, self.args = batch, sids, op, args
         self.ready = _native_lock()  # released by the thread when the job has run
         self.ready.acquire()
-        self.done = Event()
+        self.done = False  # delivered (set on the hub; greenlets wait with wait())
         self.value = self.error = self.lost = None
         self.waiters = None  # Waiters of the greenlets in wait(), switched to on delivery
 
@@ -345,7 +344,7 @@ class _Job:
         once (an Event's waiters run one loop iteration later): the protocol writer waiting
         in its barrier resumes before a streaming turn's socket is read on, instead of
         after the turn has handled everything that arrived meanwhile (~2 ms of chunks)."""
-        while not self.done.is_set():
+        while not self.done:
             waiter = Waiter()
             if self.waiters is None:
                 self.waiters = [waiter]
@@ -428,7 +427,7 @@ class _Worker:
             if job.lost is not None:
                 for sid in job.sids:
                     self.lost[sid] = job.lost
-            job.done.set()
+            job.done = True
             if job.waiters is not None:
                 woken = job.waiters if woken is None else woken + job.waiters
                 job.waiters = None
@@ -736,12 +735,12 @@ class Store:
         job = self._send(None, later=not wait) if (self._pending or self._sources) else None
         if job is None:
             last = self._last_write  # committing now: someone else's trip carries it
-            if last is not None and not last.done.is_set():
+            if last is not None and not last.done:
                 job = last
         if not wait:
             return job
         if job is not None:
-            if spin and not job.done.is_set():
+            if spin and not job.done:
                 self._worker.run_now(job, spin)
             job.wait()
             if job.lost is not None:
@@ -772,7 +771,7 @@ class Store:
         whose changes it lost hear of it on their next commit."""
         if not (self._pending or self._sources):
             last = self._last_write
-            if last is None or last.done.is_set():
+            if last is None or last.done:
                 return
         if self._closed:  # shut down: what was emitted before close() is committed
             log.warning("session store closed: %d changes made since are not stored",

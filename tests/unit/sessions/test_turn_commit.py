@@ -82,7 +82,7 @@ def test_the_turn_asks_the_model_while_its_batch_is_still_on_the_way(manager, tm
         running = gevent.spawn(_run, _turn(manager, session, provider), "say hello")
         assert provider.asked.wait(WAIT), "the turn waited for the store before the model"
         sent = session._sent
-        assert sent is not None and not sent.done.is_set()  # still waiting for the lock
+        assert sent is not None and not sent.done  # still waiting for the lock
         provider.go.set()
         gevent.sleep(0)  # hand over; the turn settles: it waits for its batch (bounded)
         assert not running.dead
@@ -91,7 +91,7 @@ def test_the_turn_asks_the_model_while_its_batch_is_still_on_the_way(manager, tm
         holder.execute("ROLLBACK")
         holder.close()
     assert running.get(timeout=WAIT) == "end_turn"
-    assert sent.done.is_set() and session._sent is None  # settled
+    assert sent.done and session._sent is None  # settled
     manager.store.commit(session.id)
     assert [m["role"] for m in manager.store.load_history(session.id)] == ["user", "assistant"]
 
@@ -149,7 +149,7 @@ def test_commit_without_waiting_returns_at_once_and_the_next_commit_raises(tmp_p
         store.append_history("s1", {"role": "user", "content": "lost"})
         with gevent.Timeout(WAIT):
             sent = store.commit("s1", wait=False)  # the batch waits for the lock, we do not
-        assert sent is not None and not sent.done.is_set()
+        assert sent is not None and not sent.done
         assert store.commit("s1", wait=False) is sent  # nothing new: the one on its way
     finally:
         holder.execute("ROLLBACK")
