@@ -17,9 +17,22 @@ be patched before it is imported, and so it is: :class:`_PatchOnFirstImport` sit
 on ``sys.meta_path`` and patches the module as its first import begins, so no importer
 ever sees the unpatched one (``tests/unit/test_patching.py`` checks both in a fresh
 interpreter).
+
+gevent's hub formats the context of a failed greenlet with ``pprint.saferepr``, imported as
+the hub is made; ``pprint`` imports ``dataclasses`` (~1.5 ms of start-up). The launcher
+names the same function behind a lazy import (:func:`context_repr`), unless the user
+chose one (``GEVENT_FORMAT_CONTEXT``).
+
+gevent also walks the whole heap while it patches ``threading`` (its "existing locks"
+pass, ~20 % of patching): it looks for locks the caller holds at that moment, to hand them
+to the main greenlet. A launcher holds none: it patches first thing, at the top level of
+a script, outside any import. :func:`_lean_existing_locks` keeps the rest of that pass
+and leaves the heap alone; when patching happens inside an import (an import lock is
+held) or with other threads running, gevent's own pass runs as before.
 """
 
 import gc
+import os
 import sys
 
 DEFERRED = ("ssl", "subprocess")
@@ -34,14 +47,69 @@ def patch_all():
     gc.disable()
     announce = gevent.events.notify_and_call_entry_points
     gevent.events.notify_and_call_entry_points = gevent.events.notify
+    locks = _thread_patcher()
+    existing_locks = getattr(locks, "_patch_existing_locks", None)
+    if existing_locks is not None and not _importing():
+        locks._patch_existing_locks = _lean_existing_locks(existing_locks)
     try:
         deferred = [name for name in DEFERRED if name not in sys.modules]
         monkey.patch_all(**{name: False for name in deferred})
     finally:
         gevent.events.notify_and_call_entry_points = announce
+        if existing_locks is not None:
+            locks._patch_existing_locks = existing_locks
+    if "GEVENT_FORMAT_CONTEXT" not in os.environ:
+        gevent.config.format_context = "term2acp.patching.context_repr"
     if deferred:
         sys.meta_path.insert(0, _PatchOnFirstImport(
             {"ssl": monkey.patch_ssl, "subprocess": monkey.patch_subprocess}, deferred))
+
+
+def context_repr(value):
+    """gevent's default formatter of a failed greenlet's context, imported on first use."""
+    from pprint import saferepr
+
+    return saferepr(value)
+
+
+def _thread_patcher():
+    """gevent's module that patches ``threading`` (None if this gevent has another)."""
+    try:
+        from gevent.monkey import _patch_thread_common
+    except ImportError:  # pragma: no cover - a gevent laid out differently
+        return None
+    return _patch_thread_common
+
+
+def _importing():
+    """True when this call runs inside an import (the import system holds a module lock
+    that gevent's existing-locks pass must hand over)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib."):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _lean_existing_locks(full):
+    """gevent's existing-locks pass without its heap walk, for a caller that holds no lock
+    (see the module's docstring); ``full`` is gevent's pass, run when other threads
+    exist."""
+
+    def existing_locks(threading):
+        if len(threading.enumerate()) != 1:
+            return full(threading)
+        # what the pass does besides the walk: threading's registry lock becomes a gevent
+        # lock (a native one held across a greenlet switch can deadlock thread start/stop)
+        threading._active_limbo_lock = threading._allocate_lock()
+        futures = sys.modules.get("concurrent.futures.thread")
+        if futures is not None and hasattr(futures, "_global_shutdown_lock"):
+            # its at-fork lock (imported later, it is made with the patched lock anyway)
+            futures._global_shutdown_lock = threading._allocate_lock()
+        return None
+
+    return existing_locks
 
 
 class _PatchOnFirstImport:

@@ -64,11 +64,20 @@ def test_the_agent_s_start_up_path_does_not_import_them():
 
 
 def test_the_collector_is_held_during_start_up_and_collects_again_after():
-    out = _run("from term2acp.core.pacing import start_up_done\n"
-               "out['held'] = not __import__('gc').isenabled()\n"
+    out = _run("import gc\n"
+               "from term2acp.core.pacing import start_up_done\n"
+               "import term2acp.server\n"
+               "out['held'] = not gc.isenabled()\n"
+               "out['young_before'] = gc.get_count()[0]\n"
                "start_up_done()\n"
-               "out['after'] = __import__('gc').isenabled()")
+               "out['after'] = gc.isenabled()\n"
+               "out['young_after'] = len(gc.get_objects(0))\n"
+               "out['frozen'] = gc.get_freeze_count()\n"
+               "out['server_old'] = any(o is term2acp.server.Server for o in gc.get_objects(2))")
     assert out["held"] is True and out["after"] is True
+    # what start-up made went to the oldest generation without a collection walking it
+    assert out["young_before"] > 5000 and out["young_after"] < 100
+    assert out["frozen"] == 0 and out["server_old"]
 
 
 def test_start_up_imports_the_v1_face_only_when_v1_is_negotiated(tmp_path):
@@ -82,3 +91,75 @@ def test_start_up_imports_the_v1_face_only_when_v1_is_negotiated(tmp_path):
                "out['v1_after'] = 'term2acp.acp.v1.routes' in sys.modules\n"
                "warmup.wait(timeout=30)\n")
     assert out["v2_at_start"] and not out["v1_at_start"] and out["v1_after"]
+
+
+LOCKS = r"""
+import json, sys, threading
+sys.path.insert(0, ROOT)
+from gevent.monkey import _patch_thread_common as common
+calls = []
+full = common._patch_existing_locks
+common._patch_existing_locks = lambda threading: (calls.append("full"), full(threading))[1]
+native = type(threading._active_limbo_lock)
+BEFORE
+from term2acp.patching import patch_all
+patch_all()
+import gevent, gevent.lock
+gevent.get_hub()
+made_hub_without_pprint = "pprint" not in sys.modules
+out = {"hub_without_pprint": made_hub_without_pprint, "walked": calls, "limbo_native": type(threading._active_limbo_lock) is native,
+       "restored": common._patch_existing_locks.__name__ == "<lambda>"}
+results = []
+workers = [threading.Thread(target=results.append, args=(n,)) for n in range(3)]
+for worker in workers:
+    worker.start()
+for worker in workers:
+    worker.join(5)
+out["threads"] = sorted(results)
+pool = gevent.get_hub().threadpool
+out["native_thread"] = pool.spawn(lambda: 6 * 7).get(timeout=5)
+out["enumerate"] = len(threading.enumerate()) >= 1
+out["format_context"] = gevent.get_hub().format_context.__qualname__
+out["formats"] = gevent.get_hub().format_context({"k": [1] * 3})
+print(json.dumps(out))
+"""
+
+
+def _locks(before="", **env):
+    code = LOCKS.replace("ROOT", repr(ROOT)).replace("BEFORE", before)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "PYTHONWARNINGS": "error", **env})
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_a_launcher_s_patch_skips_gevent_s_heap_walk_and_keeps_the_rest():
+    out = _locks()
+    assert out["walked"] == []  # the heap walk did not run
+    assert out["limbo_native"] is False  # threading's registry lock is a gevent lock
+    assert out["restored"]  # gevent's pass is put back for anyone patching later
+    assert out["threads"] == [0, 1, 2] and out["native_thread"] == 42 and out["enumerate"]
+
+
+def test_patching_inside_an_import_runs_gevent_s_own_pass(tmp_path):
+    # a module that patches as it is imported: the import system holds its module lock,
+    # which gevent's pass hands over to the main greenlet
+    (tmp_path / "patches_on_import.py").write_text(
+        f"import sys\nsys.path.insert(0, {ROOT!r})\n"
+        "from term2acp.patching import patch_all\npatch_all()\n")
+    out = _locks(f"sys.path.insert(0, {str(tmp_path)!r})\nimport patches_on_import")
+    assert out["walked"] == ["full"]
+    assert out["limbo_native"] is False
+    assert out["threads"] == [0, 1, 2] and out["native_thread"] == 42
+
+
+def test_the_hub_formats_a_greenlet_s_context_as_gevent_does_importing_pprint_late():
+    out = _locks()
+    assert out["hub_without_pprint"] is True  # nor dataclasses, which pprint imports
+    assert out["format_context"] == "context_repr"
+    assert out["formats"] == "{'k': [1, 1, 1]}"  # pprint.saferepr's text
+
+
+def test_a_user_s_own_context_formatter_is_kept():
+    out = _locks(GEVENT_FORMAT_CONTEXT="builtins.ascii")
+    assert out["format_context"] == "ascii"
