@@ -67,7 +67,8 @@ FACE_MODULES = {1: ("term2acp.acp.v1.sessions", "term2acp.acp.v1.routes")}
 TURN_LAYER = ("term2acp.agent.turn", "term2acp.agent.context", "term2acp.agent.content",
               "term2acp.agent.instructions", "term2acp.agent.prompt",
               "term2acp.agent.failures", "term2acp.mcp.session", "term2acp.providers.http",
-              "term2acp.acp.permissions", "term2acp.agent.commands")
+              "term2acp.acp.permissions", "term2acp.agent.commands",
+              "difflib")  # an edit's diff (acp/translate.py)
 TURN_MODULES = ("term2acp.tools.registry", "term2acp.sandbox.bwrap")
 # the default provider's module (not the local one: its engine loads on first use)
 PROVIDER_MODULES = {"openai": "term2acp.providers.openai",

@@ -1,7 +1,6 @@
 """The one translation from runtime events (and replay records) to ``session/update``s."""
 
 import base64
-import difflib
 
 from term2acp.core import events as ev
 
@@ -15,6 +14,8 @@ def _text(text):
 
 def patch_text(path, old, new):
     """A ``diff --git`` section for one file (absolute path behind the a/ b/ prefixes)."""
+    from difflib import unified_diff  # with the turn layer (warmup.py), not the session's
+
     old_lines = [] if old is None else old.splitlines(keepends=True)
     new_lines = [] if new is None else new.splitlines(keepends=True)
     src = "/dev/null" if old is None else f"a{path}"
@@ -25,7 +26,7 @@ def patch_text(path, old, new):
     elif new is None:
         head.append("deleted file mode 100644\n")
     body = []
-    for line in difflib.unified_diff(old_lines, new_lines, src, dst, n=3):
+    for line in unified_diff(old_lines, new_lines, src, dst, n=3):
         body.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
     if not body:
         body = [f"--- {src}\n", f"+++ {dst}\n"]
