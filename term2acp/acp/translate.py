@@ -14,7 +14,8 @@ def _text(text):
 
 def patch_text(path, old, new):
     """A ``diff --git`` section for one file (absolute path behind the a/ b/ prefixes)."""
-    from difflib import unified_diff  # with the turn layer (warmup.py), not the session's
+    # imported with the turn layer (warmup.py), not with the session layer
+    from difflib import unified_diff
 
     old_lines = [] if old is None else old.splitlines(keepends=True)
     new_lines = [] if new is None else new.splitlines(keepends=True)

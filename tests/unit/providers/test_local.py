@@ -10,7 +10,6 @@ import pytest
 from term2acp.providers import local, local_engine
 from term2acp.providers.base import ModelRequest, Stop, TextDelta
 
-
 # Greedy answers depend on llama.cpp's thread count: one thread everywhere, so the real model
 # says the same on every machine (the e2e agents inherit it).
 os.environ.setdefault("TERM2ACP_LOCAL_THREADS", "1")
@@ -115,25 +114,6 @@ def test_local_answers_are_deterministic_and_report_usage():
     assert text[0] and text[0] == text[1]
     usage = [e for e in first if isinstance(e, Usage)]
     assert usage and usage[-1].input_tokens > 0 and 0 < usage[-1].output_tokens <= 12
-
-
-@needs_model
-def test_local_tool_call_from_the_model():
-    """The real model emits a parsed tool call (echoed: SmolLM2-135M rarely picks tools)."""
-    from term2acp.providers.base import ToolCall
-
-    from term2acp.tools.registry import builtin_tools
-
-    tools = [tool.spec() for tool in builtin_tools()]
-    call = '<tool_call>{"name": "read_file", "arguments": {"path": "notes.txt"}}</tool_call>'
-    from term2acp.agent.prompt import system_prompt
-
-    asked = request("Copy this line exactly:\n" + call, max_tokens=40, tools=tools)
-    asked.system = system_prompt("/tmp/work", [t["name"] for t in tools], "no network.")
-    events = list(local.LocalProvider().stream(asked))
-    calls = [e for e in events if isinstance(e, ToolCall)]
-    assert [(c.name, c.arguments) for c in calls] == [("read_file", '{"path": "notes.txt"}')], events
-    assert events[-1] == Stop("tool_use")
 
 
 def test_channel_carries_pieces_from_a_native_thread_in_order():
