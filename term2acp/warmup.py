@@ -173,7 +173,7 @@ class Warmup:
         shorten_switch_interval(SWITCH_INTERVAL)
         started = time.perf_counter()
         try:
-            self._in_threads(gevent.get_hub().threadpool)
+            self._in_threads()
         finally:
             restore_switch_interval(SWITCH_INTERVAL)
             self._sessions_ready.set()
@@ -185,7 +185,7 @@ class Warmup:
         if then is not None:
             then()
 
-    def _in_threads(self, pool):
+    def _in_threads(self):
         # One thread, one step after the other: a second thread saved little (a few ms
         # of disk waits) and cost more in GIL hand-overs.
         self.store = _wait(self._store_job)
@@ -194,6 +194,10 @@ class Warmup:
         if self._on_sessions is not None:  # on the hub, before the next step holds the GIL
             _step("session layer (hub)", self._on_sessions)
         self._settle()
+        # the thread pool is made (gevent.threadpool imported, with concurrent.futures:
+        # ~3 ms on the hub) only now, after the calls in flight: not before the first
+        # session/new
+        pool = gevent.get_hub().threadpool
         _wait(pool.spawn(self._import_turn_layer))
         self._turns_ready.set()
         _wait(pool.spawn(self._prepare_turns))
