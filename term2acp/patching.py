@@ -5,9 +5,9 @@ scan the metadata of every installed distribution several times (about 100 ms, m
 the agent's start-up). term2acp uses no such plug-in, so the announcement goes only to
 in-process subscribers (``gevent.events.notify``).
 
-The cyclic garbage collector is off from here until the server is about to read its first
-line (``core.pacing.start_up_done``): start-up creates ~150,000 objects that live as long
-as the process, and the collections their allocations triggered (~30) cost ~10 ms.
+The cyclic garbage collector is off from here until the editor's first calls are served
+(``core.pacing.start_up_done``): start-up creates ~150,000 objects that live as long as
+the process, and the collections their allocations triggered (~30) cost ~10 ms.
 
 ``ssl`` and ``subprocess`` are patched when something first imports them, not here:
 patching them imports both (and gevent's versions), ~15 ms of a start-up that answers

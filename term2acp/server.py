@@ -9,7 +9,7 @@ from gevent.pool import Pool
 
 from term2acp.acp.agent import AcpAgent
 from term2acp.acp.client import ClientProxy
-from term2acp.core.pacing import start_up_done
+from term2acp.core.pacing import hold_collector
 from term2acp.rpc.endpoint import Endpoint
 from term2acp.rpc.stream import Writer, open_reader, read_lines
 from term2acp.warmup import Warmup
@@ -109,7 +109,7 @@ class Server:
             gevent.signal_handler(signum, self.stop.set)
         gevent.signal_handler(signal.SIGUSR1, _dump_greenlets)
         self.warmup.start()  # the session layer, before the first line is read
-        start_up_done()  # the garbage collector the launcher held collects again
+        hold_collector()  # the launcher's held collector: on after the first calls (warmup.py)
         reader = gevent.spawn(self._read)
         reader.name = "rpc-reader"
         self.stop.wait()

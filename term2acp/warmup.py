@@ -46,7 +46,11 @@ import time
 import gevent
 from gevent.event import Event
 
-from term2acp.core.pacing import restore_switch_interval, shorten_switch_interval
+from term2acp.core.pacing import (
+    restore_switch_interval,
+    shorten_switch_interval,
+    start_up_done,
+)
 
 log = logging.getLogger(__name__)
 
@@ -194,6 +198,9 @@ class Warmup:
         if self._on_sessions is not None:  # on the hub, before the next step holds the GIL
             _step("session layer (hub)", self._on_sessions)
         self._settle()
+        # the first collection after start-up (~3 ms: core/pacing.py), the first calls
+        # served
+        start_up_done()
         # the thread pool is made (gevent.threadpool imported, with concurrent.futures:
         # ~3 ms on the hub) only now, after the calls in flight: not before the first
         # session/new

@@ -64,20 +64,38 @@ def test_the_agent_s_start_up_path_does_not_import_them():
 
 
 def test_the_collector_is_held_during_start_up_and_collects_again_after():
-    out = _run("import gc\n"
+    out = _run("import gc, weakref\n"
                "from term2acp.core.pacing import start_up_done\n"
                "import term2acp.server\n"
-               "out['held'] = not gc.isenabled()\n"
+               "class Cycle: pass\n"
+               "garbage = Cycle(); garbage.me = garbage; gone = weakref.ref(garbage); del garbage\n"
+               "out['held'] = not gc.isenabled() and gone() is not None\n"
                "out['young_before'] = gc.get_count()[0]\n"
                "start_up_done()\n"
                "out['after'] = gc.isenabled()\n"
-               "out['young_after'] = len(gc.get_objects(0))\n"
+               "out['collected'] = gone() is None\n"
+               "out['young_after'] = len(gc.get_objects(0)) + len(gc.get_objects(1))\n"
                "out['frozen'] = gc.get_freeze_count()\n"
                "out['server_old'] = any(o is term2acp.server.Server for o in gc.get_objects(2))")
     assert out["held"] is True and out["after"] is True
-    # what start-up made went to the oldest generation without a collection walking it
+    assert out["collected"] is True  # start-up's garbage is freed
+    # and what lives on went to the oldest generation, where young collections leave it
     assert out["young_before"] > 5000 and out["young_after"] < 100
     assert out["frozen"] == 0 and out["server_old"]
+
+
+def test_a_held_collector_collects_again_after_the_bound_at_the_latest():
+    out = _run("import gc, gevent\n"
+               "from term2acp.core.pacing import hold_collector\n"
+               "hold_collector(0.05)\n"
+               "out['held'] = not gc.isenabled()\n"
+               "gevent.sleep(0.01)\n"
+               "out['still'] = not gc.isenabled()\n"
+               "with gevent.Timeout(10):\n"
+               "    while not gc.isenabled():\n"
+               "        gevent.sleep(0.01)\n"
+               "out['after'] = gc.isenabled()")
+    assert out["held"] is True and out["still"] is True and out["after"] is True
 
 
 def test_start_up_imports_the_v1_face_only_when_v1_is_negotiated(tmp_path):
