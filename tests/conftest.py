@@ -12,6 +12,13 @@ from gevent import monkey
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+# pytest keeps its assertion-rewritten test modules as .pyc files, unless writing bytecode
+# is off (PYTHONDONTWRITEBYTECODE, set in some shells and CI images): then each worker
+# rewrote and compiled every test module on every run, ~3 s of each worker's start. The
+# test processes write them anyway (as _compile_sources writes the package's); the agents
+# they spawn keep the caller's setting.
+sys.dont_write_bytecode = False
+
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config):
