@@ -47,6 +47,7 @@ import gevent
 from gevent.event import Event
 
 from term2acp.core.pacing import (
+    breathe,
     restore_switch_interval,
     shorten_switch_interval,
     start_up_done,
@@ -199,8 +200,9 @@ class Warmup:
             _step("session layer (hub)", self._on_sessions)
         self._settle()
         # the first collection after start-up (~3 ms: core/pacing.py), the first calls
-        # served
+        # served; then a look at the lines that came meanwhile
         start_up_done()
+        breathe()
         # the thread pool is made (gevent.threadpool imported, with concurrent.futures:
         # ~3 ms on the hub) only now, after the calls in flight: not before the first
         # session/new
