@@ -9,10 +9,33 @@ no lookaround; a grep pattern that uses them fails with a message that says so.
 
 Subjects are UTF-8 bytes. Text that cannot be encoded (a file name with a non-UTF-8
 byte arrives surrogate-escaped) is matched with U+FFFD in place of each bad byte.
+
+RE2 itself (its extension module, libre2 and the C++ runtime: 2.6 MiB of resident memory,
+~4 ms) loads when a pattern is first compiled, not with the tools: an agent that has not
+searched yet does not hold it (idle RSS goal: < 40 MB).
 """
 
+import importlib.util
+import sys
+from types import ModuleType
+
 import gevent
-import re2
+
+
+def _on_first_use(name):
+    """The module ``name``, executed when one of its attributes is first read (importlib's
+    LazyLoader); the module itself when it is imported already."""
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.find_spec(name)
+    spec.loader = importlib.util.LazyLoader(spec.loader)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+re2 = _on_first_use("re2")
 
 MAX_MEM = 8 << 20  # bytes of compiled program per pattern (RE2's default)
 MAX_PROGRAM = 4000  # RE2 instructions in a grep program (``\pL+`` is about 1200)
@@ -22,14 +45,15 @@ MAX_RULES = 4096  # .gitignore rules read from one file
 MAX_RULE_TEXT = 32 * 1024  # characters of rules read from one file
 SET_TEXT = 4096  # characters of rules compiled into one RE2 set (one short hub slice)
 
-_ANCHORED = re2._Anchor.ANCHOR_BOTH  # noqa: SLF001 (the wrapper's public fullmatch is slower)
-
 
 class PatternError(ValueError):
     """A pattern RE2 cannot compile; the message says why, for the model."""
 
 
 def options(**values):
+    if type(re2) is not ModuleType:  # RE2 not loaded yet: it loads now, one slice of its own
+        re2.Options  # noqa: B018 (the first attribute read loads it)
+        gevent.idle()
     opts = re2.Options()
     opts.log_errors = False  # RE2 would print every bad pattern on stderr
     opts.max_mem = MAX_MEM
@@ -182,8 +206,9 @@ def compile_glob(pattern):
                            "are accepted.")
     if pattern.count("{") > 64:
         raise PatternError("the glob has more than 64 '{' alternations; simplify it.")
+    opts = options(dot_nl=True)  # first: it loads RE2 in a slice of its own
     try:
-        return re2.compile(subject(glob_regex(pattern)), options(dot_nl=True))
+        return re2.compile(subject(glob_regex(pattern)), opts)
     except re2.error as exc:
         raise PatternError(f"invalid glob {pattern!r}: {_reason(exc)}.") from None
 
@@ -192,10 +217,11 @@ def path_matcher(pattern):
     """A predicate on a relative path: patterns without a slash match the base name."""
     pattern = pattern.strip("/")
     program = compile_glob(pattern)._regexp  # noqa: SLF001
+    anchored = re2._Anchor.ANCHOR_BOTH  # noqa: SLF001 (the wrapper's public fullmatch is slower)
 
     def matches(rel):
         data = subject(rel if "/" in pattern else rel.rpartition("/")[2])
-        return program.Match(_ANCHORED, data, 0, len(data))[0] != (-1, -1)
+        return program.Match(anchored, data, 0, len(data))[0] != (-1, -1)
     return matches
 
 
@@ -230,7 +256,8 @@ class IgnoreRules:
             self._add_set(batch)
 
     def _add_set(self, rules):
-        compiled = re2.Set.FullMatchSet(options(dot_nl=True))
+        opts = options(dot_nl=True)  # first: it loads RE2 in a slice of its own
+        compiled = re2.Set.FullMatchSet(opts)
         kept = []
         for body, negate, dir_only in rules:
             try:

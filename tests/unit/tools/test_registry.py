@@ -294,3 +294,29 @@ def test_spec_is_built_once_and_follows_a_renamed_tool():
     tool.name, tool.description = "shout", "Shout."
     assert (tool.spec()["name"], tool.spec()["description"]) == ("shout", "Shout.")
     assert tool.spec()["parameters"] == spec["parameters"]
+
+
+def test_re2_loads_with_the_first_pattern_not_with_the_tools(tmp_path):
+    """An agent that has not searched does not hold RE2 (2.6 MiB): a fresh interpreter."""
+    import subprocess
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))))
+    code = (f"import json, sys\nsys.path.insert(0, {root!r})\n"
+            "from term2acp.settings import Settings\n"
+            "from term2acp.tools.registry import load_tools\n"
+            f"load_tools(Settings(data_dir={str(tmp_path)!r}))\n"
+            "out = {'after_tools': 're2._re2' in sys.modules}\n"
+            "from term2acp.tools.patterns import PatternError, compile_grep, path_matcher\n"
+            "out['glob'] = [path_matcher('*.py')(p) for p in ('a/b.py', 'a/b.txt')]\n"
+            "out['after_glob'] = 're2._re2' in sys.modules\n"
+            "try:\n    compile_grep('(a)\\\\1')\nexcept PatternError as exc:\n"
+            "    out['refused'] = str(exc)\n"
+            "print(json.dumps(out))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["after_tools"] is False and out["after_glob"] is True
+    assert out["glob"] == [True, False]
+    assert "backreference" in out["refused"]
