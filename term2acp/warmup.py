@@ -14,10 +14,10 @@ Once ``initialize`` is answered (:meth:`Warmup.schedule`), the rest follows, eac
 what some calls wait for (cooperatively; the hub keeps serving meanwhile):
 
 1. on the hub: waits for the store; then ``on_sessions`` builds the negotiated face (what
-   :meth:`Warmup.wait_sessions` waits for); then, before a native thread (gevent's
-   threadpool) takes the GIL for the next steps, lets the calls in flight end (bounded,
-   :meth:`Warmup._settle`): the ``session/new`` an editor sends as soon as
-   ``initialize`` is answered is served alone;
+   :meth:`Warmup.wait_sessions` waits for); then, before a native thread of its own
+   (:class:`_Thread`) takes the GIL for the next steps, lets the calls in flight end
+   (bounded, :meth:`Warmup._settle`): the ``session/new`` an editor sends as soon as
+   ``initialize`` is answered is served alone; then start-up's first garbage collection;
 2. the turn layer (the turn loop, compaction, prompt content, instructions, MCP), the
    providers' HTTP client and the default provider's module, and the command entry
    points: what prompts, resume and load wait for, and what a new session's commands
@@ -44,6 +44,7 @@ import logging
 import time
 
 import gevent
+from gevent import monkey
 from gevent.event import Event
 
 from term2acp.core.pacing import (
@@ -54,6 +55,8 @@ from term2acp.core.pacing import (
 )
 
 log = logging.getLogger(__name__)
+
+_start_new_thread = monkey.get_original("_thread", "start_new_thread")
 
 SWITCH_INTERVAL = 0.002  # seconds: the GIL hand-over period while the warm-up runs (0.5 ms
 # made the warm-up itself 20-30 % slower: its two threads passed the GIL back and forth)
@@ -69,7 +72,8 @@ SESSION_LAYER = ("term2acp.acp.sessions", "term2acp.sessions.manager")
 FACE_MODULES = {1: ("term2acp.acp.v1.sessions", "term2acp.acp.v1.routes")}
 # step 2 also imports providers.http (the /models listing a session starts waits for it)
 # and the default provider's module, and scans the command plug-ins
-TURN_LAYER = ("term2acp.agent.turn", "term2acp.agent.context", "term2acp.agent.content",
+TURN_LAYER = ("gevent.threadpool",  # the hub's pool (DNS, the local model) is then cheap
+              "term2acp.agent.turn", "term2acp.agent.context", "term2acp.agent.content",
               "term2acp.agent.instructions", "term2acp.agent.prompt",
               "term2acp.agent.failures", "term2acp.mcp.session", "term2acp.providers.http",
               "term2acp.acp.permissions", "term2acp.agent.commands",
@@ -203,13 +207,9 @@ class Warmup:
         # served; then a look at the lines that came meanwhile
         start_up_done()
         breathe()
-        # the thread pool is made (gevent.threadpool imported, with concurrent.futures:
-        # ~3 ms on the hub) only now, after the calls in flight: not before the first
-        # session/new
-        pool = gevent.get_hub().threadpool
-        _wait(pool.spawn(self._import_turn_layer))
+        _wait(_Thread(self._import_turn_layer))
         self._turns_ready.set()
-        _wait(pool.spawn(self._prepare_turns))
+        _wait(_Thread(self._prepare_turns))
 
     def _settle(self):
         """Wait (at most SETTLE) until every request in flight is one waiting for this
@@ -239,6 +239,37 @@ class Warmup:
         for name in TURN_MODULES:
             _step(f"import {name}", importlib.import_module, name)
         self.tools = _step("tools", _load_tools, self.settings)
+
+
+class _Thread:
+    """``function()`` in a native thread of its own, whose value :meth:`get` waits for
+    cooperatively. Not gevent's thread pool: the hub makes that on first use (importing
+    ``gevent.threadpool`` and ``concurrent.futures``, ~4 ms on the hub, when the first
+    calls are served); the turn layer's import brings those modules in off the hub."""
+
+    def __init__(self, function):
+        self._value = self._error = None
+        self._done = Event()
+        self._watcher = gevent.get_hub().loop.async_()  # signalled from the thread
+        self._watcher.start(self._done.set)
+        _start_new_thread(self._run, (function,))
+
+    def _run(self, function):
+        try:
+            self._value = function()
+        except BaseException as exc:  # noqa: BLE001 - handed to get() on the hub
+            self._error = exc
+        finally:
+            self._watcher.send()
+
+    def get(self, timeout):
+        if not self._done.wait(timeout):
+            # the thread still runs and will signal: the watcher stays open for it
+            raise gevent.Timeout(timeout)
+        self._watcher.close()
+        if self._error is not None:
+            raise self._error
+        return self._value
 
 
 def _wait(result):
