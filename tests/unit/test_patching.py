@@ -85,17 +85,16 @@ def test_the_collector_is_held_during_start_up_and_collects_again_after():
 
 
 def test_a_held_collector_collects_again_after_the_bound_at_the_latest():
-    out = _run("import gc, gevent\n"
-               "from term2acp.core.pacing import hold_collector\n"
-               "hold_collector(0.05)\n"
+    out = _run("import gc\n"
+               "from gevent.event import Event\n"
+               "from term2acp.core import pacing\n"
+               "fired, real = Event(), pacing.start_up_done\n"
+               "pacing.start_up_done = lambda: (real(), fired.set())\n"
+               "pacing.hold_collector(0.05)\n"
                "out['held'] = not gc.isenabled()\n"
-               "gevent.sleep(0.01)\n"
-               "out['still'] = not gc.isenabled()\n"
-               "with gevent.Timeout(10):\n"
-               "    while not gc.isenabled():\n"
-               "        gevent.sleep(0.01)\n"
+               "out['fired'] = fired.wait(10)\n"
                "out['after'] = gc.isenabled()")
-    assert out["held"] is True and out["still"] is True and out["after"] is True
+    assert out["held"] is True and out["fired"] is True and out["after"] is True
 
 
 def test_start_up_imports_the_v1_face_only_when_v1_is_negotiated(tmp_path):
