@@ -138,22 +138,15 @@ class Endpoint:
 
     def notifier(self, method, keys):
         """``send(*values, tag=None)``: :meth:`notify` of ``method`` with the params
-        ``dict(zip(keys, values))``, as one call with :meth:`send` inlined: the per-update
-        path (``session/update``: every streamed chunk goes through it)."""
+        ``dict(zip(keys, values))``, as one call (``session/update``: every streamed chunk
+        goes through it)."""
         head = {"jsonrpc": "2.0", "method": method}
-        send_wait, queue, logged = self._send_wait, self._send_bytes, wire_log.isEnabledFor
-        getcurrent = gevent.getcurrent
+        send = self.send
 
-        def send(*values, tag=None):
-            message = {**head, "params": dict(zip(keys, values))}
-            if logged(logging.DEBUG):
-                wire_log.debug("<- %s", json.dumps(message)[:4000])
-            if send_wait is None or getcurrent() is self._reader:
-                queue(encode(message))
-            else:
-                send_wait(encode(message), tag)
+        def notify(*values, tag=None):
+            send({**head, "params": dict(zip(keys, values))}, tag)
 
-        return send
+        return notify
 
     def request(self, method, params):
         """Send a request to the peer; returns ``(id, AsyncResult)``.
