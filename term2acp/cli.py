@@ -1,4 +1,4 @@
-"""term2-acp: a coding agent for editors, over the Agent Client Protocol v2 (stdio).
+"""term2-acp: a coding agent for editors, over the Agent Client Protocol v1 or v2 (stdio).
 
 Usage:
   term2-acp [--provider <provider>] [--model <model>] [--effort <effort>]
@@ -16,10 +16,12 @@ Options:
   -h --help              Show this help and exit.
   --version              Show the version and exit.
 
-JSON-RPC messages travel as newline-delimited UTF-8 JSON on stdin/stdout; diagnostics
-go to stderr. Environment: OPENAI_API_KEY, OPENAI_BASE_URL, ANTHROPIC_API_KEY,
-ANTHROPIC_BASE_URL, TERM2ACP_HOME (data dir), TERM2ACP_CONFIG (config file),
-TERM2ACP_SCRIPT (scripted provider), TERM2ACP_LOG_LEVEL, TERM2ACP_LOG_FILE.
+Editors spawn it with no arguments and choose the protocol version in initialize
+(protocolVersion 1 or 2). JSON-RPC messages travel as newline-delimited UTF-8 JSON on
+stdin/stdout; diagnostics go to stderr. Environment: OPENAI_API_KEY, OPENAI_BASE_URL,
+ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, TERM2ACP_PROVIDER, TERM2ACP_MODEL, TERM2ACP_HOME
+(data dir), TERM2ACP_CONFIG (config file), TERM2ACP_LOG_LEVEL, TERM2ACP_LOG_FILE; every
+variable and config key is in the README's "Configuration reference".
 """
 
 import sys
