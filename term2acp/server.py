@@ -10,6 +10,7 @@ from gevent.pool import Pool
 from term2acp.acp.agent import AcpAgent
 from term2acp.acp.client import ClientProxy
 from term2acp.core.pacing import hold_collector
+from term2acp.mcp.config import masked_servers
 from term2acp.rpc.endpoint import Endpoint
 from term2acp.rpc.stream import Writer, open_reader, read_lines
 from term2acp.warmup import Warmup
@@ -33,6 +34,7 @@ class Server:
         self.agent = AcpAgent(self._sessions, ClientProxy(self.endpoint), settings)
         self.agent.catalog = catalog  # authMethods name its providers' key variables
         self.endpoint.router = self.agent
+        self.endpoint.wire_mask = masked_servers
         # The session layer is imported before the first line is read and the store opened
         # in a native thread meanwhile; once initialize is answered, the turn layer and the
         # tools are prepared in that thread (term2acp/warmup.py), then the sandbox is probed

@@ -13,6 +13,7 @@ server's message, never an exception out of the turn.
 import base64
 import binascii
 import json
+import re
 
 from term2acp.core import approvals
 from term2acp.core.approvals import ApprovalRequest
@@ -23,11 +24,25 @@ from term2acp.tools.base import Tool, ToolError, ToolResult
 DESCRIPTION_CAP = 4000
 STRUCTURED_CAP = 100_000
 DISPLAY_CAP = 16_000  # what the editor is shown of a result, like our own tools (turn.py)
+NAME_CAP = 64  # a server's or tool's name in a title
+LABEL_CAP = 80  # a tool's own title in a title
+# What a server's words may not carry into a title: C0/C1 controls, zero-width and bidi
+# controls (U+202E turns the rest of a line around), line and paragraph separators.
+_UNSHOWN = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]+")
+_UNSHOWN_TEXT = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]+")
 
 
-def grant_key(server, tool):
-    """What an allow-tool-session grant covers: one tool of one configured server."""
-    return ("mcp", server, tool)
+def grant_key(config, tool):
+    """What an allow-tool-session grant covers: one tool of one configured server. The
+    config compares by what it starts or reaches (name, command, args, URL), so a server
+    configured later under the same name (a resume with another command) is not covered."""
+    return ("mcp", config, tool)
+
+
+def one_line(text, cap):
+    """``text`` for a title: one line, no control characters, at most ``cap`` characters."""
+    text = " ".join(_UNSHOWN.sub(" ", str(text)).split())
+    return text if len(text) <= cap else text[:cap - 1].rstrip() + "…"
 
 
 class McpTool(Tool):
@@ -45,15 +60,20 @@ class McpTool(Tool):
         # agent/modes.py keys on kind: read-only mode offers only tools the server annotates
         # readOnlyHint (a hint, so they still ask on first use); ask mode asks for the others.
         self.kind = "read" if self.read_only else "other"
-        self.display = str(definition.get("title") or annotations.get("title") or self.tool)
-        description = str(definition.get("description") or f"{self.display} (MCP tool)")
+        # What titles show: the server's and tool's names first, each bounded, then the
+        # tool's own title (the server's words) when it says more, bounded and on one line.
+        self.label = f"{one_line(self.tool, NAME_CAP)} ({one_line(self.server, NAME_CAP)})"
+        own = one_line(definition.get("title") or annotations.get("title") or "", LABEL_CAP)
+        self.display = own if own and own != one_line(self.tool, NAME_CAP) else ""
+        description = _UNSHOWN_TEXT.sub(" ", str(definition.get("description") or
+                                                 f"{self.display or self.tool} (MCP tool)"))
         self.description = f"{description[:DESCRIPTION_CAP]}\n(MCP server: {self.server})"
         self._spec = {"name": name, "description": self.description,
                       "parameters": clean_schema(definition.get("inputSchema"))}
 
     @property
     def grant(self):
-        return grant_key(self.server, self.tool)
+        return grant_key(self.client.config, self.tool)
 
     def spec(self):
         return self._spec
@@ -67,13 +87,14 @@ class McpTool(Tool):
         return arguments
 
     def title(self, args):
-        return f"{self.display} ({self.server})"
+        return f"{self.label}: {self.display}" if self.display else self.label
 
     def approval(self, args, ctx):
         if ctx.access.can_use_tool(self.grant):
             return None
+        title = f"Run {one_line(self.tool, NAME_CAP)} from the MCP server {one_line(self.server, NAME_CAP)}"
         return ApprovalRequest(variant=approvals.MCP_TOOL, grant=self.grant,
-                               title=f"Run {self.display} from the MCP server {self.server}")
+                               title=f"{title}: {self.display}" if self.display else title)
 
     def run(self, args, ctx):
         client = self.client

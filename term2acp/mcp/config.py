@@ -2,13 +2,28 @@
 
 ``env`` values and ``headers`` values are secrets: they go to the server process or the
 HTTP peer and nowhere else. ``repr``, ``describe()`` (what the store may keep) and
-``safe_url`` never show them.
+``safe_url`` never show them, and no error message quotes them.
+
+Values are checked when the entry is read, so that nothing downstream (an HTTP library's
+error, a server's stderr) can echo a malformed secret in a form masking does not find:
+trailing whitespace and line breaks (a token pasted with its newline) are stripped; a
+header value with any other control character, an env value with NUL or a control
+character other than tab and line feed, a header name that is not an HTTP token and
+an env name with ``=`` are refused, naming the server and the header or variable, never
+the value. Server names are unique within one list: a session grant and the model's
+tool names belong to one configured server.
 """
 
 import urllib.parse
 
 STDIO, HTTP, SSE = "stdio", "http", "sse"
 MIN_SECRET = 4  # shorter values (flags like "1", "true") are too common to mask
+_TOKEN = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+_CONTROL = frozenset(map(chr, (*range(0x20), 0x7f)))
+_ENV_CONTROL = _CONTROL - {"\t", "\n"}  # multi-line values (PEM keys) are legitimate
+_HEADER_CONTROL = _CONTROL - {"\t"}
+# Framing is ours: a configured Content-Length or Transfer-Encoding would corrupt requests.
+_RESERVED_HEADERS = frozenset({"content-length", "transfer-encoding"})
 
 
 class ServerConfig:
@@ -60,11 +75,22 @@ class ServerConfig:
             host = f"{host}:{parts.port}"
         return urllib.parse.urlunsplit((parts.scheme, host, parts.path, "", ""))
 
+    def secrets(self):
+        """What must never be shown: env and header values, the URL's password and query
+        values (``?api_key=...``), longest first so a secret containing another is masked
+        whole."""
+        found = [*self.env.values(), *self.headers.values()]
+        if self.url:
+            parts = urllib.parse.urlsplit(self.url)
+            found.append(parts.password or "")
+            found.extend(v for _, v in urllib.parse.parse_qsl(parts.query))
+        return sorted({s for s in found if len(s) >= MIN_SECRET}, key=len, reverse=True)
+
     def redact(self, text):
-        """``text`` with every secret of this entry (env and header values) masked; for
-        what the server itself says (stderr, error bodies) before it reaches the log."""
-        for secret in (*self.env.values(), *self.headers.values()):
-            if len(secret) >= MIN_SECRET and secret in text:
+        """``text`` with every secret of this entry masked; for what the server itself
+        says (stderr, error bodies) before it reaches the log."""
+        for secret in self.secrets():
+            if secret in text:
                 text = text.replace(secret, "<redacted>")
         return text
 
@@ -79,18 +105,48 @@ class ServerConfig:
 
 
 def _pairs(value, what):
-    """ACP sends env and headers as ``[{name, value}]`` (strings)."""
+    """ACP sends env and headers as ``[{name, value}]`` (strings); checked (module doc)."""
     if value is None:
         return {}
     if not isinstance(value, list):
         raise ValueError(f"{what} must be an array of {{name, value}}")
     out = {}
+    check = _header if what == "headers" else _env
     for pair in value:
         if not isinstance(pair, dict) or not isinstance(pair.get("name"), str) \
                 or not isinstance(pair.get("value"), str) or not pair["name"]:
             raise ValueError(f"{what} entries must be {{name, value}} strings")
-        out[pair["name"]] = pair["value"]
+        name = pair["name"]
+        out[name] = check(name, pair["value"])
     return out
+
+
+def _header(name, value):
+    if not set(name) <= _TOKEN:
+        raise ValueError(f"header name {_shown(name)} is not a valid HTTP header name")
+    if name.lower() in _RESERVED_HEADERS:
+        raise ValueError(f"header {name} is set by the agent itself and cannot be configured")
+    value = value.strip(" \t\r\n")
+    if not _HEADER_CONTROL.isdisjoint(value):
+        raise ValueError(f"the value of header {name} contains a line break or another "
+                         "control character (the value is not shown)")
+    return value
+
+
+def _env(name, value):
+    if "=" in name or not _CONTROL.isdisjoint(name):
+        raise ValueError(f"environment variable name {_shown(name)} contains '=' or a "
+                         "control character")
+    value = value.rstrip("\r\n")
+    if not _ENV_CONTROL.isdisjoint(value):
+        raise ValueError(f"the value of environment variable {name} contains NUL or a "
+                         "control character other than tab and line feed (the value is not shown)")
+    return value
+
+
+def _shown(name):
+    """A name for a message: quoted with escapes, bounded (names are not secrets)."""
+    return repr(name[:64])
 
 
 def from_acp(entry):
@@ -116,6 +172,13 @@ def from_acp(entry):
         url = entry.get("url")
         if not isinstance(url, str) or urllib.parse.urlsplit(url).scheme not in ("http", "https"):
             raise ValueError("url must be http(s)")
+        try:
+            if not _CONTROL.isdisjoint(url) or " " in url or not urllib.parse.urlsplit(url).hostname:
+                raise ValueError
+            urllib.parse.urlsplit(url).port  # noqa: B018 - raises for a port that is not one
+        except ValueError:
+            raise ValueError("url must name a host and a valid port and contain no spaces or "
+                             "control characters") from None
         return ServerConfig(name, kind, url=url, headers=_pairs(entry.get("headers"), "headers"))
     raise ValueError(f"unknown type {kind!r}")
 
@@ -131,13 +194,17 @@ def parse_servers(entries, absolute_command=True, transports=(STDIO, HTTP, SSE))
         return []
     if not isinstance(entries, list):
         raise ValueError("mcpServers must be an array")
-    configs = []
+    configs, seen = [], {}
     for index, entry in enumerate(entries):
         label = f"mcpServers[{index}]"
         if isinstance(entry, dict) and isinstance(entry.get("name"), str):
-            label += f" ({entry['name']!r})"
+            label += f" ({_shown(entry['name'])})"
         try:
             config = from_acp(entry)
+            if config.name in seen:
+                raise ValueError(f"the name is already used by mcpServers[{seen[config.name]}]; "
+                                 "each MCP server needs a name of its own")
+            seen[config.name] = index
             if config.transport not in transports:
                 raise ValueError(f"the {config.transport} transport is not supported here")
             if config.transport == STDIO and absolute_command and not config.command.startswith("/"):
@@ -146,3 +213,34 @@ def parse_servers(entries, absolute_command=True, transports=(STDIO, HTTP, SSE))
             raise ValueError(f"{label}: {exc}") from None
         configs.append(config)
     return configs
+
+
+def masked_servers(message):
+    """A JSON-RPC message whose params carry ``mcpServers``, as text with every env and
+    header value and the URLs' credentials and queries masked (for the DEBUG wire log);
+    None for any other message."""
+    params = message.get("params") if isinstance(message, dict) else None
+    servers = params.get("mcpServers") if isinstance(params, dict) else None
+    if not isinstance(servers, list):
+        return None
+    import json
+
+    masked = [_masked(entry) if isinstance(entry, dict) else entry for entry in servers]
+    return json.dumps({**message, "params": {**params, "mcpServers": masked}}, ensure_ascii=False)
+
+
+def _masked(entry):
+    out = dict(entry)
+    for key in ("env", "headers"):
+        if isinstance(out.get(key), list):
+            out[key] = [{**pair, "value": "<redacted>"} if isinstance(pair, dict) and "value" in pair
+                        else pair for pair in out[key]]
+    if isinstance(out.get("url"), str):
+        parts = urllib.parse.urlsplit(out["url"])
+        if parts.password or parts.query or parts.fragment:
+            try:
+                safe = ServerConfig("", HTTP, url=out["url"]).safe_url
+            except ValueError:  # a port that is not a number
+                safe = f"{parts.scheme}://"
+            out["url"] = safe + " (credentials and query masked)"
+    return out

@@ -10,7 +10,9 @@ such as ``tools/list_changed``.
 
 Legacy SSE (2024-11-05, for ACP v1 clients): a GET opens an event stream whose first
 ``endpoint`` event names the URL to POST messages to; every answer arrives as a
-``message`` event on that stream.
+``message`` event on that stream. Messages are posted only to the SSE URL's own origin
+(scheme, host, port), as the official SDKs require: an endpoint elsewhere fails the
+server before anything (and so no configured header) is sent there.
 
 Configured headers go to the server only; messages and logs show ``safe_url``. The plain
 ``http.client`` is used: under gevent's monkey patch its sockets are cooperative. Each
@@ -50,6 +52,23 @@ def _connect(url, timeout):
     else:
         conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
     return conn, target
+
+
+def origin(url):
+    """``(scheme, host, port)`` of an http(s) URL, the default port made explicit."""
+    parts = urllib.parse.urlsplit(url)
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port
+    except ValueError:  # a port that is not a number: an origin of its own
+        port = -1
+    return scheme, (parts.hostname or "").lower(), port or {"http": 80, "https": 443}.get(scheme)
+
+
+def _shown_origin(parts):
+    scheme, host, port = parts
+    text = f"{scheme}://{host}:{port}"[:200]
+    return "".join(c for c in text if c.isprintable())
 
 
 def sse_events(response):
@@ -235,7 +254,14 @@ class SseTransport(_HttpBase):
                 return
             for event, data in sse_events(response):
                 if event == "endpoint" and self.endpoint is None:
-                    self.endpoint = urllib.parse.urljoin(self.config.url, data.strip())
+                    endpoint = urllib.parse.urljoin(self.config.url, data.strip())
+                    if origin(endpoint) != origin(self.config.url):
+                        reason = self._error = (
+                            "the server named a message endpoint on another origin "
+                            f"({_shown_origin(origin(endpoint))}); messages are only sent to "
+                            f"the origin of the configured URL ({_shown_origin(origin(self.config.url))})")
+                        return
+                    self.endpoint = endpoint
                     self._ready.set()
                 elif event == "message":
                     self._deliver(data)

@@ -110,6 +110,9 @@ class Endpoint:
         self.dropped_errors = 0
         self._send_bytes = send  # never blocks: responses, errors, our requests
         self._send_wait = send_wait  # (bytes, tag): may wait for room (notifications)
+        # wire_mask(message) -> the text the DEBUG wire log shows of an incoming message
+        # that carries secrets (the editor's MCP env and header values), or None: as read.
+        self.wire_mask = lambda message: None
         self._reader = None  # the greenlet feeding receive_line
         self._pool = pool if pool is not None else Pool(256)
         self._active = {}  # id key -> greenlet of an incoming request
@@ -225,7 +228,7 @@ class Endpoint:
             self._send_error(None, ParseError(f"Parse error: {str(exc)[:200]}"))
             return
         if wire_log.isEnabledFor(logging.DEBUG):
-            wire_log.debug("-> %s", text[:4000])
+            wire_log.debug("-> %s", (self.wire_mask(message) or text)[:4000])
         if _nests_deeper(line, message):
             self._refuse_deep(message)
             return

@@ -9,6 +9,13 @@ Runs in its own process (threads, never gevent)::
 
 For ``http`` and ``sse`` it prints ``PORT <n>`` once the socket listens.
 
+Knobs for attack tests, from the environment (none changes the default behaviour):
+``MCP_FAKE_MANY=n`` adds n tools ``many_<i>`` and ``big`` (answers ``size`` bytes); ``MCP_FAKE_TOOLS`` a JSON list of tool
+definitions served as given (each answers ``raw <name>``); ``MCP_FAKE_PAGE`` the page
+size of tools/list; ``MCP_FAKE_ENDPOINT`` the SSE ``endpoint`` event (``{sid}`` is the
+session id), e.g. on another origin; ``MCP_FAKE_IGNORE_EOF=1`` keeps a stdio server
+running after its stdin ends, SIGTERM ignored.
+
 What it says on the wire was captured from the official server (mcp 2.3, the SDK that
 mcp_server.py uses) and is reproduced here: compact JSON with the SDK's key order, the
 initialize result (capabilities, the client's version when it is one of the handshake
@@ -36,7 +43,7 @@ import urllib.parse
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-PAGE = 4
+PAGE = int(os.environ.get("MCP_FAKE_PAGE") or 4)
 FILLERS = 5
 PIXEL = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
 HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
@@ -171,6 +178,21 @@ class Server:
         for i in range(FILLERS):
             self.tools.append(Tool(f"filler_{i}", f"Filler tool {i}.",
                                    lambda a, c, i=i: f"filler {i}", title="filler"))
+        self._knobs()
+
+    def _knobs(self):
+        """The attack knobs of the module docstring."""
+        if os.environ.get("MCP_FAKE_MANY"):
+            self.tools.append(Tool("big", "Answer with this many bytes of text.",
+                                   lambda a, c: "x" * a["size"], [("size", int)], returns=None))
+            for i in range(int(os.environ["MCP_FAKE_MANY"])):
+                self.tools.append(Tool(f"many_{i}", f"Many tool {i}.",
+                                       lambda a, c, i=i: f"many {i}", returns=None))
+        for definition in json.loads(os.environ.get("MCP_FAKE_TOOLS") or "[]"):
+            tool = Tool(definition["name"], "", lambda a, c, n=definition["name"]: f"raw {n}",
+                        returns=None)
+            tool.schema = definition
+            self.tools.append(tool)
 
     # -- tools
     @staticmethod
@@ -334,6 +356,10 @@ def serve_stdio(server):
         if answer is not None:
             send(answer)
 
+    if os.environ.get("MCP_FAKE_IGNORE_EOF"):
+        import signal
+
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     for line in sys.stdin.buffer:
         try:
             message = json.loads(line)
@@ -343,6 +369,8 @@ def serve_stdio(server):
             threading.Thread(target=run, args=(message,), daemon=True).start()
         else:
             run(message)
+    if os.environ.get("MCP_FAKE_IGNORE_EOF"):
+        threading.Event().wait()  # a server that does not stop when its client goes
 
 
 # ------------------------------------------------------------------ HTTP
@@ -596,7 +624,8 @@ class SseApp:
         worker.start()
         with self.lock:
             self.sessions[sid] = stream
-        stream.event(f"/messages/?session_id={sid}", "endpoint")
+        endpoint = os.environ.get("MCP_FAKE_ENDPOINT") or "/messages/?session_id={sid}"
+        stream.event(endpoint.format(sid=sid), "endpoint")
         _hold(h, stream, SSE_PING)
         with self.lock:
             self.sessions.pop(sid, None)

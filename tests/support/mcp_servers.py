@@ -48,9 +48,9 @@ class HttpServer:
     """Our server over streamable HTTP (``mode="http"``) or legacy SSE (``mode="sse"``); the
     fake unless ``official``."""
 
-    def __init__(self, mode, official=False):
+    def __init__(self, mode, official=False, env=None):
         self.proc = subprocess.Popen([sys.executable, server_script(official), mode],
-                                     stdin=subprocess.DEVNULL,
+                                     stdin=subprocess.DEVNULL, env={**os.environ, **(env or {})},
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                      start_new_session=True)
         with gevent.Timeout(START_TIMEOUT):

@@ -9,6 +9,7 @@ import gevent
 from term2acp.core import approvals
 from term2acp.core import events as ev
 from term2acp.agent.turn import Turn, TurnCancelled
+from term2acp.mcp.adapter import grant_key
 from term2acp.providers import base as pb
 from term2acp.settings import Settings
 from tests.support.turnsession import FakeSession
@@ -70,12 +71,13 @@ def test_first_call_asks_and_allow_tool_session_grants_that_tool_only(make_hub, 
     assert [c[0] for c in first.choices] == ["allow-once", "allow-tool-session", "reject"]
     assert first.title == "Run echo from the MCP server test"
     assert [m["content"] for m in tool_results(session)] == ["echo: a", "echo: b", "3"]
-    assert session.access.can_use_tool(("mcp", "test", "echo"))
-    assert not session.access.can_use_tool(("mcp", "test", "add"))  # allowed once only
+    config = hub.clients[0].config
+    assert session.access.can_use_tool(grant_key(config, "echo"))
+    assert not session.access.can_use_tool(grant_key(config, "add"))  # allowed once only
     names = [t["name"] for t in provider.requests[0].tools]
     assert "mcp__test__echo" in names and "mcp__test__filler_4" in names
     session.access.clear()
-    assert not session.access.can_use_tool(("mcp", "test", "echo"))
+    assert not session.access.can_use_tool(grant_key(config, "echo"))
 
 
 def test_reject_is_a_failed_call_and_nothing_runs(make_hub, root):
@@ -131,7 +133,7 @@ def test_modes_read_only_refuses_unannotated_tools_and_ask_asks_every_time(make_
     turns = [call("1", "mcp__test__echo", text="a"), call("2", "mcp__test__echo", text="b"), DONE]
     session, _, turn = run_turn(hub, root, turns, gate)
     session.mode = modes.ASK
-    session.access.allow_tool(("mcp", "test", "echo"))  # a grant is not consulted in ask mode
+    session.access.allow_tool(grant_key(hub.clients[0].config, "echo"))  # not consulted in ask mode
     gate.answers = ["approve", "approve"]
     assert turn.run("go") == "end_turn"
     assert len(gate.asked) == 2 and [m["content"] for m in tool_results(session)] == ["echo: a", "echo: b"]

@@ -1,0 +1,74 @@
+"""MCP attacks through the real launcher (issue 23): an SSE endpoint on another origin,
+secrets with stray line breaks, DEBUG logs, duplicate server names."""
+
+import socket
+
+import pytest
+
+from tests.e2e.test_mcp import agent_text, call, mcp_agent, selected, text_of  # noqa: F401 - a fixture
+from tests.support.mcp_servers import HttpServer, stdio_entry
+
+
+def stored_bytes(home):
+    return b"".join(p.read_bytes() for p in home.iterdir() if p.name.startswith("sessions.sqlite3"))
+
+
+def test_an_sse_endpoint_on_another_origin_gets_no_request_and_no_header(mcp_agent):
+    with socket.socket() as elsewhere:  # what an attacker's host would be: it must hear nothing
+        elsewhere.bind(("127.0.0.1", 0))
+        elsewhere.listen(8)
+        port = elsewhere.getsockname()[1]
+        server = HttpServer("sse", env={
+            "MCP_FAKE_ENDPOINT": f"http://127.0.0.1:{port}/messages/?session_id={{sid}}"})
+        try:
+            turns = [[{"text": "no tools"}]]
+            entry = server.entry(headers={"Authorization": "Bearer sse-secret-token"})
+            agent, sid, _ = mcp_agent(turns, [entry], protocol=1)
+            response, updates, _ = agent.prompt(sid, "hi", timeout=60)
+            assert response["result"]["stopReason"] == "end_turn"
+            told = agent_text(updates)
+            assert "'web' could not be started" in told
+            assert f"another origin (http://127.0.0.1:{port})" in told
+            agent.close()
+        finally:
+            server.stop()
+        elsewhere.setblocking(False)
+        with pytest.raises(BlockingIOError):  # nobody connected, so nothing was posted
+            elsewhere.accept()
+    assert "sse-secret-token" not in agent.stderr
+
+
+def test_secrets_with_a_stray_newline_reach_no_log_message_or_store(mcp_agent, home):
+    server = HttpServer("http")
+    header, token = "Bearer hdr-secret-4711\n", "env-secret-0815\r\n"
+    try:
+        turns = [[call("mcp__web__echo", text="hi"), call("mcp__test__echo", text="ho")],
+                 [{"text": "done"}]]
+        agent, sid, _ = mcp_agent(turns, [server.entry(headers={"Authorization": header}),
+                                          stdio_entry(env={"TOKEN": token})],
+                                  env={"TERM2ACP_LOG_LEVEL": "DEBUG"})
+        _, updates, _ = agent.prompt(sid, "go", timeout=60, on_request=lambda m: selected("allow-once"))
+        finals = [u for u in updates if u.get("status") in ("completed", "failed")]
+        assert [text_of(u) for u in finals] == ["echo: hi", "echo: ho"]
+        agent.close()
+    finally:
+        server.stop()
+    assert "session/new" in agent.stderr  # the DEBUG wire log ran
+    for secret in ("hdr-secret-4711", "env-secret-0815"):
+        assert secret not in agent.stderr
+        assert secret.encode() not in stored_bytes(home)
+        assert secret.encode() not in b"".join(agent.lines)
+
+
+@pytest.mark.parametrize("servers, message", [
+    ([{"type": "http", "name": "web", "url": "http://127.0.0.1:9/mcp",
+       "headers": [{"name": "Authorization", "value": "Bearer tok-9\r\nX-Injected: 1"}]}],
+     "invalid MCP server: mcpServers[0] ('web'): the value of header Authorization contains a "
+     "line break or another control character (the value is not shown)"),
+    ([stdio_entry("twin"), stdio_entry("twin")],
+     "mcpServers[1] ('twin'): the name is already used by mcpServers[0]"),
+])
+def test_session_new_refuses_injected_headers_and_duplicate_names(agent, workspace, servers, message):
+    answer = agent.request("session/new", {"cwd": workspace, "mcpServers": servers})
+    assert answer["error"]["code"] == -32602 and message in answer["error"]["message"]
+    assert "tok-9" not in str(answer)

@@ -1,0 +1,118 @@
+"""What an adversarial review of MCP broke (issue 23): secrets with stray line breaks, server
+names that collide, titles that push the server's name away, endpoints on another origin."""
+
+import json
+
+import pytest
+
+from term2acp.mcp.adapter import grant_key
+from term2acp.mcp.config import from_acp, masked_servers, parse_servers
+from term2acp.mcp.http import origin
+from tests.support.mcp_servers import stdio_entry
+from tests.unit.mcp.test_approval import DONE, Gate, call, run_turn, tool_results
+
+
+def http_entry(headers=(), url="http://127.0.0.1:9/mcp", name="web"):
+    return {"type": "http", "name": name, "url": url,
+            "headers": [{"name": k, "value": v} for k, v in headers]}
+
+
+def test_a_header_token_pasted_with_its_newline_is_stripped():
+    (config,) = parse_servers([http_entry([("Authorization", " Bearer tok-123\r\n")])])
+    assert config.headers == {"Authorization": "Bearer tok-123"}
+    # what the server echoes is masked whole, so no half of the value survives
+    assert config.redact("got Bearer tok-123 twice: tok-123") == "got <redacted> twice: tok-123"
+    (stdio,) = parse_servers([{"name": "s", "command": "/bin/s",
+                               "env": [{"name": "TOKEN", "value": "line1\nline2\n"}]}])
+    assert stdio.env == {"TOKEN": "line1\nline2"}  # inner line feeds (PEM keys) are kept
+
+
+@pytest.mark.parametrize("entry, message", [
+    (http_entry([("Authorization", "Bearer tok\r\nX-Evil: 1")]),
+     "mcpServers[0] ('web'): the value of header Authorization contains a line break"),
+    (http_entry([("X-Key", "a\x00b-secret")]), "the value of header X-Key contains"),
+    (http_entry([("Bad Name", "secret-v")]), "header name 'Bad Name' is not a valid HTTP header name"),
+    (http_entry([("Content-Length", "0")]), "header Content-Length is set by the agent"),
+    ({"name": "s", "command": "/bin/s", "env": [{"name": "T", "value": "x\x00secret-v"}]},
+     "the value of environment variable T contains NUL"),
+    ({"name": "s", "command": "/bin/s", "env": [{"name": "T", "value": "x\rsecret-v"}]},
+     "the value of environment variable T contains"),
+    ({"name": "s", "command": "/bin/s", "env": [{"name": "A=B", "value": "v"}]}, "contains '='"),
+    (http_entry(url="http://127.0.0.1:99999/mcp"), "valid port"),
+    (http_entry(url="http://127.0.0.1/m\ncp?token=secret-v"), "no spaces or control characters"),
+])
+def test_malformed_secrets_are_refused_naming_the_server_never_the_value(entry, message):
+    with pytest.raises(ValueError) as info:
+        parse_servers([entry])
+    assert message in str(info.value)
+    assert "secret-v" not in str(info.value) and "tok" not in str(info.value).replace("token", "")
+
+
+def test_duplicate_server_names_are_refused():
+    with pytest.raises(ValueError, match=r"mcpServers\[1\] \('x'\): the name is already used by "
+                                         r"mcpServers\[0\]"):
+        parse_servers([stdio_entry("x"), http_entry(name="x")])
+
+
+def test_a_session_grant_does_not_cover_another_server_under_the_same_name(make_hub, root):
+    """A resume that configures a different server under the old name asks again."""
+    first = make_hub(stdio_entry("twin"))
+    session, _, turn = run_turn(first, root, [call("1", "mcp__twin__echo", text="a"), DONE],
+                                Gate("allow-tool-session"))
+    assert turn.run("go") == "end_turn"
+    other = stdio_entry("twin")
+    other["args"] = other["args"] + ["another-build"]
+    second = make_hub(other)
+    gate = Gate("reject")
+    _, _, turn = run_turn(second, root, [call("1", "mcp__twin__echo", text="b"), DONE], gate)
+    turn.session.access = session.access  # the same session's grants
+    assert turn.run("go") == "end_turn"
+    assert len(gate.asked) == 1  # the grant was for the first server only
+    assert grant_key(first.clients[0].config, "echo") != grant_key(second.clients[0].config, "echo")
+    assert grant_key(first.clients[0].config, "echo") == grant_key(
+        from_acp(stdio_entry("twin")), "echo")  # the same server again keeps its grant
+
+
+def test_a_tools_own_title_is_bounded_and_cannot_push_the_server_name_away(make_hub, root):
+    evil = {"name": "look", "title": "\u202eEvil\n" * 1000, "description": "d\x1b[2Jx\u202e",
+            "inputSchema": {"type": "object"}}
+    entry = stdio_entry("srv", env={"MCP_FAKE_TOOLS": json.dumps([evil])})
+    hub = make_hub(entry)
+    gate = Gate("allow-once")
+    session, provider, turn = run_turn(hub, root, [call("1", "mcp__srv__look"), DONE], gate)
+    assert turn.run("go") == "end_turn"
+    (asked,) = gate.asked
+    assert asked.title.startswith("Run look from the MCP server srv: Evil Evil")
+    assert len(asked.title) <= 200 and asked.title.isprintable() and "\u202e" not in asked.title
+    tool = hub.tools()["mcp__srv__look"]
+    title = tool.title({})
+    assert title.startswith("look (srv): Evil") and len(title) <= 200 and title.isprintable()
+    assert tool.spec()["description"] == "d [2Jx \n(MCP server: srv)"
+    assert tool_results(session)[0]["content"] == "raw look"
+
+
+@pytest.mark.parametrize("a, b, same", [
+    ("http://h/sse", "http://H:80/messages/", True),
+    ("https://h/sse", "https://h:443/m", True),
+    ("http://h/sse", "https://h/m", False),
+    ("http://h:8000/sse", "http://h:8001/m", False),
+    ("http://h/sse", "http://h.evil/m", False),
+])
+def test_origin_compares_scheme_host_and_port(a, b, same):
+    assert (origin(a) == origin(b)) is same
+
+
+def test_the_wire_log_text_masks_every_server_secret():
+    message = {"jsonrpc": "2.0", "id": 3, "method": "session/new", "params": {
+        "cwd": "/w", "mcpServers": [
+            http_entry([("Authorization", "Bearer hdr-secret")],
+                       url="http://u:pw-secret@127.0.0.1/mcp?key=q-secret"),
+            {"name": "s", "command": "/bin/s", "args": ["-v"],
+             "env": [{"name": "TOKEN", "value": "env-secret"}]}]}}
+    text = masked_servers(message)
+    assert "secret" not in text
+    shown = json.loads(text)["params"]["mcpServers"]
+    assert shown[1] == {"name": "s", "command": "/bin/s", "args": ["-v"],
+                        "env": [{"name": "TOKEN", "value": "<redacted>"}]}
+    assert shown[0]["url"].startswith("http://127.0.0.1/mcp")
+    assert masked_servers({"jsonrpc": "2.0", "method": "session/cancel", "params": {}}) is None
