@@ -7,6 +7,8 @@ The config file is TOML at ``$TERM2ACP_CONFIG`` or ``$XDG_CONFIG_HOME/term2acp/c
     effort = "default"
     mode = "auto"                  # read-only | ask | auto (the editor's mode picker)
     max_turn_requests = 50         # model round trips per prompt
+    max_parallel_tools = 4         # calls of one model round run side by side when none
+                                   # asks (1: one after another)
     context_window = 32000         # tokens, overrides the model catalog; past
                                    # 80 % the conversation is compacted (agent/context.py)
     images = true                  # the model accepts images (default: the catalog's word)
@@ -118,6 +120,7 @@ class Settings:
         self.config_path = config_path
         self.max_line_bytes = 64 * 1024 * 1024
         self.max_turn_requests = 50
+        self.max_parallel_tools = 4  # calls of one model round running at once (agent/rounds.py)
         self.context_window = None  # tokens; None: the catalog's or learned (agent/context.py)
         self.images = None  # True/False: the model accepts images; None: the catalog says
         self.approval_timeout = None
@@ -169,6 +172,9 @@ class Settings:
             self.mode = data["mode"]
         if isinstance(data.get("max_turn_requests"), int) and data["max_turn_requests"] > 0:
             self.max_turn_requests = data["max_turn_requests"]
+        parallel = data.get("max_parallel_tools")
+        if isinstance(parallel, int) and not isinstance(parallel, bool) and parallel > 0:
+            self.max_parallel_tools = parallel
         window = data.get("context_window")
         if isinstance(window, int) and not isinstance(window, bool) and window > 0:
             self.context_window = window

@@ -20,14 +20,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import gevent
+from gevent.lock import Semaphore
 
 from term2acp.agent import commands, modes
+from term2acp.agent.rounds import Ready, run_round
 from term2acp.agent.context import ContextGuard
 from term2acp.agent.prompt import scrub_text
 from term2acp.core import approvals
 from term2acp.core import events as ev
 from term2acp.core.ids import new_id  # the turn's ids (also re-exported)
-from term2acp.core.pacing import breathe
 from term2acp.core.nesting import MAX_DEPTH, too_deep
 from term2acp.providers import base as pb
 from term2acp.tools.base import Plan, ToolContext, ToolError, ToolResult, editor_of
@@ -68,6 +69,7 @@ class CallRecord:
     status: str | None = None  # None until reported; pending, in_progress, then TERMINAL
     content: list | None = None  # the display items it ended with
     answered: bool = False  # its result is in the model's history (model calls)
+    result: Any = None  # its settled ToolResult, once it has one
 
     @property
     def open(self):
@@ -89,6 +91,7 @@ class Turn:
         self.system = system
         self.calls = {}  # id -> CallRecord of every call still open or unanswered
         self.greenlet = None  # the turn greenlet, where an abort must land
+        self.asking = Semaphore()  # one question at a time, whichever call asks
         self.cost = 0.0
         self.tokens = None  # summed over the turn's model rounds, once a provider reports
         self.context = ContextGuard(session, provider, settings)  # size, compaction
@@ -109,10 +112,7 @@ class Turn:
             stop, calls = self._model_round()
             if not calls:
                 return stop if stop in ("max_tokens", "refusal") else "end_turn"
-            for index, record in enumerate(calls):
-                if index:  # several calls in one round: the hub polls between them (a
-                    breathe()  # probe waited behind three 256 KiB reads in one piece)
-                self._execute(record)
+            run_round(self, calls, getattr(self.settings, "max_parallel_tools", 1))
         return "max_turn_requests"
 
     def _model_round(self):
@@ -190,25 +190,32 @@ class Turn:
             self.session.emit(ev.UsageReported(used=used, size=size, cost=cost))
 
     # ------------------------------------------------------------ tools
-    def _execute(self, record):
-        """Run one model tool call end to end and append its result to the history.
+    def answer(self, record, result):
+        """Put a model call's settled result in the history (the round keeps model order).
 
-        If the turn dies inside, the record stays unanswered and :meth:`close_open_calls`
-        gives the model a matching result.
-        """
-        result = self.run_tool(record)  # settled: a terminal status
+        If the turn dies before, the record stays unanswered and :meth:`close_open_calls`
+        gives the model its result (the real one when it had settled, else a note)."""
         record.answered = True
         self.calls.pop(record.id, None)
-        self.session.append_history({"role": "tool", "tool_call_id": record.model_id,
-                                     "name": record.name,
-                                     "content": scrub_text(self.context.cap_result(
-                                         result.text, MODEL_RESULT_CAP)),
-                                     "is_error": result.is_error,
-                                     **({"images": result.images}
-                                        if getattr(result, "images", None) else {})})
+        self.session.append_history(self._tool_message(record, result))
+
+    def _tool_message(self, record, result):
+        return {"role": "tool", "tool_call_id": record.model_id, "name": record.name,
+                "content": scrub_text(self.context.cap_result(result.text, MODEL_RESULT_CAP)),
+                "is_error": result.is_error,
+                **({"images": result.images} if getattr(result, "images", None) else {})}
 
     def run_tool(self, record):
         """Report, approve and run one call; returns the ToolResult (never raises ToolError)."""
+        step = self.prepare(record)
+        if isinstance(step, Ready) and step.request is not None:
+            step = self.approve_call(record, step)
+        return self.perform(record, step) if isinstance(step, Ready) else step
+
+    def prepare(self, record):
+        """Load, check and report one call as pending: a settled ToolResult (it failed or
+        was refused), or what :meth:`approve_call` and :meth:`perform` need (:class:`Ready`;
+        its ``request`` is None when nobody has to be asked)."""
         session = self.session
         name, arguments = record.name, record.arguments
         tool = self.tools.get(name)
@@ -255,14 +262,24 @@ class Turn:
                                        record.title, request)
         if refusal is not None:
             return self._finish(record, ToolResult(refusal, is_error=True))
-        if request is not None:
-            decision = self.ask(record, request)
-            if not decision.allowed:
-                self._finish(record, ToolResult(decision.reason, is_error=True))
-                if decision.abort_turn:
-                    self._abort(decision.reason)
-                return ToolResult(f"The user did not allow this call: {decision.reason} "
-                                  "Do not retry it unchanged.", is_error=True)
+        return Ready(tool, args, ctx, plan, request)
+
+    def approve_call(self, record, ready):
+        """Ask for ``ready.request``: ``ready`` again on an allow, else the settled denial."""
+        decision = self.ask(record, ready.request)
+        if decision.allowed:
+            ready.request = None
+            return ready
+        self._finish(record, ToolResult(decision.reason, is_error=True))
+        if decision.abort_turn:
+            self._abort(decision.reason)
+        record.result = ToolResult(f"The user did not allow this call: {decision.reason} "
+                                   "Do not retry it unchanged.", is_error=True)
+        return record.result
+
+    def perform(self, record, ready):
+        """Run a prepared (and, if it asked, allowed) call; its settled ToolResult."""
+        session, tool, args, ctx, plan = self.session, ready.tool, ready.args, ready.ctx, ready.plan
         self._report(record, "in_progress")
         if session.stopping:  # cancel/close arrived after the approval (or while reporting)
             self._finish(record, ToolResult(approvals.CANCELLED, is_error=True))
@@ -277,8 +294,9 @@ class Turn:
         except gevent.GreenletExit:  # a cancel or an abort (TurnAborted) ends the turn
             raise
         except Exception as exc:  # noqa: BLE001 - a plug-in's bug is a failed call
-            log.exception("tool %s crashed", name)
-            result = ToolResult(f"{name} failed: {type(exc).__name__}: {exc}", is_error=True)
+            log.exception("tool %s crashed", record.name)
+            result = ToolResult(f"{record.name} failed: {type(exc).__name__}: {exc}",
+                                is_error=True)
         if isinstance(result, str):
             result = ToolResult(result)
         return self._finish(record, result)
@@ -329,7 +347,7 @@ class Turn:
 
     def _finish(self, record, result):
         content = result.content or [{"type": "text", "text": result.text[:RESULT_DISPLAY_CAP]}]
-        record.content = content
+        record.content, record.result = content, result
         if result.locations is not None:
             record.locations = result.locations
         self._report(record, "failed" if result.is_error else "completed", content=content,
@@ -342,6 +360,10 @@ class Turn:
     def ask(self, record, request, nested=False):
         """The decision on ``request`` for the call ``record``. ``nested``: asked from inside
         the running tool (``ctx.approve``); the interaction then shows the request alone."""
+        with self.asking:  # calls running side by side ask one at a time
+            return self._ask(record, request, nested)
+
+    def _ask(self, record, request, nested):
         session = self.session
         session.interaction_seq += 1
         interaction = approvals.Interaction(
@@ -390,6 +412,9 @@ class Turn:
                 self._report(record, status)
         for record in records:
             if record.unanswered:
+                if record.result is not None and record.status in ("completed", "failed"):
+                    self.answer(record, record.result)  # settled before the round gave it back
+                    continue
                 record.answered = True
                 self.session.append_history({"role": "tool", "tool_call_id": record.model_id,
                                              "name": record.name, "is_error": True,

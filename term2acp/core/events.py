@@ -62,12 +62,13 @@ class ToolCallReported(Record):
 
 
 class TerminalStarted(Record):
-    __slots__ = ("terminal_id", "command", "cwd")
+    __slots__ = ("terminal_id", "command", "cwd", "call_id")
 
-    def __init__(self, terminal_id, command, cwd):
+    def __init__(self, terminal_id, command, cwd, call_id=None):
         self.terminal_id = terminal_id
         self.command = command
         self.cwd = cwd
+        self.call_id = call_id  # the tool call that runs it (calls of a round run side by side)
 
 
 class TerminalOutput(Record):

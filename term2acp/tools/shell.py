@@ -84,7 +84,8 @@ def execute(ctx, argv, label, timeout, pass_fds=()):
     terminal_id = f"term-{uuid.uuid4().hex[:16]}"
     capture = Capture(ctx.settings.shell.output_cap)
     stream = _Stream(ctx, terminal_id, capture)
-    ctx.emit(TerminalStarted(terminal_id=terminal_id, command=label, cwd=ctx.root))
+    ctx.emit(TerminalStarted(terminal_id=terminal_id, command=label, cwd=ctx.root,
+                             call_id=ctx.call_id))
     outcome, timed_out = sandbox.Exit(None, "SIGKILL"), False  # as reported if cancelled
     try:
         outcome = sandbox.run(argv, ctx.root, ctx.settings, stream.write, timeout, pass_fds)

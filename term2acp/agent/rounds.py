@@ -1,0 +1,86 @@
+"""The tool calls of one model round, side by side where nobody has to be asked.
+
+A model that sends several calls in one round says they do not depend on each other, so
+waiting for one before starting the next only adds their times. The turn greenlet prepares
+each call in the model's order (loaded, checked, reported ``pending``: the editor sees them
+in that order). A call that needs nobody starts at once in a worker greenlet, at most
+``limit`` at a time (``max_parallel_tools``; 1 runs them one after another, as before). A
+call that asks waits for its answer in the turn greenlet, in the model's order, one
+question at a time (``Turn.asking`` also holds back a question a running tool asks), while
+the workers already started keep running; once allowed it runs in a worker too.
+
+The results go into the model's history in the model's order, each as soon as every
+earlier one is in, so a cancel finds a consistent history. Each call's updates come from
+the one greenlet that runs it, so they stay in order for that call. A cancel (or any
+error) kills the workers before the turn unwinds, each with a ``GreenletExit`` that kills
+its command's process group on the way out; ``Turn.close_open_calls`` then settles
+whatever they left open.
+"""
+
+from dataclasses import dataclass
+from typing import Any
+
+import gevent
+from gevent.pool import Pool
+
+from term2acp.core.pacing import breathe
+
+KILL_TIMEOUT = 5.0  # seconds the workers of a cancelled round get to end (and reap)
+
+
+class RoundEnded(gevent.GreenletExit):
+    """Kills the workers of a round that ends early (cancel, abort, or a failure)."""
+
+
+@dataclass
+class Ready:
+    """A call checked and reported pending, not run yet (``Turn.prepare``)."""
+
+    tool: Any
+    args: dict
+    ctx: Any  # tools.base.ToolContext
+    plan: Any  # tools.base.Plan or None
+    request: Any  # the core.approvals.ApprovalRequest still to ask, or None
+
+
+def run_round(turn, records, limit):
+    """Run the model calls ``records`` of one round and answer each in the history."""
+    if limit <= 1 or len(records) == 1:
+        for index, record in enumerate(records):
+            if index:  # several calls in one round: the hub polls between them (a
+                breathe()  # probe waited behind three 256 KiB reads in one piece)
+            turn.answer(record, turn.run_tool(record))
+        return
+    pool = Pool(limit)
+    started = []  # (record, worker greenlet or settled ToolResult), in the model's order
+    try:
+        for index, record in enumerate(records):
+            if index:
+                breathe()
+            step = turn.prepare(record)
+            if isinstance(step, Ready) and step.request is not None:
+                step = turn.approve_call(record, step)
+            if isinstance(step, Ready):
+                worker = pool.spawn(turn.perform, record, step)  # waits for a free slot
+                worker.name = f"tool-{record.id}"
+                step = worker
+            started.append((record, step))
+            _answer_settled(turn, started, wait=False)
+        _answer_settled(turn, started, wait=True)
+    finally:
+        if len(pool):
+            pool.kill(RoundEnded, block=True, timeout=KILL_TIMEOUT)
+
+
+def _answer_settled(turn, started, wait):
+    """Answer the leading calls of ``started`` that have settled (all of them: ``wait``)."""
+    while started:
+        record, step = started[0]
+        if isinstance(step, gevent.Greenlet):
+            if not wait and not step.ready():
+                return
+            step = step.get()  # a worker's exception is the turn's
+            if isinstance(step, BaseException):  # it ended with a GreenletExit (an abort)
+                raise step
+        started.pop(0)
+        turn.answer(record, step)
