@@ -51,6 +51,13 @@ def advertises_compaction(capabilities):
     return isinstance(session, dict) and isinstance(session.get("compaction"), dict)
 
 
+def terminal_output_meta(capabilities):
+    """v1 ``_meta.terminal_output: true``: the client (Zed) shows a tool call's command in
+    its own terminal fed through ``_meta`` (``acp/v1/terminal_meta.py``)."""
+    meta = (capabilities or {}).get("_meta") if isinstance(capabilities, dict) else None
+    return isinstance(meta, dict) and meta.get("terminal_output") is True
+
+
 def terminal_auth(capabilities, version):
     """The client can run ``term2-acp --login`` itself (v1 ``auth.terminal: true``, v2
     ``auth.terminal: {}``)."""
@@ -78,6 +85,7 @@ class AcpAgent:
         self.terminal_auth = False  # the client can run term2-acp --login (auth.terminal)
         self._catalog = None  # the server's catalog (set by the composition root)
         self.client_compaction = False  # compaction_update allowed (else agent messages)
+        self.client_terminal_meta = False  # v1 _meta.terminal_output (Zed's terminal)
         self.on_initialized = None  # start-up work deferred until initialize is answered
         self.before_sessions = None  # waits (cooperatively) until the face's modules are in
         self.before_turns = None  # waits until the turn layer's modules are in
@@ -125,6 +133,7 @@ class AcpAgent:
             from term2acp.acp.v1.sessions import V1SessionHandlers
 
             face = V1SessionHandlers(manager, self.client, self.settings, self.client_files)
+            face.terminal_meta = self.client_terminal_meta
         else:
             from term2acp.acp.sessions import SessionHandlers, routes
 
@@ -227,6 +236,7 @@ class AcpAgent:
             self.client_files = ClientFiles(params["client_capabilities"])
             self.terminal_auth = terminal_auth(params["client_capabilities"], 1)
             self.client_compaction = advertises_compaction(params["client_capabilities"])
+            self.client_terminal_meta = terminal_output_meta(params["client_capabilities"])
             answer = self._v1_answer()
         else:
             self.client_info = params["info"]

@@ -20,6 +20,12 @@ def v1(acp_agent, acp_workspace):
     return start
 
 
+PLAIN_V1_INITIALIZE = {"protocolVersion": 1,
+                       "clientCapabilities": {"fs": {"readTextFile": True,
+                                                     "writeTextFile": True}},
+                       "clientInfo": {"name": "plain-v1", "version": "1.0"}}
+
+
 def call(name, **arguments):
     return {"tool_call": {"name": name, "arguments": arguments}}
 
@@ -179,9 +185,14 @@ def test_tool_calls_are_announced_with_tool_call_then_updated(v1, acp_workspace)
 
 @pytest.mark.skipif(shutil.which("bwrap") is None and not os.environ.get("CI"),
                     reason="bubblewrap is not installed")
-def test_shell_output_streams_as_tool_call_text(v1):
+def test_shell_output_streams_as_tool_call_text(acp_agent, acp_workspace):
+    """A v1 client that does not advertise ``_meta.terminal_output`` reads the text view."""
     command = "echo first; sleep 0.5; echo second; exit 3"
-    agent, sid = v1([[call("shell", command=command)], [{"text": "ok"}]])
+    agent = acp_agent(turns=[[call("shell", command=command)], [{"text": "ok"}]], protocol=1,
+                      initialize=False)
+    agent.initialize_params = PLAIN_V1_INITIALIZE
+    agent.initialize()
+    sid = agent.new_session(acp_workspace, mcp_servers=[])
     response, updates, _ = agent.prompt(sid, "go")
     assert stop_reason(response) == "end_turn"
     assert not {"terminal_update", "terminal_output_chunk"} & set(kinds(updates))
@@ -193,6 +204,34 @@ def test_shell_output_streams_as_tool_call_text(v1):
     assert final["content"][0]["content"]["text"].startswith("```")
     assert final["content"][1]["content"]["text"] == "exit code 3"
     assert final["rawOutput"] == {"exitCode": 3, "signal": None}
+    agent.close()
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None and not os.environ.get("CI"),
+                    reason="bubblewrap is not installed")
+def test_shell_output_streams_to_zeds_terminal(v1, acp_workspace):
+    """Zed (``_meta.terminal_output``) gets its terminal: info on the first report, the
+    output as deltas while the command runs, then the exit code, then the final status."""
+    command = "echo first; sleep 0.5; echo second; exit 3"
+    agent, sid = v1([[call("shell", command=command)], [{"text": "ok"}]])
+    response, updates, _ = agent.prompt(sid, "go")
+    assert stop_reason(response) == "end_turn"
+    reports = tool_reports(updates)
+    first = reports[0]
+    call_id = first["toolCallId"]
+    assert first["sessionUpdate"] == "tool_call"
+    assert first["_meta"]["terminal_info"] == {"terminal_id": call_id, "cwd": acp_workspace}
+    assert first["content"] == [{"type": "terminal", "terminalId": call_id}]
+    metas = [u.get("_meta", {}) for u in reports]
+    deltas = [m["terminal_output"]["data"] for m in metas if "terminal_output" in m]
+    assert "".join(deltas) == "first\nsecond\n" and len(deltas) >= 2  # deltas, as it ran
+    exit_at = next(i for i, m in enumerate(metas) if "terminal_exit" in m)
+    assert metas[exit_at]["terminal_exit"] == {"terminal_id": call_id, "exit_code": 3,
+                                               "signal": None}
+    final = reports[-1]
+    assert final["status"] == "failed" and reports.index(final) > exit_at
+    assert final["content"] == [{"type": "terminal", "terminalId": call_id}]
+    assert not any("```" in str(u.get("content")) for u in reports)
     agent.close()
 
 

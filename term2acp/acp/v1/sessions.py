@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 class V1SessionHandlers(ControlHandlers):
     VERSION = 1
     compaction = False  # the client advertised clientCapabilities.session.compaction
+    terminal_meta = False  # ... clientCapabilities._meta.terminal_output (Zed's terminal)
 
     def __init__(self, manager, client, settings, files):
         self.manager = manager
@@ -36,8 +37,8 @@ class V1SessionHandlers(ControlHandlers):
     # ------------------------------------------------------------ plumbing
     def _attach(self, session, mcp_servers):
         session.sink = self._sink
-        view = self._views.setdefault(session.id, translate.SessionView())
-        view.compaction = self.compaction
+        view = self._views.setdefault(session.id, translate.SessionView(session.root))
+        view.compaction, view.terminal_meta = self.compaction, self.terminal_meta
         if self.files.read or self.files.write:  # the tools read/write through fs/*
             session.editor = EditorFiles(self.client, session.id, self.files.read,
                                          self.files.write)
@@ -86,7 +87,8 @@ class V1SessionHandlers(ControlHandlers):
         """Attach a stored session and replay its whole history, then answer."""
         session, _already = self.manager.resume(params["session_id"], params["cwd"])
         self._attach(session, params["mcp_servers"])
-        for update in translate.replay_updates(self.manager.journal(session), self.compaction):
+        for update in translate.replay_updates(self.manager.journal(session), self.compaction,
+                                               self.terminal_meta):
             self.client.update(session.id, update)
         result = self.setup_result(session, {})
         self.started(session)

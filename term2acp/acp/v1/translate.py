@@ -8,7 +8,9 @@ v1 says what v2 says (``acp/translate.py``) in other shapes:
 * a diff is ``{type: "diff", path, oldText, newText}``;
 * there are no agent-owned terminals: a shell command's output becomes the content of
   the tool call that runs it, a text block streamed as the command runs (at most every
-  ``FLUSH_INTERVAL`` seconds, the last ``TERMINAL_TAIL`` characters);
+  ``FLUSH_INTERVAL`` seconds, the last ``TERMINAL_TAIL`` characters), or, for a client
+  that advertised ``_meta.terminal_output`` (Zed), the editor's terminal fed through the
+  tool call's ``_meta`` (``acp/v1/terminal_meta.py``);
 * there is no ``state_update``: the end of a turn is the ``session/prompt`` response
   (``acp/v1/sessions.py``), and the user's prompt is not echoed live (the editor shows
   it already); ``session/load`` replays it as ``user_message_chunk``s.
@@ -19,6 +21,7 @@ import codecs
 import time
 
 from term2acp.acp.translate import compaction_update, locations, replayed_compaction
+from term2acp.acp.v1 import terminal_meta
 from term2acp.core import events as ev
 
 STOP_REASONS = frozenset({"end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"})
@@ -81,8 +84,9 @@ class TerminalView:
         return items
 
 
-def tool_content(items, terminals=None):
-    """Runtime display items as v1 ``ToolCallContent``."""
+def tool_content(items, terminals=None, shown=None):
+    """Runtime display items as v1 ``ToolCallContent``. ``shown(terminal_id)``: the call
+    whose editor terminal shows it (``terminal_meta``), or None: its text view."""
     out = []
     for item in items:
         kind = item.get("type")
@@ -94,13 +98,16 @@ def tool_content(items, terminals=None):
                 diff["oldText"] = item["old"]
             out.append(diff)
         elif kind == "terminal":
+            call_id = shown(item["terminal_id"]) if shown is not None else None
             view = (terminals or {}).get(item["terminal_id"])
-            if view is not None:
+            if call_id is not None:
+                out.extend(terminal_meta.content(call_id))
+            elif view is not None:
                 out.extend(view.content())
     return out
 
 
-def tool_fields(update, fields, terminals=None):
+def tool_fields(update, fields, terminals=None, shown=None):
     """Copy the runtime's tool-call fields that are set into a v1 update."""
     for key, wire in (("kind", "kind"), ("raw_input", "rawInput"), ("raw_output", "rawOutput"),
                       ("name", "name")):
@@ -111,7 +118,7 @@ def tool_fields(update, fields, terminals=None):
     if fields.get("locations") is not None:
         update["locations"] = locations(fields["locations"])
     if fields.get("content") is not None:
-        update["content"] = tool_content(fields["content"], terminals)
+        update["content"] = tool_content(fields["content"], terminals, shown)
     return update
 
 
@@ -130,12 +137,16 @@ class SessionView:
     """What one session's client has been told: which calls it knows, running commands."""
 
     compaction = False  # the client advertised clientCapabilities.session.compaction
+    terminal_meta = False  # ... clientCapabilities._meta.terminal_output (Zed's terminal)
 
-    def __init__(self):
+    def __init__(self, cwd=None):
+        self.cwd = cwd  # the session's root, where its commands run
         self.reported = set()  # call ids announced with tool_call
         self.running = []  # in-progress call ids, innermost last (owners of terminals)
         self.terminals = {}  # terminal id -> TerminalView
         self.flush_wanted = []  # terminal ids with output held back by the interval
+        self.announced = set()  # call ids announced with a terminal (terminal_meta)
+        self.streams = {}  # terminal id -> terminal_meta.Stream of the call showing it
 
     def updates(self, event):
         handler = _EVENTS.get(type(event))
@@ -153,6 +164,8 @@ class SessionView:
         self.running.clear()
         self.terminals.clear()
         self.flush_wanted.clear()
+        self.announced.clear()
+        self.streams.clear()
 
     # ------------------------------------------------------------ events
     def _tool(self, e):
@@ -169,11 +182,22 @@ class SessionView:
             update = {"sessionUpdate": "tool_call_update", "toolCallId": e.call_id}
             if e.title is not None:
                 update["title"] = e.title
-        tool_fields(update, e.fields(), self.terminals)
+        tool_fields(update, e.fields(), self.terminals, self._shown)
+        if first and self.terminal_meta and e.kind == "execute":
+            self.announced.add(e.call_id)  # Zed makes its terminal from the first report
+            update["_meta"] = terminal_meta.info(e.call_id, self.cwd)
+            update.setdefault("content", terminal_meta.content(e.call_id))
         if e.status in FINISHED:
             for terminal_id in [t for t, v in self.terminals.items() if v.call_id == e.call_id]:
                 del self.terminals[terminal_id]
+            for terminal_id in [t for t, s in self.streams.items() if s.call_id == e.call_id]:
+                del self.streams[terminal_id]
         return [update]
+
+    def _shown(self, terminal_id):
+        """The call whose editor terminal shows ``terminal_id`` (None: shown as text)."""
+        stream = self.streams.get(terminal_id)
+        return stream.call_id if stream is not None else None
 
     def _terminal_update(self, view):
         view.dirty = False
@@ -182,11 +206,17 @@ class SessionView:
                 "content": view.content()}
 
     def _terminal_started(self, e):
-        view = self.terminals[e.terminal_id] = TerminalView(
-            self.running[-1] if self.running else None, e.command)
+        call_id = e.call_id or (self.running[-1] if self.running else None)
+        if call_id in self.announced and all(s.call_id != call_id for s in self.streams.values()):
+            self.streams[e.terminal_id] = terminal_meta.Stream(call_id)
+            return []
+        view = self.terminals[e.terminal_id] = TerminalView(call_id, e.command)
         return [self._terminal_update(view)] if view.call_id else []
 
     def _terminal_output(self, e):
+        stream = self.streams.get(e.terminal_id)
+        if stream is not None:
+            return stream.output(e.data)
         view = self.terminals.get(e.terminal_id)
         if view is None:
             return []
@@ -200,6 +230,9 @@ class SessionView:
         return []
 
     def _terminal_exited(self, e):
+        stream = self.streams.get(e.terminal_id)
+        if stream is not None:
+            return stream.exited(e.exit_code, e.signal)
         view = self.terminals.get(e.terminal_id)
         if view is None:
             return []
@@ -247,12 +280,14 @@ _EVENTS = {
 
 
 # ---------------------------------------------------------------- session/load
-def replay_updates(records, compaction=False):
+def replay_updates(records, compaction=False, terminal_meta=False):
     """The journal as v1 updates: message chunks, and each tool call as ``tool_call``
-    (what it was) then ``tool_call_update`` (how it ended)."""
-    terminals = {}
+    (what it was) then ``tool_call_update`` (how it ended). ``terminal_meta``: a command's
+    output goes to the editor's terminal (``acp/v1/terminal_meta.py``)."""
+    terminals, journaled = {}, {}
     for kind, payload in records:
         if kind == "terminal":
+            journaled[payload["terminal_id"]] = payload
             view = terminals[payload["terminal_id"]] = TerminalView(None, payload["command"])
             view.add(base64.b64decode(payload.get("output") or ""))
             if payload.get("exit"):
@@ -266,7 +301,7 @@ def replay_updates(records, compaction=False):
             yield {"sessionUpdate": f"{kind}_chunk", "messageId": payload["message_id"],
                    "content": _text(payload["text"])}
         elif kind == "tool_call":
-            yield from _replayed_call(payload, terminals)
+            yield from _replayed_call(payload, terminals, journaled if terminal_meta else None)
         elif kind == "plan":
             yield {"sessionUpdate": "plan", "entries": [dict(e) for e in payload["entries"]]}
         elif kind == "compaction":
@@ -275,12 +310,22 @@ def replay_updates(records, compaction=False):
                 yield update
 
 
-def _replayed_call(payload, terminals):
+def _replayed_call(payload, terminals, journaled=None):
     call_id = payload["call_id"]
     first = {"sessionUpdate": "tool_call", "toolCallId": call_id,
              "title": payload.get("title") or payload.get("name") or "tool", "status": "pending"}
     tool_fields(first, {k: payload.get(k) for k in ("kind", "raw_input", "locations", "name")})
+    shown = None
+    own = [item["terminal_id"] for item in payload.get("content") or ()
+           if item.get("type") == "terminal" and item["terminal_id"] in (journaled or {})]
+    if own:  # the first terminal in the editor's own terminal, the others as text
+        terminal = journaled[own[0]]
+        first["_meta"] = terminal_meta.info(call_id, terminal.get("cwd"))
+        first["content"] = terminal_meta.content(call_id)
+        shown = {own[0]: call_id}.get
     yield first
+    if own:
+        yield from terminal_meta.replayed(call_id, terminal)
     final = {"sessionUpdate": "tool_call_update", "toolCallId": call_id}
     yield tool_fields(final, {k: payload.get(k) for k in ("status", "content", "raw_output")},
-                      terminals)
+                      terminals, shown)
