@@ -68,7 +68,9 @@ def test_tools_inside_the_root_run_without_asking(started, workspace):
     assert all(f["status"] == "pending" and f["title"] and "rawInput" in f for f in firsts.values())
     assert open(os.path.join(workspace, "a.py")).read() == "x = 3\n"
     assert open(os.path.join(workspace, "new", "b.py")).read() == "y = 2\n"
-    edit_done = [u for u in tool_updates(updates) if u.get("status") == "completed"][-1]
+    edit_id = list(firsts)[-1]  # the round's calls run side by side: found by its id
+    edit_done = [u for u in tool_updates(updates)
+                 if u["toolCallId"] == edit_id and u.get("status") == "completed"][-1]
     diff = edit_done["content"][0]
     assert diff["type"] == "diff" and diff["changes"] == [
         {"operation": "modify", "path": os.path.join(workspace, "a.py"), "fileType": "text"}]
