@@ -70,6 +70,7 @@ class CallRecord:
     content: list | None = None  # the display items it ended with
     answered: bool = False  # its result is in the model's history (model calls)
     result: Any = None  # its settled ToolResult, once it has one
+    quiet: dict | None = None  # a quiet tool's held report fields; None: reported as it goes
 
     @property
     def open(self):
@@ -237,6 +238,8 @@ class Turn:
                               f"Unknown tool {name!r}. Available tools: {known}.")
         ctx = self._context(record)
         record.raw_input, record.kind = raw, tool.kind
+        if tool.quiet:
+            record.quiet = {}
         try:
             args = tool.load(raw)
             record.title = tool.title(args)
@@ -338,6 +341,14 @@ class Turn:
     # ------------------------------------------------------------ the records
     def _report(self, record, status, **fields):
         record.status = status
+        if record.quiet is not None:  # shown by its own updates (the plan): only a failure
+            record.quiet.update((k, v) for k, v in fields.items() if v is not None)
+            if status != "failed":
+                return
+            held, record.quiet = record.quiet, None
+            pending = {k: held[k] for k in ("title", "kind", "raw_input", "locations", "name")
+                       if k in held}
+            self.session.emit(ev.ToolCallReported(record.id, status="pending", **pending))
         self.session.emit(ev.ToolCallReported(record.id, status=status, **fields))
 
     def _fail(self, record, title, raw, message, kind="other"):

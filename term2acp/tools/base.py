@@ -179,6 +179,10 @@ class Tool:
     description = ""
     kind = "other"  # ACP ToolKind: read, edit, delete, move, search, execute, think, fetch, other
     Params = Schema
+    # A quiet tool is shown by the updates it emits itself (update_plan: the plan update);
+    # its call appears in the editor only when it fails. Clients such as agent-shell draw
+    # a call whose input holds a plan as one more copy of the plan.
+    quiet = False
 
     def title(self, args):
         return self.name

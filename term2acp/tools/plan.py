@@ -38,6 +38,7 @@ def plan_id(session_id):
 class UpdatePlanTool(Tool):
     name = "update_plan"
     kind = "think"
+    quiet = True  # the plan update shows it
     Params = UpdatePlanParams
     description = (
         "Keep a plan for multi-step work, shown to the user. For any task that takes more "

@@ -386,6 +386,9 @@ def test_update_plan_sends_the_whole_plan_and_it_is_replayed(acp_agent, acp_work
         assert plans == [{"sessionUpdate": "plan_update", "plan": {
             "type": "items", "planId": f"plan-{sid}", "entries": entries}}]
     assert texts(updates, "agent_thought_chunk") == "Two steps"
+    # the plan update shows it: no tool call (agent-shell draws one with a plan input as a
+    # second copy of the plan)
+    assert not [u for u in updates if u["sessionUpdate"].startswith("tool_call")]
     agent.close()
     again = acp_agent(turns=[], protocol=protocol)
     if protocol == 1:
@@ -396,6 +399,7 @@ def test_update_plan_sends_the_whole_plan_and_it_is_replayed(acp_agent, acp_work
     replayed = [m["params"]["update"] for m in again.messages
                 if m.get("method") == "session/update"]
     assert [u for u in replayed if u["sessionUpdate"] in ("plan", "plan_update")] == plans
+    assert not [u for u in replayed if u["sessionUpdate"].startswith("tool_call")]
     again.close()
 
 
