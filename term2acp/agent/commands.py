@@ -1,7 +1,7 @@
 """Slash commands: ``/compact``, ``/init``, ``/model <id>``, ``/mode <id>`` and plug-ins.
 
-A prompt whose text starts with a known ``/name`` runs that command in the turn; an
-unknown ``/word`` goes to the model unchanged. A command's turn ends with ``end_turn``
+A prompt whose text, or whose last text block, starts with a known ``/name`` runs that
+command in the turn; an unknown ``/word`` goes to the model unchanged. A command's turn ends with ``end_turn``
 and is replayed like any prompt (the user's message is recorded before it runs). A
 command either answers itself (shown as the agent's message) or hands the model a
 prompt (``/init``), which then runs through the normal tools and approvals.
@@ -224,8 +224,14 @@ def parse(text):
 
 def run(turn, text):
     """Run the command ``text`` names, if any. Returns None (not a command: the model gets
-    ``text``), ``""`` (the command answered; the turn ends) or a prompt for the model."""
+    ``text``), ``""`` (the command answered; the turn ends) or a prompt for the model.
+    A command starts the prompt, or the user's own words after attached context blocks
+    (``text.typed``, agent/content.py)."""
     found = parse(text)
+    typed = getattr(text, "typed", "")
+    if found is None and typed and typed != text:
+        found = parse(typed)
+        text = typed
     if found is None:
         return None
     command, argument = found

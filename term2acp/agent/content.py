@@ -31,9 +31,12 @@ IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 
 
 class ModelText(str):
-    """The prompt as the model reads it; ``images`` holds ``{"mime_type", "data"}`` parts."""
+    """The prompt as the model reads it; ``images`` holds ``{"mime_type", "data"}`` parts,
+    ``typed`` the user's own words (:func:`user_words`), where a slash command may start
+    when a client puts attached context in text blocks before them."""
 
     images = ()
+    typed = ""
 
 
 def validate(blocks):
@@ -80,12 +83,18 @@ def to_model(blocks, root, images=False, model=""):
         text = "(an image)"
     result = ModelText(scrub_text(text))
     result.images = tuple(pictures)
+    result.typed = scrub_text(user_words(blocks))
     return result
 
 
 def user_words(blocks):
-    """The user's own words (text blocks only) for the title."""
-    return "\n".join(b["text"] for b in blocks or () if b.get("type") == "text")
+    """The user's own words: the last text block that is not blank. Clients such as
+    CodeCompanion send attached context (a rules file) as text blocks before what the user
+    typed, so the first block is not the user's."""
+    for block in reversed(blocks or ()):
+        if block.get("type") == "text" and block["text"].strip():
+            return block["text"]
+    return ""
 
 
 def _custom(kind):

@@ -111,8 +111,8 @@ class Instructions:
 
 
 def system_with_instructions(session, system):
-    """The system prompt plus the session's AGENTS.md text; the user is told (a notice
-    event) the first time and when the files change."""
+    """The system prompt plus the session's AGENTS.md text; the user is told (a thought)
+    the first time and when the files change."""
     from term2acp.core import events as ev
     from term2acp.agent.turn import new_id
 
@@ -120,6 +120,6 @@ def system_with_instructions(session, system):
     if state is None or state.root != session.root:
         state = session.instructions = Instructions(session.root)
     text, notice = state.load()
-    if notice:
-        session.emit(ev.Notice(new_id("msg"), notice))
+    if notice:  # a thought: clients that print the answer alone must not print this
+        session.emit(ev.ThoughtChunk(new_id("thought"), notice.strip()))
     return system + text

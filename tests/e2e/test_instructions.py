@@ -20,9 +20,14 @@ def system_of(request):
     return next(m["content"] for m in request.json["messages"] if m["role"] == "system")
 
 
-def text_of(updates):
-    return "".join(u["content"]["text"] for u in updates
-                   if u["sessionUpdate"] == "agent_message_chunk")
+def text_of(updates, kind="agent_message_chunk"):
+    return "".join(u["content"]["text"] for u in updates if u["sessionUpdate"] == kind)
+
+
+def told_of(updates):
+    """What the agent said about the instructions: a thought, never part of the answer
+    (acpx --format quiet and acp-client's ask() print the answer text alone)."""
+    return text_of(updates, "agent_thought_chunk")
 
 
 def start(acp_agent, server, protocol):
@@ -52,21 +57,21 @@ def test_agents_md_up_to_the_repository_root_nearest_last(acp_agent, tmp_path, s
     system = system_of(server.requests[-1])
     assert "REPO RULE" in system and "PKG RULE" in system and "OUTER RULE" not in system
     assert system.index("REPO RULE") < system.index("PKG RULE")  # nearest last
-    told = text_of(updates)
+    told = told_of(updates)
     assert "Using project instructions from" in told
     assert str(os.path.realpath(work / "AGENTS.md")) in told
     assert str(os.path.realpath(repo / "AGENTS.md")) in told
-    assert told.rstrip().endswith("ok")
+    assert text_of(updates) == "ok"
 
     # shown once: the next prompt says nothing about it
     _, updates, _ = agent.prompt(sid, "again", timeout=30)
-    assert "instructions" not in text_of(updates)
+    assert "instructions" not in text_of(updates) + told_of(updates)
     assert "PKG RULE" in system_of(server.requests[-1])
 
     # re-read when it changes
     (work / "AGENTS.md").write_text("PKG RULE 2: use four spaces after all.\n")
     _, updates, _ = agent.prompt(sid, "and now?", timeout=30)
-    assert "Project instructions changed" in text_of(updates)
+    assert "Project instructions changed" in told_of(updates)
     system = system_of(server.requests[-1])
     assert "PKG RULE 2" in system and "use tabs" not in system
     assert agent.close() == 0

@@ -52,3 +52,7 @@ def test_title_words_are_the_users_only():
     blocks = [{"type": "text", "text": "Fix it"},
               {"type": "resource", "resource": {"uri": "u", "text": "FILE TEXT"}}]
     assert content.user_words(blocks) == "Fix it"
+    shared = [{"type": "text", "text": "Sharing `AGENTS.md`: ---"}, {"type": "text", "text": "Go"},
+              {"type": "text", "text": "  "}]
+    assert content.user_words(shared) == "Go"
+    assert content.to_model(shared, "/tmp").typed == "Go"
