@@ -78,3 +78,83 @@ def test_the_title_is_the_users_words_and_the_rules_notice_is_a_thought(
     # the answer is the model's text alone; the notice is a thought
     assert texts(updates) == "fixed"
     assert "Using project instructions" in texts(updates, "agent_thought_chunk")
+
+
+# ---------------------------------------------------------------- Toad: prompts typed meanwhile
+def answer_of(agent, request_id, timeout=20):
+    """The answer to ``request_id``, read now or earlier (answers may come in any order)."""
+    def answers(m):
+        return isinstance(m, dict) and m.get("id") == request_id and "method" not in m
+
+    seen = next((m for m in agent.messages if answers(m)), None)
+    return seen if seen is not None else agent.wait_for(answers, timeout)
+
+
+def text_prompt(agent, sid, text):
+    return agent.request_async("session/prompt", {"sessionId": sid,
+                                                  "prompt": [{"type": "text", "text": text}]})
+
+
+def test_v1_a_prompt_sent_while_a_turn_runs_is_held_and_runs_after_it(acp_agent, acp_workspace):
+    server = f.FakeLLMServer().start()
+    first = f.openai_sse(f.oa_text("one"), f.oa_finish("stop"), hold_after=1)
+    server.enqueue(first, f.openai_sse(f.oa_text("two"), f.oa_finish("stop")))
+    try:
+        agent = openai_agent(acp_agent, server, 1)
+        sid = agent.new_session(acp_workspace)
+        a = text_prompt(agent, sid, "first")
+        assert first.reached.wait(10)  # the first turn is streaming
+        b = text_prompt(agent, sid, "second")  # Toad sends it at once
+        # a request read after it is answered after the prompt's handler has run (and held)
+        assert "result" in agent.request("session/list", {})
+        first.release()
+        answers = [answer_of(agent, a), answer_of(agent, b)]
+        assert [r["result"]["stopReason"] for r in answers] == ["end_turn", "end_turn"]
+        assert agent.messages.index(answers[0]) < agent.messages.index(answers[1])
+        sent = server.requests[-1].json["messages"]
+        # the held prompt ran after the first turn, with its answer in the history
+        assert [m["content"] for m in sent if m["role"] in ("user", "assistant")][-3:] == \
+            ["first", "one", "second"]
+    finally:
+        server.stop()
+
+
+def test_v1_cancel_ends_the_running_turn_and_every_held_prompt(acp_agent, acp_workspace):
+    server = f.FakeLLMServer().start()
+    first = f.openai_sse(f.oa_text("one"), f.oa_finish("stop"), hold_after=1)
+    server.enqueue(first)
+    server.responder = lambda request: f.openai_sse(f.oa_text("later"), f.oa_finish("stop"))
+    try:
+        agent = openai_agent(acp_agent, server, 1)
+        sid = agent.new_session(acp_workspace)
+        running = text_prompt(agent, sid, "first")
+        assert first.reached.wait(10)
+        held = [text_prompt(agent, sid, f"held {n}") for n in range(8)]
+        refused = answer_of(agent, text_prompt(agent, sid, "one too many"))
+        assert refused["error"]["code"] == -32000  # the bound: 8 held
+        agent.notify("session/cancel", {"sessionId": sid})
+        reasons = [answer_of(agent, r)["result"]["stopReason"] for r in [running] + held]
+        assert reasons == ["cancelled"] * 9
+        assert len(server.requests) == 1  # no held prompt reached the model
+        # the session goes on: the next prompt runs
+        updates, reason = prompt_blocks(agent, sid, [{"type": "text", "text": "again"}])
+        assert reason == "end_turn" and texts(updates) == "later"
+    finally:
+        server.stop()
+
+
+def test_v2_keeps_refusing_a_second_foreground_prompt(acp_agent, acp_workspace):
+    server = f.FakeLLMServer().start()
+    first = f.openai_sse(f.oa_text("one"), f.oa_finish("stop"), hold_after=1)
+    server.enqueue(first)
+    try:
+        agent = openai_agent(acp_agent, server, 2)
+        sid = agent.new_session(acp_workspace)
+        text_prompt(agent, sid, "first")
+        assert first.reached.wait(10)
+        second = answer_of(agent, text_prompt(agent, sid, "second"))
+        assert second["error"]["code"] == -32000
+        first.release()
+        agent.wait_update(state="idle", session_id=sid)
+    finally:
+        server.stop()

@@ -9,6 +9,7 @@ become v1 updates through one :class:`~term2acp.acp.v1.translate.SessionView` pe
 import logging
 
 import gevent
+from gevent.event import Event
 
 from term2acp.acp.controls import ControlHandlers, control_updates
 from term2acp.acp.errors import domain_errors
@@ -18,8 +19,23 @@ from term2acp.acp.v1 import permissions, translate
 from term2acp.acp.v1.files import EditorFiles
 from term2acp.core import events as ev
 from term2acp.rpc.errors import InternalError
+from term2acp.sessions.errors import SessionBusy
 
 log = logging.getLogger(__name__)
+
+# Prompts a v1 session holds while its turn runs (Toad sends a prompt typed meanwhile at
+# once, and ends the conversation on an error); one more is refused as busy.
+HELD_PROMPTS = 8
+
+
+class _Held:
+    """A prompt waiting for its session's turn: woken to run, or cancelled."""
+
+    __slots__ = ("woken", "cancelled")
+
+    def __init__(self):
+        self.woken = Event()
+        self.cancelled = False
 
 
 class V1SessionHandlers(ControlHandlers):
@@ -33,6 +49,7 @@ class V1SessionHandlers(ControlHandlers):
         self.settings = settings
         self.files = files  # acp.agent.ClientFiles: what the client's fs/* can do
         self._views = {}  # session id -> translate.SessionView
+        self._held = {}  # session id -> [_Held], oldest first
 
     # ------------------------------------------------------------ plumbing
     def _attach(self, session, mcp_servers):
@@ -72,6 +89,7 @@ class V1SessionHandlers(ControlHandlers):
 
     def _release(self, session_id):
         self._views.pop(session_id, None)
+        self._cancel_held(session_id)
 
     # ------------------------------------------------------------ lifecycle
     @domain_errors
@@ -116,6 +134,8 @@ class V1SessionHandlers(ControlHandlers):
         return {}
 
     def cancel(self, params):
+        """Cancels the running turn and every prompt held behind it."""
+        self._cancel_held(params["session_id"])
         self.manager.cancel(params["session_id"])
 
     def authenticate(self, params):
@@ -124,10 +144,60 @@ class V1SessionHandlers(ControlHandlers):
     # ------------------------------------------------------------ prompt
     @domain_errors
     def prompt(self, params):
-        """Run one turn; answer ``{stopReason}`` when it has ended."""
+        """Run one turn; answer ``{stopReason}`` when it has ended. A prompt that arrives
+        while the session's turn runs is held and runs after it, in arrival order."""
+        session_id = params["session_id"]
+        try:
+            session = self._admit(session_id, params.get("ticket"))
+        finally:
+            self._wake_next(session_id)  # as an admitted prompt's slot is taken, or lost
+        if session is None:
+            return {"stopReason": "cancelled"}
+        try:
+            return self._run(session, params)
+        finally:
+            self._wake_next(session_id)
+
+    def _admit(self, session_id, ticket):
+        """The admitted session, or None when the prompt was cancelled while held."""
+        held = self._held.get(session_id)
+        try:
+            if held:  # others wait already: no overtaking
+                raise SessionBusy(session_id)
+            return self.manager.admit(session_id, ticket)
+        except SessionBusy:
+            held = self._held.setdefault(session_id, [])
+            if len(held) >= HELD_PROMPTS:
+                raise
+        entry = _Held()
+        held.append(entry)
+        try:
+            entry.woken.wait()  # woken as the turn ahead of it ends, or cancelled
+            if entry.cancelled:
+                return None
+            return self.manager.admit(session_id, ticket)
+        finally:
+            if entry in held:
+                held.remove(entry)
+            if not held and self._held.get(session_id) is held:
+                del self._held[session_id]
+
+    def _wake_next(self, session_id):
+        """Let the oldest held prompt try its turn, unless the session is busy again."""
+        held = self._held.get(session_id)
+        if held and not held[0].woken.is_set():
+            session = self.manager.live.get(session_id)
+            if session is None or not session.busy:
+                held[0].woken.set()
+
+    def _cancel_held(self, session_id):
+        for entry in self._held.pop(session_id, ()):
+            entry.cancelled = True
+            entry.woken.set()
+
+    def _run(self, session, params):
         blocks = params["prompt"]  # images: agent/content.py refuses them (-32602) unless
         # the model takes them
-        session = self.manager.admit(params["session_id"], params.get("ticket"))
         self.announced(session)
         text = self.manager.prepare(session, blocks)
         from term2acp.acp.permissions import PermissionBridge  # the warm-up's turn layer
