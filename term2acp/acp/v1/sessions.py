@@ -125,6 +125,7 @@ class V1SessionHandlers(ControlHandlers):
     @domain_errors
     def close_session(self, params):
         session_id = params["session_id"]
+        self._cancel_held(session_id)  # answered while the turn is cancelled, before this
         try:
             if not self.manager.close(session_id, self.settings.shutdown_timeout):
                 raise InternalError("cancelling the session's work failed; the session was "
