@@ -23,6 +23,8 @@ The config file is TOML at ``$TERM2ACP_CONFIG`` or ``$XDG_CONFIG_HOME/term2acp/c
     timeout = 120                  # default per-command timeout, seconds
     max_timeout = 600
     network = false                # allow network inside the sandbox
+    max_processes = 8              # background processes running at once, per session
+    process_output_kb = 1024       # unread output kept per background process
 
     [mcp]                          # the editor's MCP servers (README: MCP servers)
     call_timeout = 120             # seconds one MCP tool call may take before it fails
@@ -71,6 +73,8 @@ class ShellSettings:
         self.max_timeout = 600.0
         self.network = False
         self.output_cap = 40_000  # characters of output returned to the model
+        self.max_processes = 8  # background processes running at once, per session
+        self.process_output_kb = 1024  # unread output kept per background process
 
 
 class McpSettings:
@@ -198,6 +202,10 @@ class Settings:
                     setattr(self.shell, key, float(shell[key]))
             if isinstance(shell.get("network"), bool):
                 self.shell.network = shell["network"]
+            for key in ("max_processes", "process_output_kb"):
+                value = shell.get(key)
+                if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                    setattr(self.shell, key, value)
         if isinstance(data.get("sandbox"), dict):
             self.sandbox.apply(data["sandbox"])
         if isinstance(data.get("mcp"), dict):

@@ -1,17 +1,21 @@
-"""Running commands: bubblewrap sandboxing (``bwrap``) with a filesystem view (``view``)
-and resource limits (``cgroup``) over cooperative processes (``process``, the only user
-of ``sh``).
+"""Running commands: bubblewrap sandboxing (``bwrap``) with a filesystem view (``view``),
+resource limits (``cgroup``) and a network shared by one session's commands
+(``loopback``) over cooperative processes (``process``, the only user of ``sh``).
 
 Callers: ``probe()`` once at start-up (print ``availability.warning()`` on stderr when it
-is not available), then ``run(argv, root, settings, on_output, timeout)`` per command.
+is not available), then per command ``run(argv, root, settings, on_output, timeout,
+network=, loopback=, tty=)`` to completion, or ``start(...)`` for one that keeps running
+(a ``Process``: ``write``, ``wait``, ``kill``).
 """
 
 from term2acp.sandbox.bwrap import (Availability, SandboxUnavailable, build_argv, probe,
-                                    run, scrub_env, unavailable_message)
+                                    run, scrub_env, start, unavailable_message)
 from term2acp.sandbox.cgroup import memory_mechanism
-from term2acp.sandbox.process import Exit, LaunchError, ProcessTimeout
+from term2acp.sandbox.loopback import Loopback, LoopbackError
+from term2acp.sandbox.process import Exit, InputClosed, LaunchError, Process, ProcessTimeout
 from term2acp.sandbox.view import Refused, check_root
 
-__all__ = ["Availability", "Exit", "LaunchError", "ProcessTimeout", "Refused",
-           "SandboxUnavailable", "build_argv", "check_root", "memory_mechanism", "probe", "run",
-           "scrub_env", "unavailable_message"]
+__all__ = ["Availability", "Exit", "InputClosed", "LaunchError", "Loopback", "LoopbackError",
+           "Process", "ProcessTimeout", "Refused", "SandboxUnavailable", "build_argv",
+           "check_root", "memory_mechanism", "probe", "run", "scrub_env", "start",
+           "unavailable_message"]

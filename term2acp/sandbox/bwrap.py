@@ -2,8 +2,10 @@
 
 The sandbox must hold even when the agent runs as root, where plain ``--ro-bind`` can be
 undone by a remount. So every command gets a new user namespace with all capabilities
-dropped and nested user namespaces disabled, new pid/ipc/uts (and, unless networking is
-allowed, net) namespaces, a new terminal session, and dies with the agent.
+dropped and nested user namespaces disabled, new pid/ipc/uts namespaces, a new terminal
+session (a ``tty`` command keeps its own pseudo-terminal), and dies with the agent. Its
+network is the session's private loopback (``loopback.py``), its own empty one without a
+session, or the host's when ``network`` is granted (``run``/``start``).
 
 What the command sees of the filesystem is ``view.py``'s business (the workspace, the
 system directories and the home toolchains; credentials, root-only files and host sockets
@@ -27,6 +29,7 @@ log = logging.getLogger(__name__)
 BWRAP_ENV = "TERM2ACP_BWRAP"  # override the bwrap executable (tests: a bogus path)
 PIDS_MAX = 1024  # tasks per command, where a pids cgroup is available
 PROBE_TIMEOUT = 10.0
+TTY_TERM = "xterm-256color"
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 ENV_ALLOWED = frozenset({"PATH", "HOME", "LANG", "TERM", "TZ", "USER", "SHELL"})
@@ -87,6 +90,7 @@ def _probe(path):
         for _ in range(3):
             ok, reason = _try(candidate, scratch)
             if ok:
+                cgroup.RunGroup.supported()  # finds the run groups; sweeps dead agents' ones
                 if not candidate.tmpfs_size:
                     log.warning("%s cannot bound tmpfs sizes (bubblewrap < 0.8): /tmp and "
                                 "/dev/shm in the sandbox are limited by memory only", path)
@@ -105,7 +109,7 @@ def _probe(path):
 def _try(candidate, scratch):
     out = bytearray()
     size = ["--size", str(PROBE_TMPFS)] if candidate.tmpfs_size else []
-    argv = [*_namespaces(candidate, network=False), *view.system_flags(),
+    argv = [*_namespaces(candidate, keep_network=False), *view.system_flags(),
             "--proc", "/proc", "--dev", "/dev", *size, "--tmpfs", "/tmp",
             "--bind", scratch, scratch, "--remount-ro", "/", "--chdir", scratch, "--", "true"]
     try:
@@ -122,27 +126,61 @@ def _try(candidate, scratch):
     return False, f"{os.path.basename(candidate.bwrap)} cannot create namespaces ({detail})"
 
 
-def run(argv, root, settings, on_output=None, timeout=None, pass_fds=()):
+def run(argv, root, settings, on_output=None, timeout=None, pass_fds=(), network=None,
+        loopback=None, tty=False):
     """Run ``argv`` inside the sandbox with ``root`` as cwd; see ``process.run``.
 
-    Raises ``SandboxUnavailable`` (nothing is run) when the probe failed, and
-    ``view.Refused`` (nothing is run) for a root the sandbox will not run in (``/``).
+    ``network``: True runs it on the host's network (writes still confined to the root,
+    secrets still masked: only the network namespace differs), False in the session's
+    ``loopback`` (a ``loopback.Loopback``: the servers its other commands started are
+    reachable on 127.0.0.1) or, without one, in a network namespace of its own; None
+    means ``[shell] network``. ``tty``: on a pseudo-terminal (its controlling terminal).
+
+    Raises ``SandboxUnavailable`` (nothing is run) when the probe failed, ``view.Refused``
+    (nothing is run) for a root the sandbox will not run in (``/``), and
+    ``loopback.LoopbackError`` when the session's network namespace cannot be made.
     """
+    full, enter, options = _prepare(argv, root, settings, network, loopback, tty)
+    return process.run(full, on_output=on_output, timeout=timeout, pass_fds=pass_fds,
+                       enter=enter, **options)
+
+
+def start(argv, root, settings, on_output=None, on_exit=None, network=None, loopback=None,
+          tty=False):
+    """Start ``argv`` in the sandbox and return its ``process.Process`` at once (for a
+    command that keeps running): its stdin is a pipe, or the terminal with ``tty``. The
+    rest is as for :func:`run`."""
+    full, enter, options = _prepare(argv, root, settings, network, loopback, tty)
+    if not tty:
+        options["stdin"] = process.PIPE
+    return process.start(full, on_output=on_output, on_exit=on_exit, enter=enter, **options)
+
+
+def _prepare(argv, root, settings, network, loopback, tty):
     availability = probe()
     if not availability.available:
         raise SandboxUnavailable(availability.reason)
-    return process.run(_for_settings(argv, root, settings, availability), cwd=root,
-                       env=scrub_env(settings.env), on_output=on_output, timeout=timeout,
-                       pass_fds=pass_fds, limits=limits_of(settings))
+    if network is None:
+        network = bool(settings.shell.network)
+    enter = None
+    if loopback is not None and not network:
+        enter = loopback.enter_hook(availability)
+    full = _for_settings(argv, root, settings, availability, network, enter is not None, tty)
+    options = {"cwd": root, "env": scrub_env(settings.env, tty), "limits": limits_of(settings),
+               "stdin": process.TTY if tty else process.NULL}
+    return full, enter, options
 
 
 class SandboxUnavailable(RuntimeError):
     """The sandbox cannot run here; the message is the reason."""
 
 
-def build_argv(argv, root, settings):
-    """The full bwrap command line for ``argv`` in ``root`` (probing if not done yet)."""
-    return _for_settings(argv, root, settings, probe())
+def build_argv(argv, root, settings, network=None, tty=False):
+    """The full bwrap command line for ``argv`` in ``root`` (probing if not done yet), in a
+    network namespace of its own unless ``network`` (None: ``[shell] network``)."""
+    if network is None:
+        network = bool(settings.shell.network)
+    return _for_settings(argv, root, settings, probe(), network, False, tty)
 
 
 def limits_of(settings):
@@ -160,25 +198,30 @@ def _sandbox_settings(settings):
     return getattr(settings, "sandbox", None) or SandboxSettings()
 
 
-def _for_settings(argv, root, settings, availability):
-    """Namespaces, then the filesystem view in mount order, then the command."""
-    network = bool(settings.shell.network)
+def _for_settings(argv, root, settings, availability, network, joined=False, tty=False):
+    """Namespaces, then the filesystem view in mount order, then the command. ``joined``:
+    the child joins the session's network namespace (``loopback.py``) instead of making
+    one; ``network``: it keeps the host's."""
     size = tmpfs_bytes(settings) if availability.tmpfs_size else None
-    return [*_namespaces(availability, network), *view.flags(root, settings, size, network),
-            "--chdir", root, "--", *argv]
+    return [*_namespaces(availability, network or joined, tty),
+            *view.flags(root, settings, size, network), "--chdir", root, "--", *argv]
 
 
-def _namespaces(availability, network):
-    out = [availability.bwrap, *_HARDENING]
+def _namespaces(availability, keep_network, tty=False):
+    # A tty command keeps its session: its terminal is the agent's own pseudo-terminal,
+    # made its controlling terminal before bwrap runs (process.py), so what it types into
+    # it (TIOCSTI) reaches only itself; every other command gets a new session.
+    out = [availability.bwrap, *(f for f in _HARDENING if not (tty and f == "--new-session"))]
     if availability.disable_userns:
         out.append("--disable-userns")
-    if not network:
+    if not keep_network:
         out.append("--unshare-net")
     return out
 
 
-def scrub_env(env):
-    """The sandbox environment: an allowlist, minus anything secret-shaped."""
+def scrub_env(env, tty=False):
+    """The sandbox environment: an allowlist, minus anything secret-shaped (a terminal
+    gets a ``TERM`` if the agent has none)."""
     out = {}
     for key, value in (env or {}).items():
         allowed = key in ENV_ALLOWED or key.startswith("LC_")
@@ -187,4 +230,6 @@ def scrub_env(env):
     out.setdefault("PATH", DEFAULT_PATH)
     out.setdefault("HOME", view.passwd_home() or "/")
     out["TMPDIR"] = "/tmp"
+    if tty:
+        out.setdefault("TERM", TTY_TERM)
     return out

@@ -167,11 +167,17 @@ def _delegates_memory(parent):
 
 
 def _sweep(parent):
-    """Remove empty run groups left behind by agents that have exited."""
+    """End what agents that have exited left behind: SIGKILL every process still in their
+    run groups (a sandbox whose parent-death signal never came), then remove the groups
+    (later, if their processes take a moment to die)."""
     for name in os.listdir(parent):
         owner = name.split("-")[1] if name.startswith("run-") else ""
         if owner.isdigit() and not _alive(int(owner)):
-            _rmdir(os.path.join(parent, name))
+            path = os.path.join(parent, name)
+            left = RunGroup(path)
+            left.close()
+            if path in RunGroup._stale:
+                log.warning("killed what a dead agent (pid %s) left running in %s", owner, path)
 
 
 def _alive(pid):

@@ -1,9 +1,18 @@
 """Child processes under gevent: the one module that imports ``sh``.
 
-``run`` launches a command in its own session (so its pid is its process group id),
-streams its combined stdout/stderr to a callback in coalesced chunks, waits for it
-cooperatively, and kills the whole process group when it times out or when the calling
-greenlet is killed (cancellation arrives as a ``GreenletExit`` subclass).
+``start`` launches a command in its own session (so its pid is its process group id) and
+returns a :class:`Process`: a greenlet pumps its combined stdout/stderr to a callback in
+coalesced chunks and then reaps it; its stdin is ``/dev/null``, a pipe the caller writes
+to, or a pseudo-terminal (``tty``) that is also its output and its controlling terminal.
+``run`` is ``start`` and a wait under a deadline: it kills the whole process group when
+it times out or when the calling greenlet is killed (cancellation arrives as a
+``GreenletExit`` subclass).
+
+Nothing a command starts may outlive the agent, even a ``kill -9`` of it: the child gets
+a parent-death signal (``PR_SET_PDEATHSIG``: SIGKILL) before it execs, set last so no
+credential change clears it, and checked against the agent having died before it was
+set. bubblewrap (``--die-with-parent``) passes it on to the sandbox's pid 1, whose death
+ends the whole pid namespace; the cgroup sweep (``cgroup.py``) is the second line.
 
 Why the ``os.close`` swap: gevent >= 25.8 routes ``os.close`` through the hub so that
 watchers on the descriptor are closed first. ``sh`` forks and then closes descriptors in
@@ -12,17 +21,20 @@ never happens (the launch hangs or fails with ``ForkException``). Nothing yields
 the fork and the return of the launch call, so swapping the original ``os.close`` in for
 just that call is safe, and everything afterwards (waiting, output, kill) is cooperative.
 
-Output is read from a pipe this module owns rather than through ``sh``'s ``_out``
-callbacks: ``sh`` reads line-buffered (or 1-byte unbuffered) chunks, which is far too slow
-for a gigabyte of output. Reading 64 KiB at a time and coalescing small reads keeps both
-throughput and the number of callbacks sane.
+Output is read from a pipe (or the terminal's master side) this module owns rather than
+through ``sh``'s ``_out`` callbacks: ``sh`` reads line-buffered (or 1-byte unbuffered)
+chunks, which is far too slow for a gigabyte of output. Reading 64 KiB at a time and
+coalescing small reads keeps both throughput and the number of callbacks sane.
 """
 
+import ctypes
 import errno
 import fcntl
 import logging
 import os
 import signal as signals
+import struct
+import termios
 import time
 from collections import namedtuple
 
@@ -30,7 +42,8 @@ import gevent
 import gevent.os
 import sh
 from gevent import monkey
-from gevent.socket import wait_read
+from gevent.event import Event
+from gevent.socket import wait_read, wait_write
 
 log = logging.getLogger(__name__)
 logging.getLogger("sh").setLevel(logging.WARNING)  # sh logs every launch at INFO
@@ -38,10 +51,15 @@ logging.getLogger("sh").setLevel(logging.WARNING)  # sh logs every launch at INF
 CHUNK = 64 * 1024  # largest chunk handed to on_output
 COALESCE = 0.05  # seconds a small chunk may wait for more output
 REAP_TIMEOUT = 2.0  # bound on waiting for a killed process to be reaped
+TTY_SIZE = (40, 120)  # rows, columns of a command's pseudo-terminal
 _PIPE_SIZE = 1024 * 1024
 _F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
+_PR_SET_PDEATHSIG = 1
+_libc = ctypes.CDLL(None, use_errno=True)  # loaded here, in the agent, not in the child
 
 Exit = namedtuple("Exit", "exit_code signal")
+
+NULL, PIPE, TTY = "null", "pipe", "tty"  # what a command's stdin is
 
 
 class ProcessTimeout(Exception):
@@ -57,6 +75,10 @@ class LaunchError(OSError):
     """The command could not be started (missing executable, bad cwd, ...)."""
 
 
+class InputClosed(OSError):
+    """The command no longer reads its input (it exited, or closed its stdin)."""
+
+
 class _Expired(Exception):
     """Private timeout marker so an outer gevent.Timeout is never mistaken for ours."""
 
@@ -65,79 +87,210 @@ class _Idle(Exception):
     """No output arrived within the coalescing window."""
 
 
-def run(argv, cwd=None, env=None, on_output=None, timeout=None, pass_fds=(), limits=None):
+def run(argv, cwd=None, env=None, on_output=None, timeout=None, pass_fds=(), limits=None,
+        stdin=NULL, enter=None):
     """Run ``argv`` to completion and return ``Exit(exit_code, signal_name)``.
 
     ``on_output(bytes)`` receives stdout and stderr interleaved, in chunks of at most
-    ``CHUNK`` bytes. stdin is ``/dev/null``. ``pass_fds`` are inherited by the child.
-    ``limits`` (a ``cgroup.Limits``) caps tasks and memory (see ``sandbox/cgroup.py``).
-    Raises ``ProcessTimeout`` after killing the group, ``LaunchError`` if it cannot start.
-    If the calling greenlet is killed, the process group is SIGKILLed before it unwinds.
+    ``CHUNK`` bytes. ``stdin``: ``NULL`` (``/dev/null``) or ``TTY``. ``pass_fds`` are
+    inherited by the child. ``limits`` (a ``cgroup.Limits``) caps tasks and memory (see
+    ``sandbox/cgroup.py``); ``enter()`` runs in the child just before it execs (the
+    session's namespaces, ``sandbox/loopback.py``). Raises ``ProcessTimeout`` after
+    killing the group, ``LaunchError`` if it cannot start. If the calling greenlet is
+    killed, the process group is SIGKILLed before it unwinds.
     """
-    group = limits.group() if limits else None
-    read_fd, write_fd = os.pipe()
-    proc = None
-    try:
-        _grow_pipe(write_fd)
-        proc = _launch(argv, cwd, env, write_fd, pass_fds, limits, group)
-        os.close(write_fd)
-        write_fd = None
-        return _supervise(proc, read_fd, on_output, timeout)
-    finally:
-        if write_fd is not None:
-            os.close(write_fd)
-        os.close(read_fd)
-        if proc is not None and proc.process.exit_code is None:
-            _kill_and_reap(proc)
-        if group is not None:
-            group.close()
-
-
-def _supervise(proc, read_fd, on_output, timeout):
-    """Pump output and wait for exit, all under one deadline."""
+    child = start(argv, cwd, env, on_output, pass_fds, limits, stdin, enter)
     try:
         with gevent.Timeout(timeout, _Expired):
-            _pump(read_fd, on_output or _discard)
-            code = _wait(proc)
+            outcome = child.wait()
+        if child.error is not None:
+            raise child.error
+        return outcome
     except _Expired:
-        _kill_and_reap(proc)
-        raise ProcessTimeout(timeout, _exit_of(proc.process.exit_code)) from None
-    log.debug("pid %s exited with %s", proc.pid, code)
-    return _exit_of(code)
+        child.kill()
+        raise ProcessTimeout(timeout, child.exit) from None
+    finally:
+        child.kill()  # nothing when it has exited; else (cancelled) the group is killed
 
 
-def _launch(argv, cwd, env, out_fd, pass_fds, limits, group):
+def start(argv, cwd=None, env=None, on_output=None, pass_fds=(), limits=None, stdin=NULL,
+          enter=None, on_exit=None):
+    """Start ``argv`` and return its :class:`Process` (the arguments are ``run``'s;
+    ``stdin`` may also be ``PIPE``; ``on_exit(Exit)`` is called once it has exited and
+    all its output was delivered)."""
+    group = limits.group() if limits else None
+    ends = _Ends(stdin)
+    proc = None
+    try:
+        proc = _launch(argv, cwd, env, ends, pass_fds, _in_child(limits, group, stdin, enter))
+    except BaseException:
+        ends.close_all()
+        if group is not None:
+            group.close()
+        raise
+    ends.close_child()
+    return Process(proc, ends, group, on_output or _discard, on_exit)
+
+
+class Process:
+    """A started command: its output is pumped to ``on_output`` by a greenlet of its own,
+    which then reaps it; ``write`` feeds its stdin, ``kill`` ends its whole group."""
+
+    def __init__(self, proc, ends, group, on_output, on_exit):
+        self.pid = proc.pid
+        self.exit = None  # Exit, once reaped
+        self.error = None  # what on_output raised (the group was killed then)
+        self.exited = Event()
+        self._proc, self._ends, self._group = proc, ends, group
+        self._on_output, self._on_exit = on_output, on_exit
+        self._pump = gevent.spawn(self._follow)
+        self._pump.name = f"process-{proc.pid}"
+
+    @property
+    def running(self):
+        return self.exit is None
+
+    def wait(self, timeout=None):
+        """The :class:`Exit` once reaped and its output delivered; None at ``timeout``."""
+        self.exited.wait(timeout)
+        return self.exit
+
+    def write(self, data):
+        """Write ``data`` to its stdin (cooperatively; raises :class:`InputClosed`)."""
+        fd = self._ends.input
+        if fd is None:
+            raise InputClosed(errno.EPIPE, "the command's input is not open")
+        view = memoryview(data)
+        while view:
+            try:
+                view = view[os.write(fd, view):]
+            except BlockingIOError:
+                wait_write(fd)
+            except OSError as exc:  # EPIPE: nobody reads; EIO: the terminal is gone
+                raise InputClosed(exc.errno, "the command no longer reads its input") from None
+
+    def kill(self):
+        """SIGKILL the whole group, reap it, release everything (bounded; idempotent)."""
+        if self.exit is None:
+            _killpg(self.pid)
+            if not self.exited.wait(REAP_TIMEOUT):
+                log.warning("pid %s not reaped within %ss of SIGKILL", self.pid, REAP_TIMEOUT)
+                self._pump.kill(block=True, timeout=1)
+                self._release(_exit_of(self._proc.process.exit_code))
+
+    def _follow(self):
+        try:
+            _pump(self._ends.output, self._on_output)
+        except Exception as exc:  # noqa: BLE001 - a failed consumer must not leave a zombie
+            self.error = exc
+            _killpg(self.pid)
+        code = _wait(self._proc)
+        log.debug("pid %s exited with %s", self.pid, code)
+        self._release(_exit_of(code))
+
+    def _release(self, outcome):
+        if self.exit is not None:
+            return
+        self.exit = outcome
+        self._ends.close_all()
+        if self._group is not None:
+            self._group.close()
+        self.exited.set()
+        if self._on_exit is not None:
+            try:
+                self._on_exit(outcome)
+            except Exception:  # noqa: BLE001 - the process is reaped either way
+                log.exception("reporting the exit of pid %s failed", self.pid)
+
+
+def _killpg(pid):
+    try:
+        os.killpg(pid, signals.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+class _Ends:
+    """The descriptors of one launch: what the child gets (``child_in``, ``child_out``)
+    and what the agent keeps (``output`` to read, ``input`` to write, or None)."""
+
+    def __init__(self, stdin):
+        self.input = None
+        self.tty = stdin == TTY
+        if self.tty:
+            master, slave = os.openpty()
+            fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", *TTY_SIZE, 0, 0))
+            self.output = self.input = master
+            self.child_in = self.child_out = slave
+        else:
+            self.output, self.child_out = os.pipe()
+            _grow_pipe(self.child_out)
+            if stdin == PIPE:
+                self.child_in, self.input = os.pipe()
+            else:
+                self.child_in = os.open(os.devnull, os.O_RDONLY)
+        gevent.os.make_nonblocking(self.output)
+        if self.input is not None:
+            gevent.os.make_nonblocking(self.input)
+        self._child = {self.child_in, self.child_out}
+        self._ours = {self.output, self.input} - {None}
+
+    def close_child(self):
+        for fd in self._child:
+            os.close(fd)
+        self._child = set()
+
+    def close_all(self):
+        self.close_child()
+        for fd in self._ours:
+            os.close(fd)
+        self._ours = set()
+        self.input = None
+
+
+def _launch(argv, cwd, env, ends, pass_fds, preexec):
     """Start the command with the unpatched ``os.close`` (see the module docstring)."""
-    original, patched = monkey.get_original("os", "close"), os.close
-    devnull = os.open(os.devnull, os.O_RDONLY)
+    original = monkey.get_original("os", "close")
+    # what to put back: gevent's close, even if a launch in another greenlet is between
+    # its swap and its restore (sh may yield in the parent while it starts its threads)
+    patched = gevent.os.close if monkey.is_object_patched("os", "close") else original
     os.close = original
     try:
         command = sh.Command(argv[0])
         # sh encodes arguments strictly with _encoding; as latin-1 text they come out as
         # the exact bytes of the path, so non-UTF-8 names (surrogate-escaped) pass intact
         args = [os.fsencode(arg).decode("latin-1") for arg in argv[1:]]
-        return command(*args, _cwd=cwd, _env=env, _in=devnull, _out=out_fd, _err=out_fd,
-                       _bg=True, _bg_exc=False, _new_session=True, _pass_fds=set(pass_fds),
-                       _preexec_fn=_in_child(limits, group), _encoding="latin-1")
+        return command(*args, _cwd=cwd, _env=env, _in=ends.child_in, _out=ends.child_out,
+                       _err=ends.child_out, _bg=True, _bg_exc=False, _new_session=True,
+                       _pass_fds=set(pass_fds), _preexec_fn=preexec, _encoding="latin-1")
     except sh.CommandNotFound as exc:
         raise LaunchError(errno.ENOENT, f"command not found: {exc}") from None
     except sh.ForkException as exc:
         raise LaunchError(errno.EINVAL, f"cannot start {argv[0]}: {_last_line(exc)}") from None
     finally:
         os.close = patched
-        os.close(devnull)
 
 
-def _in_child(limits, group):
-    """The pre-exec hook that applies ``limits`` in the forked child, or None."""
-    if limits is None:
-        return None
-    return lambda: limits.apply_in_child(group)
+def _in_child(limits, group, stdin, enter):
+    """The pre-exec hook: limits, the terminal, the namespaces, then the death signal
+    (last: joining a user namespace changes credentials, which may clear it)."""
+    parent = os.getpid()
+
+    def prepare():
+        if limits is not None:
+            limits.apply_in_child(group)
+        if stdin == TTY:  # sh made a new session; its terminal becomes this one's
+            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+        if enter is not None:
+            enter()
+        _libc.prctl(_PR_SET_PDEATHSIG, signals.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # the agent died before the signal was armed
+            os._exit(1)
+    return prepare
 
 
 def _pump(fd, on_output):
     """Read until EOF, delivering chunks of at most CHUNK bytes, small reads coalesced."""
-    gevent.os.make_nonblocking(fd)
     pending = bytearray()
     flush_at = None
     while True:
@@ -172,6 +325,10 @@ def _read(fd):
         return os.read(fd, CHUNK)
     except BlockingIOError:
         return None
+    except OSError as exc:
+        if exc.errno == errno.EIO:  # a terminal whose last user closed it: its EOF
+            return b""
+        raise
 
 
 def _wait(proc):
@@ -181,18 +338,6 @@ def _wait(proc):
     except sh.ErrorReturnCode as exc:
         return exc.exit_code
     return proc.process.exit_code
-
-
-def _kill_and_reap(proc):
-    """SIGKILL the whole process group, then reap the leader within a bound."""
-    try:
-        os.killpg(proc.pid, signals.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    with gevent.Timeout(REAP_TIMEOUT, False):
-        _wait(proc)
-    if proc.process.exit_code is None:
-        log.warning("pid %s not reaped within %ss of SIGKILL", proc.pid, REAP_TIMEOUT)
 
 
 def _exit_of(code):

@@ -103,8 +103,11 @@ class Recorder:
                 self._store.journal_put(self._sid, "terminal", "terminal:" + key, payload)
 
     def forget_finished(self):
-        """Drop in-memory state of a settled turn (records are already in the store)."""
+        """Drop in-memory state of a settled turn (records are already in the store); the
+        terminals of background processes still running stay, to record their output
+        and exit."""
         self.flush()
         self._messages.clear()
         self._calls.clear()
-        self._terminals.clear()
+        for key in [k for k, term in self._terminals.items() if "exit" in term]:
+            del self._terminals[key]

@@ -13,6 +13,7 @@ import contextlib
 import logging
 import os
 import shutil
+import sys
 import tempfile
 import time
 import uuid
@@ -146,6 +147,8 @@ class SessionManager:
             return
         horizon = time.monotonic() - timeout
         for session in list(self.live.values()):
+            if _keeps_processes(session):
+                continue  # its background processes live until it closes for good
             if not session.busy and not session.closed and session.last_used < horizon:
                 log.info("session %s idle for %ds: closed (reopens on next use)",
                          session.id, timeout)
@@ -466,6 +469,7 @@ class SessionManager:
 
     def _release(self, session, forget_grants=True):
         session.lifecycle.close()
+        _end_processes(session)
         if session.mcp is not None:
             from term2acp.mcp import session as mcp
 
@@ -509,3 +513,21 @@ class SessionManager:
         self.store.close()
         if self._scratch:
             shutil.rmtree(self._scratch, ignore_errors=True)
+
+
+def _keeps_processes(session):
+    """Whether background processes of the session's shell are running (an idle close
+    would end them, so it waits)."""
+    processes = sys.modules.get("term2acp.tools.processes")  # never used: none running
+    return processes is not None and processes.running(session.id) > 0
+
+
+def _end_processes(session):
+    """End the session's background processes (their exits are reported and recorded
+    before its journal is flushed) and release its sandbox network."""
+    processes = sys.modules.get("term2acp.tools.processes")
+    if processes is not None:
+        try:
+            processes.close_session(session.id)
+        except Exception:  # noqa: BLE001 - the session still closes
+            log.exception("session %s: ending its background processes failed", session.id)

@@ -2,8 +2,8 @@
 
 A turn killed during a tool call leaves an assistant message whose tool calls have no
 result in the history (OpenAI-style servers then refuse every later request with HTTP 400)
-and journal records of calls and terminals that never got a terminal state (replay would
-show them running forever). Both are closed as failed ("interrupted") when the session is
+and journal records of calls and terminals (foreground commands and background processes)
+that never got a terminal state (replay would show them running forever). Both are closed as failed ("interrupted") when the session is
 next attached.
 """
 
@@ -50,6 +50,8 @@ def journal(records):
                          content=[{"type": "text", "text": INTERRUPTED}])
             yield kind, payload["call_id"], fixed
         elif kind == "terminal" and not payload.get("exit"):
-            # the sandbox dies with its parent (PR_SET_PDEATHSIG): SIGKILL
+            # a foreground or background command that was running then died with the
+            # agent (sandbox/process.py: parent-death signal, pid namespace, and the
+            # start-up sweep of a dead agent's cgroups), so it was killed: SIGKILL
             fixed = dict(payload, exit={"exit_code": None, "signal": "SIGKILL"})
             yield kind, "terminal:" + payload["terminal_id"], fixed

@@ -26,7 +26,9 @@ log = logging.getLogger(__name__)
 
 GROUP = "term2acp.tools"
 # Built-ins living in modules that may be absent (imported lazily, skipped when missing).
-OPTIONAL_BUILTINS = ("term2acp.tools.shell:ShellTool", "term2acp.tools.run_code:RunCodeTool")
+OPTIONAL_BUILTINS = ("term2acp.tools.shell:ShellTool", "term2acp.tools.processes:ShellOutputTool",
+                     "term2acp.tools.processes:ShellKillTool",
+                     "term2acp.tools.run_code:RunCodeTool")
 
 
 def builtin_tools():

@@ -1,13 +1,16 @@
 """The ``shell`` tool: one command in the sandbox, its output streamed as a terminal.
 
-Every command runs sandboxed (see ``sandbox/bwrap.py``): a requested
-``sandbox: "unsandboxed"`` is silently downgraded, and when the sandbox is unavailable the
-call fails without running anything. Since the sandbox confines writes to the session
-root, no approval is asked.
+Every command runs sandboxed (see ``sandbox/bwrap.py``); when the sandbox is unavailable
+the call fails without running anything. Since the sandbox confines writes to the session
+root, no approval is asked. The commands of a session share a private loopback
+(``sandbox/loopback.py``), so a server started with ``background: true``
+(``tools/processes.py``) is reached by the next call; ``tty: true`` runs the command on a
+pseudo-terminal.
 
 ``execute`` is shared with ``run_code``: it reports the terminal (started, output chunks,
-exited), keeps only a bounded head and tail of the output for the model, and turns the
-exit into a :class:`ToolResult`.
+exited), keeps only a bounded head and tail of the output for the model
+(``tools/output.py``), and turns the exit into a :class:`ToolResult`. Its ``network``
+argument is the sandbox's (``bwrap.run``): True runs the command on the host's network.
 """
 
 import logging
@@ -17,13 +20,20 @@ import uuid
 from marshmallow import Schema, fields, validate
 
 from term2acp import sandbox
-from term2acp.core.events import TerminalExited, TerminalOutput, TerminalStarted
+from term2acp.core.events import TerminalExited, TerminalStarted
+from term2acp.tools import processes
 from term2acp.tools.base import Tool, ToolError, ToolResult
+from term2acp.tools.output import DISPLAY_CAP, Capture, TerminalStream, emit_quietly
 
 log = logging.getLogger(__name__)
 
-DISPLAY_CAP = 16 * 1024 * 1024  # bytes of output streamed to the editor per command
+__all__ = ["DISPLAY_CAP", "Capture", "ShellTool", "effective_timeout", "execute",
+           "require_sandbox"]
+
 SHELL = "/bin/bash" if os.path.exists("/bin/bash") else "/bin/sh"
+WAITING_HINT = ("If it was waiting for input, or is meant to keep running (a server, a "
+                "watcher, a REPL), run it with background: true (and tty: true for prompts) "
+                "and answer it with shell_output's input.")
 
 
 class ShellParams(Schema):
@@ -31,9 +41,20 @@ class ShellParams(Schema):
                             metadata={"description": "The shell command line to run."})
     timeout = fields.Float(validate=validate.Range(min=0, min_inclusive=False),
                            metadata={"description": "Seconds before the command is killed "
-                                                    "(default from settings, capped)."})
-    sandbox = fields.String(metadata={"description": "Ignored: commands always run in the "
-                                                     "sandbox."})
+                                                    "(default from settings, capped). Not "
+                                                    "for background commands."})
+    background = fields.Boolean(metadata={"description": (
+        "Start the command and return at once with a process_id; it keeps running (a dev "
+        "server, a watcher) until shell_kill, the end of the session or of the agent. Read "
+        "it with shell_output. Later commands reach its ports on 127.0.0.1.")})
+    tty = fields.Boolean(metadata={"description": (
+        "Run on a pseudo-terminal: prompts, colours and REPLs behave as in a terminal. "
+        "With background, shell_output's input types into it.")})
+    wait_seconds = fields.Float(validate=validate.Range(min=0, max=processes.MAX_WAIT),
+                                metadata={"description": (
+                                    "With background: wait up to this long before "
+                                    "returning: until it exits, or until its output has "
+                                    "come and paused for half a second (default 0).")})
 
 
 class ShellTool(Tool):
@@ -45,8 +66,10 @@ class ShellTool(Tool):
         "working directory is writable; the system directories and the toolchains in the "
         "home directory are read-only; the rest of the home, other projects and "
         "credentials are not visible; /tmp and $HOME are private and small; memory is "
-        "limited; network access is off unless configured. Returns the combined "
-        "stdout/stderr (long output keeps its head and tail) and the exit code.")
+        "limited; network access is off unless configured (the session's commands share a "
+        "private loopback). Returns the combined stdout/stderr (long output keeps its head "
+        "and tail) and the exit code. With background: true the command keeps running "
+        "(use shell_output and shell_kill); stdin is empty unless background or tty.")
 
     def title(self, args):
         command = (args.get("command") or "").strip().splitlines()
@@ -56,8 +79,32 @@ class ShellTool(Tool):
         return None  # sandboxed (or refused): never needs a human
 
     def run(self, args, ctx):
+        argv = [SHELL, "-c", args["command"]]
+        if args.get("background"):
+            if args.get("timeout") is not None:
+                raise ToolError("timeout does not apply to a background command (it runs "
+                                "until shell_kill); use wait_seconds to wait for its first "
+                                "output.")
+            require_usable_root(ctx)
+            return _started(ctx, argv, args)
+        if args.get("wait_seconds") is not None:
+            raise ToolError("wait_seconds applies to background commands only; use timeout "
+                            "for a foreground command.")
         timeout = effective_timeout(args.get("timeout"), ctx.settings)
-        return execute(ctx, [SHELL, "-c", args["command"]], args["command"], timeout)
+        return execute(ctx, argv, args["command"], timeout, tty=bool(args.get("tty")))
+
+
+def _started(ctx, argv, args):
+    try:
+        return processes.start(ctx, argv, args["command"], bool(args.get("tty")),
+                               args.get("wait_seconds") or 0)
+    except sandbox.SandboxUnavailable as exc:
+        raise ToolError(f"Shell sandbox unavailable: {exc}. The command was not run.") from None
+    except sandbox.LoopbackError as exc:
+        raise ToolError(f"The session's sandbox network could not be set up: {exc.strerror}. The "
+                        "command was not run.") from None
+    except sandbox.LaunchError as exc:
+        raise ToolError(f"The command could not be started: {exc.strerror}") from None
 
 
 def effective_timeout(requested, settings):
@@ -74,43 +121,56 @@ def require_sandbox():
                         "not run; commands never run unsandboxed in this session.")
 
 
-def execute(ctx, argv, label, timeout, pass_fds=()):
-    """Run ``argv`` sandboxed in ``ctx.root`` as a reported terminal; a ToolResult."""
+def require_usable_root(ctx):
+    """Raise ToolError (nothing runs) when the sandbox is unavailable or refuses the root."""
     require_sandbox()
     try:
         sandbox.check_root(ctx.root)
     except sandbox.Refused as exc:
         raise ToolError(f"Shell refused: {exc}. The command was not run.") from None
+
+
+def execute(ctx, argv, label, timeout, pass_fds=(), network=None, tty=False):
+    """Run ``argv`` sandboxed in ``ctx.root`` as a reported terminal; a ToolResult.
+    ``network``: see ``sandbox.run`` (None: the ``[shell] network`` setting)."""
+    require_usable_root(ctx)
     terminal_id = f"term-{uuid.uuid4().hex[:16]}"
     capture = Capture(ctx.settings.shell.output_cap)
-    stream = _Stream(ctx, terminal_id, capture)
+    stream = TerminalStream(ctx.emit, terminal_id, capture)
     ctx.emit(TerminalStarted(terminal_id=terminal_id, command=label, cwd=ctx.root,
                              call_id=ctx.call_id))
     outcome, timed_out = sandbox.Exit(None, "SIGKILL"), False  # as reported if cancelled
     try:
-        outcome = sandbox.run(argv, ctx.root, ctx.settings, stream.write, timeout, pass_fds)
+        outcome = sandbox.run(argv, ctx.root, ctx.settings, stream.write, timeout, pass_fds,
+                              network=network, loopback=processes.loopback_of(ctx.session_id),
+                              tty=tty)
     except sandbox.ProcessTimeout as exc:
         outcome, timed_out = exc.exit, True
     except sandbox.Refused as exc:  # checked above; kept so no bwrap error can surface
         raise ToolError(f"Shell refused: {exc}. The command was not run.") from None
     except sandbox.SandboxUnavailable as exc:
         raise ToolError(f"Shell sandbox unavailable: {exc}. The command was not run.") from None
+    except sandbox.LoopbackError as exc:
+        raise ToolError(f"The session's sandbox network could not be set up: {exc.strerror}. The "
+                        "command was not run.") from None
     except sandbox.LaunchError as exc:
         raise ToolError(f"The command could not be started: {exc.strerror}") from None
     finally:
-        _emit_quietly(ctx, TerminalExited(terminal_id=terminal_id,
-                                          exit_code=outcome.exit_code, signal=outcome.signal))
-    return _result(terminal_id, capture, outcome, timed_out, timeout)
+        emit_quietly(ctx.emit, TerminalExited(terminal_id=terminal_id,
+                                              exit_code=outcome.exit_code,
+                                              signal=outcome.signal))
+    return _result(terminal_id, capture, outcome, timed_out, timeout, tty)
 
 
-def _result(terminal_id, capture, outcome, timed_out, timeout):
+def _result(terminal_id, capture, outcome, timed_out, timeout, tty=False):
     if outcome.exit_code is not None:
         status = f"exit code {outcome.exit_code}"
     else:
         status = f"killed by signal {outcome.signal}"
-    parts = [capture.text().rstrip("\n")] if capture.total else []
+    parts = [capture.text(terminal=tty).rstrip("\n")] if capture.total else []
     if timed_out:
-        parts.append(f"Command timed out after {timeout:g}s; the process tree was killed.")
+        parts.append(f"Command timed out after {timeout:g}s; the process tree was killed. "
+                     + WAITING_HINT)
     parts.append(status)
     return ToolResult(
         text="\n".join(parts),
@@ -118,62 +178,3 @@ def _result(terminal_id, capture, outcome, timed_out, timeout):
         content=[{"type": "terminal", "terminal_id": terminal_id}],
         raw_output={"exitCode": outcome.exit_code, "signal": outcome.signal},
     )
-
-
-class _Stream:
-    """Feeds the capture and streams chunks to the editor up to DISPLAY_CAP bytes."""
-
-    def __init__(self, ctx, terminal_id, capture):
-        self.ctx, self.terminal_id, self.capture = ctx, terminal_id, capture
-        self.shown = 0
-
-    def write(self, data):
-        self.capture.add(data)
-        if self.shown >= DISPLAY_CAP:
-            return
-        room = DISPLAY_CAP - self.shown
-        chunk = data[:room]
-        self.shown += len(chunk)
-        if self.shown >= DISPLAY_CAP:
-            chunk += b"\n[term2acp: further output is not displayed]\n"
-        self.ctx.emit(TerminalOutput(terminal_id=self.terminal_id, data=chunk))
-
-
-class Capture:
-    """The first and last ``cap`` / 2 bytes of a stream and its total size: bounded."""
-
-    def __init__(self, cap):
-        self.cap = max(int(cap), 2)
-        self.head_room = self.cap // 2
-        self.tail_room = self.cap - self.head_room
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.total = 0
-
-    def add(self, data):
-        self.total += len(data)
-        if len(self.head) < self.head_room:
-            take = self.head_room - len(self.head)
-            self.head += data[:take]
-            data = data[take:]
-        if data:
-            self.tail += data
-            if len(self.tail) > self.tail_room:
-                del self.tail[:len(self.tail) - self.tail_room]
-
-    def text(self):
-        """Decoded output; when cut, a line in the middle says how much is missing."""
-        head = self.head.decode("utf-8", "replace")
-        tail = self.tail.decode("utf-8", "replace")
-        cut = self.total - len(self.head) - len(self.tail)
-        if cut <= 0:
-            return head + tail
-        return (f"{head}\n[... {cut:,} bytes of output cut; showing the first "
-                f"{len(self.head):,} and the last {len(self.tail):,} bytes ...]\n{tail}")
-
-
-def _emit_quietly(ctx, event):
-    try:
-        ctx.emit(event)
-    except Exception:  # noqa: BLE001 - reporting must not mask the real outcome
-        log.exception("could not report %s", type(event).__name__)

@@ -21,7 +21,7 @@ def terminal_output(updates):
                     if u["sessionUpdate"] == "terminal_output_chunk").decode()
 
 
-@pytest.mark.parametrize("sandbox", [None, "unsandboxed"])
+@pytest.mark.parametrize("sandbox", [None, "unsandboxed"])  # no such parameter: ignored
 def test_shell_writes_only_inside_the_root(started, workspace, tmp_path, sandbox):
     sibling = tmp_path / "sibling"
     sibling.mkdir()

@@ -1,0 +1,194 @@
+"""Background processes through the launcher, v1 and v2, with the fake model server making
+the calls: a server one call starts is reached by the next call, read with shell_output
+and ended with shell_kill; a tty process answers typed input; nothing outlives a kill -9
+of the agent."""
+
+import base64
+import json
+import os
+import random
+import shutil
+import signal
+import time
+
+import pytest
+
+from tests.support import fake_llm as f
+
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None and not os.environ.get("CI"),
+                                reason="bubblewrap is not installed")
+
+
+@pytest.fixture
+def server():
+    srv = f.FakeLLMServer()
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+def calls(server, *rounds):
+    """One model answer per round: the tool calls ``(name, arguments)``; then a text."""
+    for number, round_calls in enumerate(rounds):
+        chunks = [f.oa_tool(i, f"call_{number}_{i}", name, json.dumps(args))
+                  for i, (name, args) in enumerate(round_calls)]
+        server.enqueue(f.openai_sse(*chunks, f.oa_finish("tool_calls")))
+    server.enqueue(f.openai_sse(f.oa_text("done"), f.oa_finish("stop")))
+
+
+def agent_on(spawn_any, server, protocol):
+    env = {"OPENAI_BASE_URL": server.openai_url, "OPENAI_API_KEY": "sk-test-key-123456"}
+    agent = spawn_any(protocol, "--provider", "openai", "--model", "my-local-model", env=env)
+    agent.initialize()
+    return agent
+
+
+@pytest.fixture
+def spawn_any(acp_agent, agent_env):
+    """``spawn_any(protocol, *args, env=...)``: an agent speaking that ACP version."""
+    def start(protocol, *args, env=None):
+        return acp_agent(args=args, env=dict(agent_env, **(env or {})), initialize=False,
+                         protocol=protocol)
+    return start
+
+
+def tool_results(server, count):
+    """What the model was told by each tool call, in order (the last request's history)."""
+    last = server.wait_requests(count)[-1].json
+    return [m["content"] for m in last["messages"] if m["role"] == "tool"]
+
+
+def host_processes(token):
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                    cmdline = fh.read()
+                with open(f"/proc/{entry}/stat", "rb") as fh:
+                    state = fh.read().rsplit(b")", 1)[1].split()[0]
+            except OSError:
+                continue
+            if token.encode() in cmdline and state != b"Z":
+                found.append(int(entry))
+    return found
+
+
+def gone(token, timeout):
+    deadline = time.monotonic() + timeout
+    while host_processes(token):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def chunks_of(updates):
+    out = {}
+    for u in updates:
+        if u["sessionUpdate"] == "terminal_output_chunk":
+            out[u["terminalId"]] = out.get(u["terminalId"], b"") + base64.b64decode(u["data"])
+    return out
+
+
+@pytest.mark.parametrize("protocol", [2, 1])
+def test_a_background_server_is_reached_read_and_killed(spawn_any, server, workspace, protocol):
+    port = random.randrange(20000, 60000)  # the session's loopback is private: any port
+    with open(os.path.join(workspace, "hello.txt"), "w") as fh:
+        fh.write("hello from the workspace\n")
+    serve = f"python3 -m http.server {port} --bind 127.0.0.1"
+    fetch = (f"for i in $(seq 200); do curl -sf http://127.0.0.1:{port}/hello.txt && exit; "
+             "sleep 0.05; done; exit 7")  # bounded: the server may take a moment to listen
+    calls(server, [("shell", {"command": serve, "background": True})],
+          [("shell", {"command": fetch})],
+          [("shell_output", {"process_id": "p1", "wait_seconds": 20})],
+          [("shell_kill", {"process_id": "p1"})])
+    agent = agent_on(spawn_any, server, protocol)
+    sid = agent.new_session(workspace)
+    _, updates, _ = agent.prompt(sid, "serve and fetch", timeout=60)
+    started, fetched, read, killed = tool_results(server, 5)
+    assert "process p1" in started and "is running" in started
+    assert "hello from the workspace" in fetched and "exit code 0" in fetched
+    assert "GET /hello.txt" in read and "Process p1 is running." in read
+    assert "killed by signal SIGKILL" in killed
+    assert gone(serve, timeout=2)
+    texts = json.dumps([u for u in updates if u["sessionUpdate"] == "tool_call_update"])
+    assert "GET /hello.txt" in texts  # shell_output shows what it read
+    if protocol == 2:  # the process's terminal streams there, anchored in the first call
+        terminal = next(u["terminalId"] for u in updates if u["sessionUpdate"] == "terminal_update"
+                        and u.get("command") == serve)
+        assert b"GET /hello.txt" in chunks_of(updates)[terminal]
+        exits = [u["exitStatus"] for u in updates if u["sessionUpdate"] == "terminal_update"
+                 and u["terminalId"] == terminal and "exitStatus" in u]
+        assert exits == [{"signal": "SIGKILL"}]
+        anchors = [u for u in updates if u["sessionUpdate"] == "tool_call_update"
+                   and u.get("status") == "completed"
+                   and {"type": "terminal", "terminalId": terminal} in (u.get("content") or [])]
+        assert len(anchors) == 1
+    assert agent.close() == 0
+
+
+@pytest.mark.parametrize("protocol", [2, 1])
+def test_a_tty_process_answers_typed_input(spawn_any, server, workspace, protocol):
+    ask = "python3 -c \"print('hi', input('name? '))\""
+    calls(server, [("shell", {"command": ask, "background": True, "tty": True})],
+          [("shell_output", {"process_id": "p1", "input": "bob\n", "wait_seconds": 20})],
+          [("shell_output", {"process_id": "p1", "wait_seconds": 20})],
+          [("shell_output", {"process_id": "p1", "input": "more\n"})])
+    agent = agent_on(spawn_any, server, protocol)
+    sid = agent.new_session(workspace)
+    agent.prompt(sid, "ask me", timeout=60)
+    started, answered, rest, late = tool_results(server, 5)
+    assert "with a terminal" in started
+    # the answer normally comes with the exit; a slow machine may split it in two reads
+    assert "hi bob\n" in answered + rest and "exited with code 0" in answered + rest
+    assert "reads no more input" in late
+    assert agent.close() == 0
+
+
+def test_limits_are_clear_tool_errors(spawn_any, server, workspace, tmp_path):
+    with open(tmp_path / "config.toml", "w") as fh:
+        fh.write("[shell]\nmax_processes = 1\n")
+    calls(server, [("shell", {"command": "sleep 30.4242", "background": True})],
+          [("shell", {"command": "sleep 30.4243", "background": True})],
+          [("shell_output", {"process_id": "p9"})],
+          [("shell", {"command": "sleep 1", "background": True, "timeout": 3})])
+    agent = agent_on(spawn_any, server, 2)
+    sid = agent.new_session(workspace)
+    agent.prompt(sid, "go", timeout=60)
+    first, second, unknown, timeout = tool_results(server, 5)
+    assert "process p1" in first
+    assert "limit ([shell] max_processes = 1)" in second and "shell_kill" in second
+    assert "no background process 'p9'" in unknown
+    assert "timeout does not apply" in timeout
+    assert agent.close() == 0
+    assert gone("sleep 30.4242", timeout=2)  # the session's close ended it
+
+
+def test_a_foreground_command_waiting_for_input_times_out_with_a_hint(spawn_any, server,
+                                                                      workspace):
+    calls(server, [("shell", {"command": "echo asking; read answer", "tty": True,
+                              "timeout": 1})])
+    agent = agent_on(spawn_any, server, 2)
+    sid = agent.new_session(workspace)
+    agent.prompt(sid, "go", timeout=60)
+    (result,) = tool_results(server, 2)
+    assert "asking" in result and "timed out after 1s" in result
+    assert "background: true" in result and "input" in result
+    assert agent.close() == 0
+
+
+def test_kill_9_of_the_agent_leaves_no_sandboxed_process(spawn_any, server, workspace):
+    background, foreground = "sleep 91.%d" % random.randrange(10**6), \
+        "sleep 92.%d" % random.randrange(10**6)
+    calls(server, [("shell", {"command": background, "background": True})],
+          [("shell", {"command": f"echo started; {foreground}"})])
+    agent = agent_on(spawn_any, server, 2)
+    sid = agent.new_session(workspace)
+    agent.prompt_async(sid, "go")
+    agent.wait_update("terminal_output_chunk", timeout=30)  # the foreground one's "started"
+    assert host_processes(background) and host_processes(foreground)
+    os.kill(agent.proc.pid, signal.SIGKILL)
+    agent.proc.wait(5)
+    # the tokens are in the sandboxes' bwrap command lines too: those are gone as well
+    assert gone(background, timeout=2) and gone(foreground, timeout=2)
