@@ -149,17 +149,10 @@ def reload(settings, catalog):
 
 
 def _config_providers(path):
-    try:
-        with open(path, "rb") as fh:
-            raw = fh.read()
-    except OSError:
-        return None
-    import tomllib
+    from term2acp.config import read
 
-    data = tomllib.loads(raw.decode("utf-8"))
-    providers = data.get("providers") or {}
-    return {k: v for k, v in providers.items() if isinstance(v, dict)} \
-        if isinstance(providers, dict) else None
+    data = read(path)
+    return None if data is None else data.get("providers", {})
 
 
 # ---------------------------------------------------------------- ACP authMethods

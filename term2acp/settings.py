@@ -1,50 +1,17 @@
 """Settings: built-in defaults < config file < environment < command-line flags.
 
-The config file is TOML at ``$TERM2ACP_CONFIG`` or ``$XDG_CONFIG_HOME/term2acp/config.toml``::
-
-    provider = "openai"            # default provider
-    model = "gpt-4.1-mini"         # default model
-    effort = "default"
-    mode = "auto"                  # read-only | ask | auto (the editor's mode picker)
-    max_turn_requests = 50         # model round trips per prompt
-    max_parallel_tools = 4         # calls of one model round run side by side when none
-                                   # asks (1: one after another)
-    context_window = 32000         # tokens, overrides the model catalog; past
-                                   # 80 % the conversation is compacted (agent/context.py)
-    images = true                  # the model accepts images (default: the catalog's word)
-    approval_timeout = 0           # seconds; 0 = wait until the turn is cancelled
-    max_live_sessions = 256        # sessions live at once in one process
-    idle_session_timeout = 600     # seconds unused before a session is closed (0: never);
-                                   # it reopens transparently on its next use
-    store_busy_timeout = 5         # seconds a session-store write waits for another
-                                   # process's lock before it fails
-
-    [shell]
-    timeout = 120                  # default per-command timeout, seconds
-    max_timeout = 600
-    network = false                # allow network inside the sandbox
-    max_processes = 8              # background processes running at once, per session
-    process_output_kb = 1024       # unread output kept per background process
-
-    [mcp]                          # the editor's MCP servers (README: MCP servers)
-    call_timeout = 120             # seconds one MCP tool call may take before it fails
-
-    [sandbox]                      # what the shell sandbox sees (README: Shell sandbox)
-    toolchains = [".pyenv", ".cargo", ".rustup", ".nvm", ".local", ".gitconfig"]
-    read_paths = ["/opt/conda", "~/datasets"]   # extra read-only paths
-    memory_mb = 2048               # per command (cgroup v2 memory.max, else RLIMIT_DATA)
-    tmpfs_mb = 512                 # each of /tmp, /dev/shm and $HOME in the sandbox
-
-    [providers.local-llama]        # extra providers: type openai | anthropic
-    type = "openai"
-    base_url = "http://127.0.0.1:8080/v1"
-    api_key_env = "LLAMA_KEY"      # optional; loopback endpoints need no key
-    models = ["qwen2.5-coder:7b"]
+The config file is TOML at ``$TERM2ACP_CONFIG`` or ``$XDG_CONFIG_HOME/term2acp/config.toml``;
+``term2acp/config.py`` holds its schema (every key, its type and allowed values) and
+README.rst's "Configuration reference" shows every key with its default. The attributes
+below are those defaults: a key of the file replaces the attribute of the same name
+(``[shell]``, ``[sandbox]`` and ``[mcp]`` keys the attributes of those sections).
 """
 
 import os
 
-EFFORTS = ("default", "none", "minimal", "low", "medium", "high", "xhigh")
+from term2acp.core.choices import DEFAULT_MODE, EFFORTS
+
+__all__ = ["EFFORTS", "Settings", "SettingsError", "config_path", "data_dir"]
 
 
 class SettingsError(ValueError):
@@ -83,11 +50,6 @@ class McpSettings:
     def __init__(self):
         self.call_timeout = 120.0  # seconds per tools/call; then a failed call, the turn goes on
 
-    def apply(self, data):
-        value = data.get("call_timeout")
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
-            self.call_timeout = float(value)
-
 
 class SandboxSettings:
     """``[sandbox]``: what the shell sandbox may read besides the workspace, and its bounds
@@ -101,16 +63,6 @@ class SandboxSettings:
         self.memory_mb = 2048  # per command: cgroup v2 memory.max, else RLIMIT_DATA
         self.tmpfs_mb = 512  # each of /tmp, /dev/shm and $HOME inside the sandbox
 
-    def apply(self, data):
-        for key in ("toolchains", "read_paths"):
-            value = data.get(key)
-            if isinstance(value, list) and all(isinstance(v, str) and v for v in value):
-                setattr(self, key, list(value))
-        for key in ("memory_mb", "tmpfs_mb"):
-            value = data.get(key)
-            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-                setattr(self, key, value)
-
 
 class Settings:
     """Plain attributes (no dataclass: this is on the start-up path)."""
@@ -119,7 +71,7 @@ class Settings:
         self.provider = None
         self.model = None
         self.effort = "default"
-        self.mode = "auto"  # default session mode: read-only | ask | auto
+        self.mode = DEFAULT_MODE  # default session mode: read-only | ask | auto
         self.data_dir = data_dir
         self.config_path = config_path
         self.max_line_bytes = 64 * 1024 * 1024
@@ -156,63 +108,21 @@ class Settings:
         return settings
 
     def _apply_file(self, path):
-        try:
-            with open(path, "rb") as fh:
-                raw = fh.read()
-        except FileNotFoundError:
+        if not os.path.exists(path):  # the schema is built only for a file to check
             return
-        except OSError as exc:
-            raise SettingsError(f"cannot read config file {path}: {exc}") from None
-        import tomllib  # only when there is a file to parse
+        from term2acp.config import ConfigError, read
 
         try:
-            data = tomllib.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-            raise SettingsError(f"cannot read config file {path}: {exc}") from None
-        for key in ("provider", "model", "effort"):
-            if isinstance(data.get(key), str):
-                setattr(self, key, data[key])
-        if data.get("mode") in ("read-only", "ask", "auto"):
-            self.mode = data["mode"]
-        if isinstance(data.get("max_turn_requests"), int) and data["max_turn_requests"] > 0:
-            self.max_turn_requests = data["max_turn_requests"]
-        parallel = data.get("max_parallel_tools")
-        if isinstance(parallel, int) and not isinstance(parallel, bool) and parallel > 0:
-            self.max_parallel_tools = parallel
-        window = data.get("context_window")
-        if isinstance(window, int) and not isinstance(window, bool) and window > 0:
-            self.context_window = window
-        if isinstance(data.get("images"), bool):
-            self.images = data["images"]
-        if isinstance(data.get("max_live_sessions"), int) and data["max_live_sessions"] > 0:
-            self.max_live_sessions = data["max_live_sessions"]
-        idle = data.get("idle_session_timeout")
-        if isinstance(idle, (int, float)) and idle >= 0:
-            self.idle_session_timeout = float(idle)  # 0: never idle-close
-        busy = data.get("store_busy_timeout")
-        if isinstance(busy, (int, float)) and not isinstance(busy, bool) and busy > 0:
-            self.store_busy_timeout = float(busy)
-        timeout = data.get("approval_timeout")
-        if isinstance(timeout, (int, float)) and timeout > 0:
-            self.approval_timeout = float(timeout)
-        shell = data.get("shell") or {}
-        if isinstance(shell, dict):
-            for key in ("timeout", "max_timeout"):
-                if isinstance(shell.get(key), (int, float)) and shell[key] > 0:
-                    setattr(self.shell, key, float(shell[key]))
-            if isinstance(shell.get("network"), bool):
-                self.shell.network = shell["network"]
-            for key in ("max_processes", "process_output_kb"):
-                value = shell.get(key)
-                if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-                    setattr(self.shell, key, value)
-        if isinstance(data.get("sandbox"), dict):
-            self.sandbox.apply(data["sandbox"])
-        if isinstance(data.get("mcp"), dict):
-            self.mcp.apply(data["mcp"])
-        providers = data.get("providers") or {}
-        if isinstance(providers, dict):
-            self.providers = {k: v for k, v in providers.items() if isinstance(v, dict)}
+            data = read(path)
+        except ConfigError as exc:
+            raise SettingsError(str(exc)) from None
+        for key, value in (data or {}).items():
+            if key == "providers" or not isinstance(value, dict):
+                setattr(self, key, value)
+            else:  # a [section]: its keys replace the section object's defaults
+                section = getattr(self, key)
+                for name, item in value.items():
+                    setattr(section, name, item)
 
     def _apply_env(self, env):
         if env.get("TERM2ACP_PROVIDER"):

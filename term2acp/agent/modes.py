@@ -12,15 +12,15 @@ No mode runs commands unsandboxed or skips the fail-closed rules.
 """
 
 from term2acp.core.approvals import ORDINARY, ApprovalRequest
+from term2acp.core.choices import MODE_IDS
 
-READ_ONLY, ASK, AUTO = "read-only", "ask", "auto"
+READ_ONLY, ASK, AUTO = MODE_IDS
 MODES = (
     (READ_ONLY, "Read only", "Reads and searches only: no file changes, no commands"),
     (ASK, "Ask", "Asks before every file change and every command"),
     (AUTO, "Auto", "Changes files in the workspace and runs sandboxed commands; asks for "
                    "anything else"),
 )
-MODE_IDS = tuple(m[0] for m in MODES)
 SAFE_KINDS = frozenset({"read", "search", "think", "fetch"})
 
 READ_ONLY_REFUSAL = (

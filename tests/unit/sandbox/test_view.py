@@ -6,7 +6,7 @@ import pytest
 
 from term2acp import sandbox
 from term2acp.sandbox import view
-from term2acp.settings import Settings
+from term2acp.settings import Settings, SettingsError
 from tests.unit.sandbox.support import HostTree, needs_sandbox
 
 
@@ -35,15 +35,16 @@ def test_sandbox_section_of_the_config_file(tree):
     assert view.read_paths_of(settings) == ["/opt/x", os.path.join(tree.home, "d")]
 
 
-def test_invalid_sandbox_values_keep_the_defaults(tree):
+def test_invalid_sandbox_values_are_refused_naming_each_key(tree):
     config = tree.write("config/term2acp/config.toml",
                         '[sandbox]\ntoolchains = ".x"\nread_paths = [1]\nmemory_mb = -1\n'
                         'tmpfs_mb = "big"\n')
-    settings = Settings.load(env={"HOME": tree.home, "TERM2ACP_CONFIG": config})
-    assert settings.sandbox.toolchains == [".pyenv", ".cargo", ".rustup", ".nvm", ".local",
-                                           ".gitconfig"]
-    assert settings.sandbox.read_paths == []
-    assert (settings.sandbox.memory_mb, settings.sandbox.tmpfs_mb) == (2048, 512)
+    with pytest.raises(SettingsError) as caught:
+        Settings.load(env={"HOME": tree.home, "TERM2ACP_CONFIG": config})
+    message = str(caught.value)
+    assert config in message
+    for key in ("toolchains", "read_paths", "memory_mb", "tmpfs_mb"):
+        assert f"sandbox.{key}: must be" in message
 
 
 def test_relative_read_paths_are_ignored(tree):

@@ -2,11 +2,13 @@
 secrets), kept for session/list (migration 3: test_choices_store.py); ``[mcp]
 call_timeout`` reaches the hub."""
 
+import pytest
+
 from term2acp.mcp.config import parse_servers
 from term2acp.providers.catalog import Catalog
 from term2acp.sessions import store as st
 from term2acp.sessions.manager import SessionManager
-from term2acp.settings import Settings
+from term2acp.settings import Settings, SettingsError
 
 SECRET = "sk-very-secret-value"
 
@@ -72,10 +74,12 @@ def test_a_resume_replaces_the_stored_servers_and_an_unchanged_list_is_not_rewri
 
 def test_call_timeout_setting(tmp_path):
     assert Settings().mcp.call_timeout == 120.0
-    for text, expected in (("call_timeout = 0.25", 0.25), ("call_timeout = 30", 30.0),
-                           ("call_timeout = 0", 120.0), ("call_timeout = true", 120.0),
-                           ('call_timeout = "5"', 120.0)):
-        path = tmp_path / "config.toml"
+    path = tmp_path / "config.toml"
+    env = {"TERM2ACP_HOME": str(tmp_path), "TERM2ACP_CONFIG": str(path)}
+    for text, expected in (("call_timeout = 0.25", 0.25), ("call_timeout = 30", 30.0)):
         path.write_text(f"[mcp]\n{text}\n")
-        settings = Settings.load(env={"TERM2ACP_HOME": str(tmp_path), "TERM2ACP_CONFIG": str(path)})
-        assert settings.mcp.call_timeout == expected, text
+        assert Settings.load(env=env).mcp.call_timeout == expected, text
+    for text in ("call_timeout = 0", "call_timeout = true", 'call_timeout = "5"'):
+        path.write_text(f"[mcp]\n{text}\n")
+        with pytest.raises(SettingsError, match="mcp.call_timeout: must be"):
+            Settings.load(env=env)

@@ -1,0 +1,259 @@
+"""The config file: TOML, checked against one schema that names every key.
+
+A mistake in the file stops the agent at start-up (exit 1, a message on stderr naming the
+file, the key and what is allowed): a key that is ignored or replaced by a default is
+worse than no key, since ``mode = "readonly"`` would silently give the most permissive
+mode. Broken TOML is reported with its line and column.
+
+To add a key:
+
+1. one field in the section's schema below (``ConfigSchema`` for top-level keys, or
+   ``ShellSchema``, ``SandboxSchema``, ``McpSchema``, ``ProviderSchema``; a new ``[table]``
+   is a new schema nested in ``ConfigSchema``), built with the field makers below so a
+   wrong type is refused with a clear message;
+2. its default as an attribute of the same name on the settings object
+   (``term2acp/settings.py``: ``Settings`` or the section's class), which the loaded value
+   replaces (``ProviderSchema`` values stay a dict the catalog reads);
+3. one line in README.rst's "Config file" example, with its default
+   (``tests/unit/test_config_reference.py`` checks that the example and this schema list
+   the same keys, and that the example loads).
+"""
+
+import json
+
+from marshmallow import RAISE, Schema, ValidationError, fields, post_load, validate
+
+from term2acp.core.choices import EFFORTS, MODE_IDS
+from term2acp.providers.catalog import BUILTIN_PROVIDERS
+
+PROVIDER_TYPES = ("openai", "anthropic")
+
+
+class ConfigError(ValueError):
+    pass
+
+
+# ------------------------------------------------------------------ field makers
+class Typed(fields.Field):
+    """A value of exactly one TOML type: no strings read as numbers, no ``true`` as 1."""
+
+    def __init__(self, types, expected, convert=None, **kwargs):
+        super().__init__(**kwargs)
+        self.types, self.expected, self.convert = types, expected, convert
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if isinstance(value, bool) and bool not in self.types or not isinstance(value, self.types):
+            raise ValidationError(f"must be {self.expected}, not {_toml_type(value)}")
+        return self.convert(value) if self.convert else value
+
+
+def text(choices=None):
+    if choices is None:
+        return Typed((str,), "a string")
+    return Typed((str,), "a string", validate=validate.OneOf(
+        choices, error='"{input}" is not allowed; use one of: ' + ", ".join(choices)))
+
+
+def switch():
+    return Typed((bool,), "true or false")
+
+
+def count(minimum=1):
+    return Typed((int,), "a whole number", validate=validate.Range(
+        min=minimum, error=f"must be at least {minimum}"))
+
+
+def seconds(minimum=0, positive=True):
+    """A duration in seconds (an integer or a decimal), loaded as a float."""
+    bound = validate.Range(min=minimum, min_inclusive=not positive,
+                           error=f"must be {'more than' if positive else 'at least'} {minimum}")
+    return Typed((int, float), "a number of seconds", convert=float, validate=bound)
+
+
+class _StringList(fields.Field):
+    def _deserialize(self, value, attr, data, **kwargs):
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise ValidationError("must be a list of non-empty strings, e.g. [\"a\", \"b\"]")
+        return list(value)
+
+
+class _StringTable(fields.Field):
+    def _deserialize(self, value, attr, data, **kwargs):
+        if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+            raise ValidationError('must be a table of strings, e.g. { X-Title = "term2acp" }')
+        return dict(value)
+
+
+class _Efforts(fields.Field):
+    """``reasoning``: true, false, or the efforts the models support."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            wrong = [v for v in value if v not in EFFORTS]
+            if not wrong:
+                return list(value)
+            raise ValidationError(f'"{wrong[0]}" is not an effort; use: {", ".join(EFFORTS)}')
+        raise ValidationError(f"must be true, false or a list of efforts ({', '.join(EFFORTS)})")
+
+
+# ------------------------------------------------------------------ the schema
+UNKNOWN = "unknown key"  # completed by problems() with the keys the table takes
+
+
+class Section(Schema):
+    error_messages = {"unknown": UNKNOWN, "type": "must be a table"}
+
+    class Meta:
+        unknown = RAISE
+
+
+class ShellSchema(Section):
+    timeout = seconds()
+    max_timeout = seconds()
+    network = switch()
+    max_processes = count()
+    process_output_kb = count()
+
+
+class SandboxSchema(Section):
+    toolchains = _StringList()
+    read_paths = _StringList()
+    memory_mb = count()
+    tmpfs_mb = count()
+
+
+class McpSchema(Section):
+    call_timeout = seconds()
+
+
+class ProviderSchema(Section):
+    type = text(PROVIDER_TYPES)
+    base_url = Typed((str,), "a string", validate=validate.Regexp(
+        r"^https?://", error="must start with http:// or https://"))
+    api_key_env = text()
+    api_key = text()
+    models = _StringList()
+    context_window = count()
+    images = switch()
+    reasoning = _Efforts()
+    timeout = seconds()
+    connect_timeout = seconds()
+    max_retries = count(minimum=0)
+    headers = _StringTable()
+
+
+class _Providers(fields.Field):
+    """``[providers.<name>]`` tables; a built-in provider's name is refused, since the
+    table would replace that provider instead of configuring it."""
+
+    schema = ProviderSchema()
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if not isinstance(value, dict):
+            raise ValidationError("must be tables: [providers.<name>]")
+        loaded, errors = {}, {}
+        for name, table in value.items():
+            if name in BUILTIN_PROVIDERS:
+                errors[name] = [f'"{name}" is a built-in provider (set it up with its '
+                                "environment variables); give this one another name"]
+            elif not isinstance(table, dict):
+                errors[name] = ["must be a table: [providers.<name>]"]
+            else:
+                try:
+                    loaded[name] = self.schema.load(table)
+                except ValidationError as exc:
+                    errors[name] = exc.messages
+        if errors:
+            raise ValidationError(errors)
+        return loaded
+
+
+class ConfigSchema(Section):
+    provider = text()
+    model = text()
+    effort = text(EFFORTS)
+    mode = text(MODE_IDS)
+    max_turn_requests = count()
+    max_parallel_tools = count()
+    context_window = count()
+    images = switch()
+    approval_timeout = seconds(positive=False)  # 0: wait until the turn is cancelled
+    max_live_sessions = count()
+    idle_session_timeout = seconds(positive=False)  # 0: never close an idle session
+    store_busy_timeout = seconds()
+    shell = fields.Nested(ShellSchema)
+    sandbox = fields.Nested(SandboxSchema)
+    mcp = fields.Nested(McpSchema)
+    providers = _Providers()
+
+    @post_load
+    def _no_timeout(self, data, **kwargs):
+        if data.get("approval_timeout") == 0:
+            data["approval_timeout"] = None
+        return data
+
+
+SCHEMA = ConfigSchema()
+
+
+# ------------------------------------------------------------------ reading
+def read(path):
+    """The checked contents of the config file at ``path``, or None when there is none."""
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc}") from None
+    import tomllib  # only when there is a file to parse
+
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc}") from None
+    try:
+        return SCHEMA.load(data)
+    except ValidationError as exc:
+        lines = [f"  {key}: {message}" for key, message in problems(exc.messages)]
+        raise ConfigError(f"config file {path} has {_plural(len(lines))}:\n"
+                          + "\n".join(lines)) from None
+
+
+def problems(messages, schema=SCHEMA, prefix=""):
+    """``(key, message)`` for each error of a load, unknown keys with the keys allowed."""
+    for key, value in sorted(messages.items(), key=lambda item: str(item[0])):
+        name = prefix[:-1] if key == "_schema" else f"{prefix}{key}"
+        field = schema.fields.get(key) if schema is not None else None
+        if isinstance(value, dict):
+            if isinstance(field, fields.Nested):
+                yield from problems(value, field.schema, name + ".")
+            elif isinstance(field, _Providers):
+                for provider, errors in sorted(value.items()):
+                    if isinstance(errors, dict):
+                        yield from problems(errors, field.schema, f"{name}.{provider}.")
+                    else:
+                        yield from ((f"{name}.{provider}", m) for m in errors)
+            else:
+                yield from problems(value, None, name + ".")
+            continue
+        for message in value:
+            if message == UNKNOWN and schema is not None:
+                table = f"[{prefix[:-1]}]" if prefix else "the top level"
+                message = f"unknown key; {table} takes: {', '.join(schema.fields)}"
+            yield name, message
+
+
+def _plural(n):
+    return "a mistake" if n == 1 else f"{n} mistakes"
+
+
+def _toml_type(value):
+    kinds = ((bool, "true or false"), (int, "a whole number"), (float, "a decimal number"),
+             (str, "a string"), (list, "a list"), (dict, "a table"))
+    kind = next((label for cls, label in kinds if isinstance(value, cls)), "a date or time")
+    if isinstance(value, bool):
+        return kind
+    return f"{kind} ({json.dumps(value)})" if isinstance(value, (int, float, str)) else kind

@@ -1,0 +1,9 @@
+"""The enumerated settings every layer shares: reasoning efforts and session modes.
+
+One place, so that the config file's schema (``term2acp/config.py``), the command line,
+the editor's pickers and the turn's policy accept exactly the same values.
+"""
+
+EFFORTS = ("default", "none", "minimal", "low", "medium", "high", "xhigh")
+MODE_IDS = ("read-only", "ask", "auto")  # what each allows: agent/modes.py
+DEFAULT_MODE = "auto"
