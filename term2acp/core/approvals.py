@@ -17,6 +17,9 @@ MCP_TOOL = "mcp_tool"  # the first call of an MCP server tool (term2acp/mcp/adap
 
 # (choice id, label, ACP permission option kind). Only choices with an ACP kind exist here:
 # unsandboxed-once and allow-remember are never offered, reject_always is never used.
+# Where a variant offers several options of one kind, the narrowest comes last: clients
+# that key the options by kind keep the last of each (CodeCompanion's diff view), so
+# there the narrowest grant is the one reachable.
 CHOICES = {
     ORDINARY: (
         ("approve", "Allow", "allow_once"),
@@ -29,8 +32,8 @@ CHOICES = {
     ),
     OUTSIDE_EDIT: (
         ("allow-once", "Allow once", "allow_once"),
-        ("allow-edit-file-session", "Allow file for session", "allow_always"),
         ("allow-edit-folder-session", "Allow folder for session", "allow_always"),
+        ("allow-edit-file-session", "Allow file for session", "allow_always"),
         ("reject", "Reject", "reject_once"),
     ),
     MCP_TOOL: (

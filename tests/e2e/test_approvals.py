@@ -132,8 +132,8 @@ def test_edit_outside_offers_the_edit_options(started, outside, option):
     _, updates, _ = agent.prompt(sid, "go", on_request=lambda m: requests.append(m) or selected(option))
     assert options_of(requests[0]) == [
         ("allow-once", "Allow once", "allow_once"),
-        ("allow-edit-file-session", "Allow file for session", "allow_always"),
         ("allow-edit-folder-session", "Allow folder for session", "allow_always"),
+        ("allow-edit-file-session", "Allow file for session", "allow_always"),
         ("reject", "Reject", "reject_once")]
     diff = requests[0]["params"]["subject"]["toolCall"]["content"][0]
     assert diff["type"] == "diff" and diff["changes"][0] == {"operation": "add", "path": target, "fileType": "text"}

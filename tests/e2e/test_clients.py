@@ -158,3 +158,42 @@ def test_v2_keeps_refusing_a_second_foreground_prompt(acp_agent, acp_workspace):
         agent.wait_update(state="idle", session_id=sid)
     finally:
         server.stop()
+
+
+# ---------------------------------------------------------------- CodeCompanion: options by kind
+def codecompanion_pick(kind):
+    """CodeCompanion's diff view maps each option kind to an option id, the last option of
+    a kind winning, and answers the key the user pressed with that id."""
+    def answer(message):
+        if message.get("method") != "session/request_permission":
+            return None
+        by_kind = {}
+        for option in message["params"]["options"]:
+            by_kind[option["kind"]] = option["optionId"]
+        return {"outcome": {"outcome": "selected", "optionId": by_kind[kind]}}
+    return answer
+
+
+def test_v1_allow_always_by_kind_reaches_the_file_grant(acp_agent, acp_workspace, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    target = str(outside / "made.txt")
+    call = {"tool_call": {"name": "create_file", "arguments": {"path": target, "content": "a\n"}}}
+    sibling = {"tool_call": {"name": "create_file",
+                             "arguments": {"path": target + ".2", "content": "b\n"}}}
+    agent = acp_agent(turns=[[call], [{"text": "made"}], [sibling], [{"text": "tried"}]],
+                      protocol=1)
+    sid = agent.new_session(acp_workspace)
+    agent.prompt(sid, "make it", on_request=codecompanion_pick("allow_always"))
+    assert open(target).read() == "a\n"
+    # the grant covers that file only: a sibling asks again (and is rejected here)
+    asked = []
+
+    def reject(message):
+        if message.get("method") == "session/request_permission":
+            asked.append(message)
+            return {"outcome": {"outcome": "selected", "optionId": "reject"}}
+        return None
+
+    agent.prompt(sid, "and a sibling", on_request=reject)
+    assert len(asked) == 1 and not (outside / "made.txt.2").exists()

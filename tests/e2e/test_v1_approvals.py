@@ -96,8 +96,8 @@ def test_edit_outside_shows_the_v1_diff_and_writes_locally_once_allowed(v1, outs
     agent.prompt(sid, "go", on_request=permissions(lambda m: selected("allow-once"), requests))
     assert options_of(requests[0]) == [
         ("allow-once", "Allow once", "allow_once"),
-        ("allow-edit-file-session", "Allow file for session", "allow_always"),
         ("allow-edit-folder-session", "Allow folder for session", "allow_always"),
+        ("allow-edit-file-session", "Allow file for session", "allow_always"),
         ("reject", "Reject", "reject_once")]
     assert requests[0]["params"]["toolCall"]["content"] == [
         {"type": "diff", "path": target, "newText": "new\n"}]
