@@ -1,6 +1,8 @@
 """What third-party clients send, as they send it (acpx, Toad, CodeCompanion, agent-shell),
 through the launcher on v1 (and v2 where it applies)."""
 
+import os
+
 import pytest
 
 from tests.support import fake_llm as f
@@ -197,3 +199,28 @@ def test_v1_allow_always_by_kind_reaches_the_file_grant(acp_agent, acp_workspace
 
     agent.prompt(sid, "and a sibling", on_request=reject)
     assert len(asked) == 1 and not (outside / "made.txt.2").exists()
+
+
+# ---------------------------------------------------------------- acpx: a refused write
+def test_v1_the_editors_reason_for_refusing_a_write_reaches_the_tool_result(acp_agent,
+                                                                            acp_workspace):
+    from term2acp.testing.harness import ANSWERED
+
+    call = {"tool_call": {"name": "create_file", "arguments": {"path": "a.txt", "content": "a"}}}
+    agent = acp_agent(turns=[[call], [{"text": "could not"}]], protocol=1)
+    sid = agent.new_session(acp_workspace)
+
+    def refuse(message):  # acpx's answer when its permission mode denies writes
+        if message.get("method") != "fs/write_text_file":
+            return None
+        agent.send({"jsonrpc": "2.0", "id": message["id"], "error": {
+            "code": -32603, "message": "Internal error",
+            "data": {"details": "Permission denied for fs/write_text_file"}}})
+        return ANSWERED
+
+    _, updates, _ = agent.prompt(sid, "write it", on_request=refuse)
+    failed = [u for u in updates if u.get("status") == "failed"]
+    assert len(failed) == 1
+    shown = failed[0]["content"][0]["content"]["text"]
+    assert "Permission denied for fs/write_text_file" in shown and "Internal error" in shown
+    assert not os.path.exists(os.path.join(acp_workspace, "a.txt"))

@@ -54,5 +54,28 @@ class EditorFiles:
             raise EditorError(f"The editor did not answer within {TIMEOUT:g}s while {verb} "
                               f"{params['path']}; nothing was {'read' if verb == 'reading' else 'written'}.") from None
         except RpcError as exc:
-            log.info("%s %s failed: %s", method, params["path"], exc.message)
-            raise EditorError(f"The editor refused {verb} {params['path']}: {exc.message}") from None
+            reason = editor_reason(exc)
+            log.info("%s %s failed: %s", method, params["path"], reason)
+            raise EditorError(f"The editor refused {verb} {params['path']}: {reason}") from None
+
+
+REASON_CAP = 500  # characters of an editor's own words kept in a tool result
+
+
+def editor_reason(exc):
+    """The editor's own words for a refusal: its message, and what its ``data`` says (acpx
+    answers "Internal error" with the reason in ``data.details``), on one bounded line."""
+    parts = [exc.message]
+    data = exc.data
+    if isinstance(data, str):
+        parts.append(data)
+    elif isinstance(data, dict):
+        parts += [data[key] for key in ("details", "message", "reason", "error")
+                  if isinstance(data.get(key), str)]
+    words = []
+    for part in parts:
+        line = " ".join(part.split())
+        if line and line not in words:
+            words.append(line)
+    reason = ": ".join(words) or "no reason given"
+    return reason if len(reason) <= REASON_CAP else reason[:REASON_CAP - 1] + "…"
