@@ -28,6 +28,9 @@ def configure(env=os.environ):
             handler.setFormatter(logging.Formatter(
                 "%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"))
             root.addHandler(handler)
+            # the file has the detail; editors that show stderr in the chat (agent-shell)
+            # get warnings and errors only
+            stderr.setLevel(logging.WARNING)
 
 
 def protect_stdio():

@@ -222,13 +222,21 @@ def test_children_can_neither_read_nor_reconfigure_the_protocol_pipes(agent):
     agent.close()
 
 
-def test_logging_goes_to_stderr_and_the_log_file_never_stdout(spawn, tmp_path, workspace):
+def test_logging_goes_to_stderr_or_the_log_file_never_stdout(spawn, tmp_path, workspace):
+    agent = spawn(env={"TERM2ACP_LOG_LEVEL": "DEBUG"})
+    agent.initialize()
+    agent.new_session(workspace)
+    assert agent.close() == 0
+    assert "term2acp.wire" in agent.stderr and '"method": "session/new"' in agent.stderr
+    # with a log file the detail goes there; stderr (which agent-shell prints into the
+    # chat) keeps warnings and errors only
     log_file = tmp_path / "agent.log"
     agent = spawn(env={"TERM2ACP_LOG_LEVEL": "DEBUG", "TERM2ACP_LOG_FILE": str(log_file)})
     agent.initialize()
     agent.new_session(workspace)
     assert agent.close() == 0
-    assert "term2acp.wire" in agent.stderr and '"method": "session/new"' in agent.stderr
-    assert "session/new" in log_file.read_text()
+    assert "DEBUG" not in agent.stderr and "INFO" not in agent.stderr
+    logged = log_file.read_text()
+    assert "DEBUG term2acp.wire" in logged and "session/new" in logged
     for line in agent.lines:  # stdout: protocol messages only, whatever the log level
         assert json.loads(line)["jsonrpc"] == "2.0"
