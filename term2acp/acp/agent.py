@@ -59,9 +59,15 @@ def terminal_output_meta(capabilities):
 
 
 def terminal_auth(capabilities, version):
-    """The client can run ``term2-acp --login`` itself (v1 ``auth.terminal: true``, v2
-    ``auth.terminal: {}``)."""
-    auth = (capabilities or {}).get("auth") if isinstance(capabilities, dict) else None
+    """The client can run ``term2-acp --login`` itself: v1 ``auth.terminal: true``, v2
+    ``auth.terminal: {}``, or (either version) ``_meta["terminal-auth"]: true``, which the
+    ACP registry's validator and clients older than ``auth.terminal`` send."""
+    if not isinstance(capabilities, dict):
+        return False
+    meta = capabilities.get("_meta")
+    if isinstance(meta, dict) and meta.get("terminal-auth") is True:
+        return True
+    auth = capabilities.get("auth")
     terminal = auth.get("terminal") if isinstance(auth, dict) else None
     return terminal is True if version == 1 else isinstance(terminal, dict)
 

@@ -5,6 +5,9 @@ in acp/controls.py (commands, events, session options) on that path cost the ans
 the hub) tens of milliseconds (issue 16).
 """
 
+import os
+import sys
+
 from term2acp import auth
 
 
@@ -12,9 +15,9 @@ def auth_methods(catalog, terminal, version):
     out = []
     for kind, method_id, name, description in auth.methods(catalog, terminal):
         if version == 1:
-            item = {"id": method_id, "name": name, "description": description}
+            item = {"id": method_id, "name": name, "description": description, "type": kind}
             if kind == "terminal":
-                item.update(type="terminal", args=[auth.LOGIN_FLAG])
+                item.update(args=[auth.LOGIN_FLAG], _meta={"terminal-auth": _login_command()})
         else:
             item = {"type": kind, "methodId": method_id, "name": name,
                     "description": description}
@@ -22,3 +25,14 @@ def auth_methods(catalog, terminal, version):
                 item["args"] = [auth.LOGIN_FLAG]
         out.append(item)
     return out
+
+
+def _login_command():
+    """The sign-in as a command line, for clients that read it from
+    ``_meta["terminal-auth"]`` (they predate ``type: "terminal"``)."""
+    launcher = os.path.realpath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    if os.path.isfile(launcher) and not launcher.endswith(".py"):
+        args = [launcher, auth.LOGIN_FLAG]  # bin/term2-acp or the console script
+    else:
+        args = ["-m", "term2acp", auth.LOGIN_FLAG]
+    return {"command": sys.executable, "args": args, "label": "term2-acp --login"}

@@ -42,8 +42,16 @@ def methods_of(agent):
     return agent.initialize()["authMethods"]
 
 
+# the ACP registry's validator (and clients older than auth.terminal) say _meta terminal-auth
+REGISTRY_V1_INITIALIZE = {
+    "protocolVersion": 1, "clientInfo": {"name": "ACP Registry Validator", "version": "1.0.0"},
+    "clientCapabilities": {"terminal": True, "fs": {"readTextFile": True, "writeTextFile": True},
+                           "_meta": {"terminal_output": True, "terminal-auth": True}}}
+
+
 @pytest.mark.parametrize("protocol, params, terminal", [
     (1, ZED_V1_INITIALIZE, True),
+    (1, REGISTRY_V1_INITIALIZE, True),
     (1, {"protocolVersion": 1, "clientCapabilities": {"fs": {}, "terminal": False},
          "clientInfo": {"name": "JetBrains AI Assistant", "version": "1"}}, False),
     (2, dict(V2_INITIALIZE, capabilities={"auth": {"terminal": {}}}), True),
@@ -57,10 +65,24 @@ def test_auth_methods(acp_agent, protocol, params, terminal):
         ["term2-login"] if terminal else [])
     assert "OPENAI_API_KEY" in methods[0]["description"]
     assert "ANTHROPIC_API_KEY" in methods[1]["description"]
-    if protocol == 2:
-        assert [m["type"] for m in methods[:2]] == ["agent", "agent"]
+    assert [m["type"] for m in methods[:2]] == ["agent", "agent"]  # what each one does
     if terminal:
         assert methods[2]["type"] == "terminal" and methods[2]["args"] == ["--login"]
+    agent.close()
+
+
+def test_the_terminal_sign_in_command_for_meta_clients_signs_in(acp_agent, acp_env, keyless):
+    """Clients that read ``_meta["terminal-auth"]`` run its command line themselves."""
+    agent = acp_agent(initialize=False, protocol=1, env=keyless)
+    methods = agent.request("initialize", REGISTRY_V1_INITIALIZE)["result"]["authMethods"]
+    command = methods[-1]["_meta"]["terminal-auth"]
+    assert command["label"] == "term2-acp --login"
+    done = subprocess.run([command["command"], *command["args"]], input=f"1\n{SECRET}\n",
+                          env=dict(acp_env, **keyless), capture_output=True, text=True,
+                          timeout=30)
+    assert done.returncode == 0, done.stderr
+    stored = os.path.join(os.path.dirname(acp_env["TERM2ACP_CONFIG"]), "auth.json")
+    assert SECRET in open(stored).read()
     agent.close()
 
 

@@ -22,9 +22,10 @@ V1_ANSWER = {
     },
     "authMethods": [
         {"id": "openai", "name": "OpenAI (or an OpenAI-compatible server) API key",
+         "type": "agent",
          "description": "Set OPENAI_API_KEY in the agent's environment (the editor's agent "
                         "settings), or store it with term2-acp --login; then sign in again."},
-        {"id": "anthropic", "name": "Anthropic API key",
+        {"id": "anthropic", "name": "Anthropic API key", "type": "agent",
          "description": "Set ANTHROPIC_API_KEY in the agent's environment (the editor's agent "
                         "settings), or store it with term2-acp --login; then sign in again."},
     ],
@@ -67,6 +68,12 @@ CLIENTS = {
                     "clientCapabilities": {"fs": {"readTextFile": False,
                                                   "writeTextFile": False}}},
     "bare": {"protocolVersion": 1},
+    "registry": {"protocolVersion": 1,
+                 "clientInfo": {"name": "ACP Registry Validator", "version": "1.0.0"},
+                 "clientCapabilities": {"terminal": True,
+                                        "fs": {"readTextFile": True, "writeTextFile": True},
+                                        "_meta": {"terminal_output": True,
+                                                  "terminal-auth": True}}},
     "junk-optional-fields": {"protocolVersion": 1, "clientInfo": 5, "clientCapabilities": "x"},
 }
 
@@ -75,8 +82,12 @@ CLIENTS = {
 def test_v1_clients_get_the_v1_answer(fresh, client, acp_workspace):
     agent = fresh(1)
     expected = dict(V1_ANSWER, authMethods=V1_ANSWER["authMethods"] + (
-        [TERMINAL_V1] if client == "zed" else []))
-    assert result_of(agent.request("initialize", CLIENTS[client])) == expected
+        [TERMINAL_V1] if client in ("zed", "registry") else []))
+    answer = result_of(agent.request("initialize", CLIENTS[client]))
+    for method in answer["authMethods"]:  # its command line (tests/e2e/test_auth.py runs it)
+        assert set(method.pop("_meta", {}).get("terminal-auth", {"label": ""})) <= {
+            "command", "args", "label"}
+    assert answer == expected
     # the connection now speaks v1: session/new needs no v2 field, session/load exists
     listed = result_of(agent.request("session/list", {}))
     assert listed == {"sessions": []}
@@ -93,7 +104,7 @@ def test_version_2_and_above_get_todays_v2_answer(fresh, version):
         "info": {"name": "term2", "title": "term2", "version": __version__},
         "capabilities": {"session": {"prompt": {"embeddedContext": {}},
                                  "mcp": {"stdio": {}, "http": {}}}},
-        "authMethods": [dict(m, type="agent", methodId=m.pop("id")) for m in
+        "authMethods": [dict(m, methodId=m.pop("id")) for m in
                         [dict(m) for m in V1_ANSWER["authMethods"]]],
     }
     # v1-only methods do not exist on a v2 connection
