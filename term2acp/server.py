@@ -110,6 +110,7 @@ class Server:
         for signum in (signal.SIGINT, signal.SIGTERM):
             gevent.signal_handler(signum, self.stop.set)
         gevent.signal_handler(signal.SIGUSR1, _dump_greenlets)
+        gevent.signal_handler(signal.SIGUSR2, self._yield_sessions)  # sessions/takeover.py
         self.warmup.start()  # the session layer, before the first line is read
         hold_collector()  # the launcher's held collector: on after the first calls (warmup.py)
         reader = gevent.spawn(self._read)
@@ -133,6 +134,12 @@ class Server:
         self.endpoint.join(timeout=0.5)
         if not self.writer.drain(bound * 0.2):
             log.warning("could not flush every message to stdout before exiting")
+
+    def _yield_sessions(self):
+        """SIGUSR2: another process asks for sessions live here (sessions/takeover.py)."""
+        manager = self.manager
+        if manager is not None:
+            gevent.spawn(manager.yield_requested).name = "takeover"
 
 
 def _discarded(tag):

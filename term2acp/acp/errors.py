@@ -39,6 +39,14 @@ class SessionLimitError(RpcError):
     MESSAGE = "Too many live sessions"
 
 
+def _locked_message(pid, waited=None):
+    if waited is not None:
+        return (f"Session is open in another term2-acp process (pid {pid}), which did not let "
+                f"it go within {waited:g}s: close it there (or end that process) and try again")
+    return (f"Session is open in another term2-acp process (pid {pid}): load or resume it "
+            "here to take it over (that process closes it), or close it there")
+
+
 def _not_found(exc):
     return ResourceNotFoundError(f"Session not found: {exc.args[0]}",
                                  data={"sessionId": exc.args[0], "uri": f"session:{exc.args[0]}"})
@@ -47,8 +55,7 @@ def _not_found(exc):
 ERRORS = {
     SessionNotFound: _not_found,
     SessionBusy: lambda exc: BusyError(),
-    SessionLocked: lambda exc: SessionLockedError(
-        f"Session is open in another term2-acp process (pid {exc.args[0]}); close it there first"),
+    SessionLocked: lambda exc: SessionLockedError(_locked_message(*exc.args)),
     CwdMismatch: lambda exc: InvalidParamsError(str(exc)),
     WorkspaceError: lambda exc: InvalidParamsError(str(exc)),
     PromptError: lambda exc: InvalidParamsError(str(exc)),

@@ -14,7 +14,8 @@ class CwdMismatch(ValueError):
 
 
 class SessionLocked(Exception):
-    """The session is live in another process; ``args[0]`` is that process's pid."""
+    """The session is live in another process; ``args[0]`` is that process's pid, ``args[1]``
+    (when given) how many seconds it was asked to let the session go, in vain."""
 
 
 class InvalidCursor(ValueError):

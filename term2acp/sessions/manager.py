@@ -24,8 +24,9 @@ from term2acp.core import events as ev
 from term2acp.core.nesting import too_deep
 from term2acp.providers.catalog import NO_PROVIDER_HELP
 from term2acp.providers.errors import ProviderError, ProviderNotConfigured
-from term2acp.sessions import repair
-from term2acp.sessions.errors import CwdMismatch, SessionBusy, SessionLimit, SessionNotFound
+from term2acp.sessions import repair, takeover
+from term2acp.sessions.errors import (CwdMismatch, SessionBusy, SessionLimit, SessionLocked,
+                                      SessionNotFound)
 from term2acp.sessions.lifecycle import CANCELLED, FAILED, Outcome
 from term2acp.sessions.live import LiveSession, SessionLock
 from term2acp.sessions.store import store_for
@@ -35,6 +36,9 @@ log = logging.getLogger(__name__)
 
 PAGE_SIZE = 50
 MAX_DORMANT = 4096  # idle-closed sessions remembered for a transparent reopen
+TAKEN_OVER = ("This session was opened in another term2-acp process (pid {pid}) and is closed "
+              "here. To continue in this window, load or resume it here again (that takes it "
+              "back).")
 DORMANT_STATE = ("sink", "access", "effort", "provider_id", "model", "context_window", "cost",
                  "title", "interaction_seq", "mode", "controls", "window_learned", "mcp_servers",
                  "editor")
@@ -98,7 +102,19 @@ class SessionManager:
         os.makedirs(path, mode=0o700, exist_ok=True)
         return path
 
-    def _attach(self, row):
+    def _attach(self, row, take=False):
+        """Make the stored ``row`` live here. ``take``: when another process holds it, ask
+        that process to let it go (sessions/takeover.py) instead of refusing."""
+        try:
+            return self._attach_here(row)
+        except SessionLocked as exc:
+            if not take:
+                raise
+            log.info("session %s is open in process %s: taking it over", row["id"], exc.args[0])
+            return takeover.take(self._locks, row["id"], exc.args[0],
+                                 lambda: self._attach_here(row))
+
+    def _attach_here(self, row):
         self._make_room()
         lock = SessionLock(self._locks, row["id"])
         lock.acquire()
@@ -158,8 +174,9 @@ class SessionManager:
                 session.group.kill(block=False)
                 self._release(session, forget_grants=False)
 
-    def _reopen(self, session_id):
-        """A session idle-closed by this process, attached again as it was; or None."""
+    def _reopen(self, session_id, take=False):
+        """A session idle-closed (or taken over from) this process, attached again as it
+        was; or None."""
         state = self._dormant.get(session_id)
         if state is None:
             return None
@@ -167,7 +184,7 @@ class SessionManager:
         if row is None:
             self._dormant.pop(session_id, None)
             return None
-        session = self._attach(row)  # SessionLocked if another process took it meanwhile
+        session = self._attach(row, take)  # SessionLocked if another process has it now
         del self._dormant[session_id]
         for key, value in state.items():
             setattr(session, key, value)
@@ -253,8 +270,8 @@ class SessionManager:
         if row["cwd"] != root:
             raise CwdMismatch(f"cwd does not match the session's workspace {row['cwd']}")
         if session_id in self._dormant:
-            return self._reopen(session_id), False
-        session = self._attach(row)  # SessionLocked when another process has it
+            return self._reopen(session_id, take=True), False
+        session = self._attach(row, take=True)  # from another process that has it open
         self._load_history(session)
         return session, False
 
@@ -448,6 +465,36 @@ class SessionManager:
         session.group.kill(block=True, timeout=1)
         self._release(session)
         return ok
+
+    def yield_requested(self):
+        """Let go of every live session another process asked for (its SIGUSR2)."""
+        for session in list(self.live.values()):
+            requester = takeover.requested(self._locks, session.id)
+            if requester is not None and requester != os.getpid():
+                try:
+                    self._yield(session, requester)
+                except Exception:  # noqa: BLE001 - the requester then hears it is locked
+                    log.exception("session %s: could not let it go", session.id)
+
+    def _yield(self, session, requester):
+        """Close ``session`` here for another process: its client is told why (not in the
+        journal, which the new holder replays), a running turn is cancelled, and the
+        session stays known here, so using it again says where it is."""
+        from term2acp.core.ids import new_id
+
+        log.warning("session %s: taken over by term2-acp process %s", session.id, requester)
+        if session.sink is not None:
+            session.sink(session, ev.Notice(new_id("msg"), TAKEN_OVER.format(pid=requester)))
+        state = {key: getattr(session, key) for key in DORMANT_STATE}
+        turn = session.lifecycle.greenlet
+        self.cancel(session.id)
+        if turn is not None:
+            turn.join(self.settings.shutdown_timeout)
+        session.group.kill(block=True, timeout=1)
+        self._release(session, forget_grants=False)
+        self._dormant[session.id] = state
+        while len(self._dormant) > MAX_DORMANT:
+            self._dormant.pop(next(iter(self._dormant)))
 
     def mark_closing(self, session_id):
         """session/close was read: from now on the session's turn is cancelled (runs in the

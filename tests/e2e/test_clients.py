@@ -224,3 +224,33 @@ def test_v1_the_editors_reason_for_refusing_a_write_reaches_the_tool_result(acp_
     shown = failed[0]["content"][0]["content"]["text"]
     assert "Permission denied for fs/write_text_file" in shown and "Internal error" in shown
     assert not os.path.exists(os.path.join(acp_workspace, "a.txt"))
+
+
+# ---------------------------------------------------------------- CodeCompanion: /resume elsewhere
+def test_v1_load_in_another_process_takes_the_session_over(acp_agent, acp_workspace, tmp_path):
+    """One agent process per chat: the second chat's session/load of a session the first
+    still holds takes it over, and a turn running there ends cancelled."""
+    home = {"TERM2ACP_HOME": str(tmp_path / "shared-home")}
+    first = acp_agent(turns=[[{"text": "noted"}], [{"text": "working"}, {"hang": True}]],
+                      protocol=1, env=home)
+    sid = first.new_session(acp_workspace)
+    _, _, end = first.prompt(sid, "remember 42")
+    assert end["result"]["stopReason"] == "end_turn"
+    running = text_prompt(first, sid, "now work")
+    first.wait_update("agent_message_chunk", session_id=sid)  # the turn streams, then hangs
+
+    second = acp_agent(turns=[], protocol=1, env=home)
+    start = len(second.messages)
+    answer = second.request("session/load", {"sessionId": sid, "cwd": acp_workspace,
+                                             "mcpServers": []})
+    assert "result" in answer, answer
+    replayed = [m["params"]["update"] for m in second.messages[start:]
+                if m.get("method") == "session/update"]
+    said = texts(replayed) + texts(replayed, "user_message_chunk")
+    assert "remember 42" in said and "noted" in said
+    assert "another term2-acp process" not in said  # the first's notice is not journaled
+    assert answer_of(first, running)["result"]["stopReason"] == "cancelled"
+    told = [m["params"]["update"]["content"]["text"] for m in first.messages
+            if m.get("method") == "session/update"
+            and m["params"]["update"]["sessionUpdate"] == "agent_message_chunk"]
+    assert any(f"pid {second.proc.pid}" in text for text in told)

@@ -223,16 +223,25 @@ def test_close_during_a_turn_settles_cancelled_before_answering(spawn, workspace
 
 
 # ---------------------------------------------------------------- several processes
-def test_two_processes_share_the_store_and_a_live_session_is_exclusive(spawn, workspace):
+def test_two_processes_share_the_store_and_a_resume_takes_the_session_over(spawn, workspace):
     a, b = spawn(), spawn()
     a.initialize()
     b.initialize()
     sid = a.new_session(workspace)
     assert [s["sessionId"] for s in b.request("session/list", {})["result"]["sessions"]] == [sid]
-    error = error_of(b.request("session/resume", {"sessionId": sid, "cwd": workspace}))
-    assert error["code"] == -32009 and "another term2-acp process" in error["message"]
-    a.request("session/close", {"sessionId": sid})
+    # b's resume asks a to let it go: a's client hears why, b gets the session
     assert "configOptions" in b.request("session/resume", {"sessionId": sid, "cwd": workspace})["result"]
+    told = a.wait_update("agent_message_chunk", session_id=sid)
+    assert f"another term2-acp process (pid {b.proc.pid})" in told["content"]["text"]
+    # a prompt in a now says where the session is and what to do
+    prompt = a.request("session/prompt", {"sessionId": sid,
+                                           "prompt": [{"type": "text", "text": "x"}]})
+    error = error_of(prompt)
+    assert error["code"] == -32009 and f"pid {b.proc.pid}" in error["message"]
+    assert "take it over" in error["message"]
+    # and a resume in a takes it back
+    assert "configOptions" in a.request("session/resume", {"sessionId": sid, "cwd": workspace})["result"]
+    b.wait_update("agent_message_chunk", session_id=sid)
     a.close()
     b.close()
 
