@@ -59,17 +59,21 @@ def terminal_output_meta(capabilities):
 
 
 def terminal_auth(capabilities, version):
-    """The client can run ``term2-acp --login`` itself: v1 ``auth.terminal: true``, v2
-    ``auth.terminal: {}``, or (either version) ``_meta["terminal-auth"]: true``, which the
-    ACP registry's validator and clients older than ``auth.terminal`` send."""
+    """How the client can run ``term2-acp --login`` itself: ``"auth"`` (v1
+    ``auth.terminal: true``, v2 ``auth.terminal: {}``), ``"meta"`` (only
+    ``_meta["terminal-auth"]: true``, which the ACP registry's validator and clients older
+    than ``auth.terminal`` send: they read the command line from the method's ``_meta``),
+    or None."""
     if not isinstance(capabilities, dict):
-        return False
-    meta = capabilities.get("_meta")
-    if isinstance(meta, dict) and meta.get("terminal-auth") is True:
-        return True
+        return None
     auth = capabilities.get("auth")
     terminal = auth.get("terminal") if isinstance(auth, dict) else None
-    return terminal is True if version == 1 else isinstance(terminal, dict)
+    if terminal is True if version == 1 else isinstance(terminal, dict):
+        return "auth"
+    meta = capabilities.get("_meta")
+    if isinstance(meta, dict) and meta.get("terminal-auth") is True:
+        return "meta"
+    return None
 
 
 # Handlers that may import the turn layer (agent/turn.py, context, content, MCP): they
@@ -88,7 +92,7 @@ class AcpAgent:
         self.version = None  # fixed by initialize: 1 or 2
         self.client_info = None
         self.client_files = ClientFiles(None)
-        self.terminal_auth = False  # the client can run term2-acp --login (auth.terminal)
+        self.terminal_auth = None  # how the client runs term2-acp --login: "auth", "meta"
         self._catalog = None  # the server's catalog (set by the composition root)
         self.client_compaction = False  # compaction_update allowed (else agent messages)
         self.client_terminal_meta = False  # v1 _meta.terminal_output (Zed's terminal)

@@ -12,12 +12,15 @@ from term2acp import auth
 
 
 def auth_methods(catalog, terminal, version):
+    """``terminal``: how the client runs the sign-in (``acp/agent.py:terminal_auth``)."""
     out = []
     for kind, method_id, name, description in auth.methods(catalog, terminal):
         if version == 1:
             item = {"id": method_id, "name": name, "description": description, "type": kind}
             if kind == "terminal":
-                item.update(args=[auth.LOGIN_FLAG], _meta={"terminal-auth": _login_command()})
+                item["args"] = [auth.LOGIN_FLAG]
+                if terminal == "meta":
+                    item["_meta"] = {"terminal-auth": _login_command()}
         else:
             item = {"type": kind, "methodId": method_id, "name": name,
                     "description": description}
