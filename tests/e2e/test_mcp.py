@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from tests.support.clock import within
 from tests.support.mcp_servers import (
     HttpServer,
     everything_entry,
@@ -220,7 +221,7 @@ def test_a_call_past_the_call_timeout_fails_and_the_turn_goes_on(mcp_agent, tmp_
     started = time.monotonic()
     _, updates, idle = agent.prompt(sid, "slow", timeout=60,
                                     on_request=lambda m: selected("allow-once"))
-    assert time.monotonic() - started < 15  # not the tool's 20 s
+    assert time.monotonic() - started < min(within(15), 19)  # not the tool's 20 s
     assert idle["params"]["update"]["stopReason"] == "end_turn"
     failed = final(updates)
     assert failed["status"] == "failed"

@@ -19,6 +19,7 @@ from term2acp.tools.edit import CreateFileTool, EditFileTool
 from term2acp.tools.files import ListDirectoryTool, ReadFileTool
 from term2acp.tools.search import GlobTool, GrepTool
 from tests.support.toolctx import tool_context
+from tests.support.clock import within
 
 SECRET = "-----BEGIN OPENSSH PRIVATE KEY----- top secret"
 
@@ -71,7 +72,7 @@ def swap_before(monkeypatch, module, expected, action):
 def bounded(seconds, call):
     start = time.monotonic()
     result = call()
-    assert time.monotonic() - start < seconds
+    assert time.monotonic() - start < within(seconds)
     return result
 
 
