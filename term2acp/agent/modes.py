@@ -4,7 +4,9 @@
   (every kind but read, search, think and fetch) are refused without asking, and the
   model is told so in its instructions.
 * ``ask``: every such call asks the editor, whatever the tool's own policy says, and
-  session grants ("allow for this session") are not consulted.
+  session grants ("allow for this session") are not consulted; but a tool that applies
+  ask mode itself (``applies_ask_mode``: the shell, whose "commands that start with ..."
+  grant is for this mode, ``tools/shell_policy.py``) asks its own questions.
 * ``auto`` (the default): today's policy: writes inside the workspace and sandboxed
   commands run; everything else asks.
 
@@ -60,6 +62,8 @@ def check(mode, tool, title, request):
     if mode == READ_ONLY:
         return READ_ONLY_REFUSAL.format(name=tool.name), None
     if mode == ASK:
+        if getattr(tool, "applies_ask_mode", False):  # its own questions (tools/shell_policy)
+            return None, request
         if request is not None and request.variant == ORDINARY:
             return None, request
         # Grants are not consulted: one ordinary question, whatever the tool's policy.

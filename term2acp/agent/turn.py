@@ -15,7 +15,6 @@ locations, asks for its request and hands that same plan to ``run``.
 
 import json
 import logging
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +28,7 @@ from term2acp.agent.prompt import scrub_text
 from term2acp.core import approvals
 from term2acp.core import events as ev
 from term2acp.core.ids import new_id  # the turn's ids (also re-exported)
+from term2acp.core.commandline import shown_prefix
 from term2acp.core.nesting import MAX_DEPTH, too_deep
 from term2acp.providers import base as pb
 from term2acp.tools.base import Plan, ToolContext, ToolError, ToolResult, editor_of
@@ -311,6 +311,7 @@ class Turn:
                           approve=lambda request: self._approve_nested(record, request),
                           run_tool=self._nested_call, workdir=session.workdir,
                           editor=editor_of(session))
+        ctx.mode = modes.normal(getattr(session, "mode", None))  # tools/shell_policy.py
         ctx.images = getattr(session, "images", False)  # read_file may return images
         return ctx
 
@@ -384,7 +385,8 @@ class Turn:
             kind="other" if nested else record.kind,
             raw_input=None if nested else record.raw_input,
             locations=[] if nested else record.locations,
-            content=request.content, path=request.path)
+            content=request.content, path=request.path,
+            prefix=shown_prefix(request.prefix))
         lifecycle = session.lifecycle  # sessions/lifecycle.py: running <-> requires_action
         lifecycle.require_action(interaction)
         gate = lifecycle.gate
@@ -397,21 +399,8 @@ class Turn:
         if not lifecycle.resume(interaction) and decision.allowed:
             decision = approvals.Decision.deny(approvals.CANCELLED, abort_turn=True)
         if decision.allowed:
-            self._grant(decision.choice, request)
+            session.access.grant(decision.choice, request)
         return decision
-
-    def _grant(self, choice, request):
-        access, path = self.session.access, request.path
-        if choice == "allow-tool-session" and request.grant:
-            access.allow_tool(request.grant)
-        if not path:
-            return
-        if choice == "allow-folder-session":
-            access.allow_read_folder(path)
-        elif choice == "allow-edit-file-session":
-            access.allow_edit_file(path)
-        elif choice == "allow-edit-folder-session":
-            access.allow_edit_folder(os.path.dirname(path))
 
     # ------------------------------------------------------------ endings
     def close_open_calls(self, status):

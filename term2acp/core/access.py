@@ -1,8 +1,12 @@
-"""Session-scoped grants: folders allowed for reading, files and folders for editing.
+"""Session-scoped grants: folders allowed for reading, files and folders for editing, MCP
+tools, and for shell commands the host network (all of them, or those that start with
+given words) and, in ask mode, commands that start with given words.
 
-Grants are keyed to canonical paths, never to tool names, live in memory only and are
-cleared when the session closes.
+Path grants are keyed to canonical paths, never to tool names. All live in memory only
+and are cleared when the session closes.
 """
+
+import os
 
 from term2acp.core.workspace import is_within
 
@@ -14,6 +18,9 @@ class AccessState:
         self.edit_files = set()
         self.edit_folders = set()
         self.tools = set()  # MCP server tools allowed for the session: ("mcp", server, tool)
+        self.network = False  # every command of the session may have the host network
+        self.network_prefixes = set()  # word tuples: commands starting so get the network
+        self.command_prefixes = set()  # word tuples: ask mode runs these without asking
 
     def allow_read_folder(self, folder):
         self.read_folders.add(folder)
@@ -29,6 +36,36 @@ class AccessState:
 
     def can_use_tool(self, key):
         return key in self.tools
+
+    def grant(self, choice, request):
+        """Record what an allow ``choice`` of ``request`` grants for the session (an
+        ``core.approvals.ApprovalRequest``; a choice that grants nothing records nothing)."""
+        path, prefix = request.path, request.prefix
+        if choice == "allow-tool-session" and request.grant:
+            self.allow_tool(request.grant)
+        elif choice == "allow-network-session":
+            self.network = True
+        elif choice == "allow-network-prefix-session" and prefix:
+            self.network_prefixes.add(tuple(prefix))
+        elif choice == "allow-command-prefix-session" and prefix:
+            self.command_prefixes.add(tuple(prefix))
+        elif not path:
+            return
+        elif choice == "allow-folder-session":
+            self.allow_read_folder(path)
+        elif choice == "allow-edit-file-session":
+            self.allow_edit_file(path)
+        elif choice == "allow-edit-folder-session":
+            self.allow_edit_folder(os.path.dirname(path))
+
+    def has_network(self, words):
+        """The session granted the network to a command of these words (None: not one
+        simple command, which only the session-wide grant covers)."""
+        return self.network or _starts_with_any(words, self.network_prefixes)
+
+    def runs_unasked(self, words):
+        """Ask mode may run a command of these words without asking."""
+        return _starts_with_any(words, self.command_prefixes)
 
     def can_read(self, path):
         """Reads are free inside the root, and inside granted read or edit folders."""
@@ -46,3 +83,12 @@ class AccessState:
         self.edit_files.clear()
         self.edit_folders.clear()
         self.tools.clear()
+        self.network = False
+        self.network_prefixes.clear()
+        self.command_prefixes.clear()
+
+
+def _starts_with_any(words, prefixes):
+    if not words:
+        return False
+    return any(tuple(words[:len(prefix)]) == prefix for prefix in prefixes)

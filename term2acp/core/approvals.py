@@ -14,6 +14,8 @@ ORDINARY = "ordinary"
 FOLDER_READ = "folder_read"
 OUTSIDE_EDIT = "outside_workspace_edit"
 MCP_TOOL = "mcp_tool"  # the first call of an MCP server tool (term2acp/mcp/adapter.py)
+NETWORK = "sandbox_network_access"  # a shell command asks for the host network
+COMMAND = "command"  # a shell command in ask mode (tools/shell_policy.py)
 
 # (choice id, label, ACP permission option kind). Only choices with an ACP kind exist here:
 # unsandboxed-once and allow-remember are never offered, reject_always is never used.
@@ -41,7 +43,35 @@ CHOICES = {
         ("allow-tool-session", "Allow this tool for the session", "allow_always"),
         ("reject", "Reject", "reject_once"),
     ),
+    # "{prefix}": the first words of the command as the user sees them; a choice with it is
+    # offered only when the command has such words (one simple command: tools/shell_policy)
+    NETWORK: (
+        ("allow-once", "Allow once", "allow_once"),
+        ("allow-network-session", "Allow network for this session", "allow_always"),
+        ("allow-network-prefix-session", "Allow network for commands that start with "
+                                         "`{prefix}`", "allow_always"),
+        ("reject", "Reject", "reject_once"),
+    ),
+    COMMAND: (
+        ("allow-once", "Allow once", "allow_once"),
+        ("allow-command-prefix-session", "Allow commands that start with `{prefix}` for this "
+                                         "session", "allow_always"),
+        ("reject", "Reject", "reject_once"),
+    ),
 }
+
+
+def choices_for(variant, prefix=None):
+    """The choices offered for ``variant``: with the command prefix in their labels, and
+    without the prefix choices when there is none."""
+    out = []
+    for choice_id, label, kind in CHOICES[variant]:
+        if "{prefix}" in label:
+            if not prefix:
+                continue
+            label = label.replace("{prefix}", prefix)
+        out.append((choice_id, label, kind))
+    return tuple(out)
 
 DENIED_BY_CLIENT = "Permission denied by client."
 CANCELLED = "Permission request was cancelled."
@@ -54,22 +84,24 @@ TIMED_OUT = "No response to the permission request before the timeout."
 class ApprovalRequest(Record):
     """What a tool asks for. ``path`` is the canonical target the grant would cover."""
 
-    __slots__ = ("variant", "path", "title", "content", "grant")
+    __slots__ = ("variant", "path", "title", "content", "grant", "prefix")
 
-    def __init__(self, variant=ORDINARY, path=None, title="", content=None, grant=None):
+    def __init__(self, variant=ORDINARY, path=None, title="", content=None, grant=None,
+                 prefix=None):
         self.variant = variant
         self.path = path
         self.title = title
         self.content = [] if content is None else content  # e.g. a diff preview
         self.grant = grant  # what allow-tool-session grants, e.g. ("mcp", server, tool)
+        self.prefix = prefix  # a command's first words (tuple) a prefix choice would grant
 
 
 class Interaction(Record):
     __slots__ = ("id", "variant", "call_id", "tool_name", "title", "kind", "raw_input",
-                 "locations", "content", "path")
+                 "locations", "content", "path", "prefix")
 
     def __init__(self, id, variant, call_id, tool_name, title, kind, raw_input,  # noqa: A002
-                 locations, content, path):
+                 locations, content, path, prefix=None):
         self.id = id
         self.variant = variant
         self.call_id = call_id
@@ -80,10 +112,11 @@ class Interaction(Record):
         self.locations = locations
         self.content = content
         self.path = path
+        self.prefix = prefix  # the shown command prefix (str) of a prefix choice, or None
 
     @property
     def choices(self):
-        return CHOICES[self.variant]
+        return choices_for(self.variant, self.prefix)
 
 
 class Decision(Record):

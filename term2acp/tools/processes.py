@@ -125,12 +125,13 @@ class Background:
         self.last_output = time.monotonic()
         self._more.set()
 
-    def start(self, argv, ctx, loopback):
+    def start(self, argv, ctx, loopback, network=None):
         self.emit(TerminalStarted(terminal_id=self.terminal_id, command=self.label,
                                   cwd=ctx.root, call_id=ctx.call_id))
         try:
             self.process = sandbox.start(argv, ctx.root, ctx.settings, self.stream.write,
-                                         self._exited, loopback=loopback, tty=self.tty)
+                                         self._exited, network=network, loopback=loopback,
+                                         tty=self.tty)
         except BaseException:
             emit_quietly(self.emit, TerminalExited(terminal_id=self.terminal_id,
                                                    exit_code=None, signal="SIGKILL"))
@@ -188,13 +189,13 @@ class Background:
             self.process.kill()
 
 
-def start(ctx, argv, label, tty, wait_seconds):
+def start(ctx, argv, label, tty, wait_seconds, network=None):
     """``shell`` with ``background``: start the command and return at once (or once it
     exits or ``wait_seconds`` have passed) with its process id and its output so far."""
     shell = shell_of(ctx.session_id)
     process_id = shell.admit(ctx.settings)
     background = Background(process_id, label, ctx, tty)
-    background.start(argv, ctx, shell.loopback)
+    background.start(argv, ctx, shell.loopback, network)
     shell.processes[process_id] = background
     background.wait(wait_seconds)
     how = "with a terminal (tty) " if tty else ""

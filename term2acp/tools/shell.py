@@ -2,7 +2,8 @@
 
 Every command runs sandboxed (see ``sandbox/bwrap.py``); when the sandbox is unavailable
 the call fails without running anything. Since the sandbox confines writes to the session
-root, no approval is asked. The commands of a session share a private loopback
+root, no approval is asked, but for the host network (``network: true``) and in ask mode
+(``tools/shell_policy.py``). The commands of a session share a private loopback
 (``sandbox/loopback.py``), so a server started with ``background: true``
 (``tools/processes.py``) is reached by the next call; ``tty: true`` runs the command on a
 pseudo-terminal.
@@ -21,7 +22,7 @@ from marshmallow import Schema, fields, validate
 
 from term2acp import sandbox
 from term2acp.core.events import TerminalExited, TerminalStarted
-from term2acp.tools import processes
+from term2acp.tools import processes, shell_policy
 from term2acp.tools.base import Tool, ToolError, ToolResult
 from term2acp.tools.output import DISPLAY_CAP, Capture, TerminalStream, emit_quietly
 
@@ -55,6 +56,7 @@ class ShellParams(Schema):
                                     "With background: wait up to this long before "
                                     "returning: until it exits, or until its output has "
                                     "come and paused for half a second (default 0).")})
+    network = fields.Boolean(metadata={"description": shell_policy.NETWORK_DESCRIPTION})
 
 
 class ShellTool(Tool):
@@ -66,8 +68,8 @@ class ShellTool(Tool):
         "working directory is writable; the system directories and the toolchains in the "
         "home directory are read-only; the rest of the home, other projects and "
         "credentials are not visible; /tmp and $HOME are private and small; memory is "
-        "limited; network access is off unless configured (the session's commands share a "
-        "private loopback). Returns the combined stdout/stderr (long output keeps its head "
+        "limited; there is no network unless you set network: true (the user is asked; the "
+        "session's commands share a private loopback). Returns the combined stdout/stderr (long output keeps its head "
         "and tail) and the exit code. With background: true the command keeps running "
         "(use shell_output and shell_kill); stdin is empty unless background or tty.")
 
@@ -75,29 +77,33 @@ class ShellTool(Tool):
         command = (args.get("command") or "").strip().splitlines()
         return command[0][:120] if command else self.name
 
-    def approval(self, args, ctx):
-        return None  # sandboxed (or refused): never needs a human
+    applies_ask_mode = True  # ask mode's questions are shell_policy's
 
-    def run(self, args, ctx):
+    def approval(self, args, ctx):
+        return shell_policy.check(args, ctx)  # the host network, ask mode
+
+    def run(self, args, ctx, plan=None):
         argv = [SHELL, "-c", args["command"]]
+        network = True if plan is not None and plan.network else None  # None: [shell] network
         if args.get("background"):
             if args.get("timeout") is not None:
                 raise ToolError("timeout does not apply to a background command (it runs "
                                 "until shell_kill); use wait_seconds to wait for its first "
                                 "output.")
             require_usable_root(ctx)
-            return _started(ctx, argv, args)
+            return _started(ctx, argv, args, network)
         if args.get("wait_seconds") is not None:
             raise ToolError("wait_seconds applies to background commands only; use timeout "
                             "for a foreground command.")
         timeout = effective_timeout(args.get("timeout"), ctx.settings)
-        return execute(ctx, argv, args["command"], timeout, tty=bool(args.get("tty")))
+        return execute(ctx, argv, args["command"], timeout, tty=bool(args.get("tty")),
+                       network=network)
 
 
-def _started(ctx, argv, args):
+def _started(ctx, argv, args, network):
     try:
         return processes.start(ctx, argv, args["command"], bool(args.get("tty")),
-                               args.get("wait_seconds") or 0)
+                               args.get("wait_seconds") or 0, network=network)
     except sandbox.SandboxUnavailable as exc:
         raise ToolError(f"Shell sandbox unavailable: {exc}. The command was not run.") from None
     except sandbox.LoopbackError as exc:

@@ -250,8 +250,12 @@ def test_ask_asks_for_every_write_and_command_and_ignores_grants(acp_agent, acp_
 
     _, updates, end = agent.prompt(sid, "change things", on_request=answer)
     assert len(seen) == (4 if HAS_BWRAP else 3)  # every write and every command asked
-    assert all([o["optionId"] for o in m["params"]["options"]] == ["approve", "reject"]
-               for m in seen)  # plain questions: nothing to remember for the session
+    offered = [[o["optionId"] for o in m["params"]["options"]] for m in seen]
+    # writes: plain questions, nothing to remember for the session; the command: ask mode's
+    # own grant, for commands that start with the same words (tools/shell_policy.py)
+    command = ["allow-once", "allow-command-prefix-session", "reject"]
+    writes = [["approve", "reject"]] * 3
+    assert offered == (writes[:2] + [command] + writes[2:] if HAS_BWRAP else writes)
     assert all(c["status"] == "completed" for c in finals(updates))
     assert open(os.path.join(acp_workspace, "inside.txt")).read() == "in\n"
     assert open(os.path.join(outside, "again.txt")).read() == "again\n"

@@ -43,7 +43,8 @@ def test_shape():
     assert tool.name == "shell" and tool.kind == "execute"
     assert spec["parameters"]["required"] == ["command"]
     assert spec["parameters"]["properties"]["timeout"]["type"] == "number"
-    assert tool.approval({"command": "rm -rf /", "sandbox": "unsandboxed"}, None) is None
+    assert spec["parameters"]["properties"]["network"]["type"] == "boolean"
+    assert "sandbox" not in spec["parameters"]["properties"]  # always sandboxed
     assert tool.title({"command": "ls -la\necho more"}) == "ls -la"
     with pytest.raises(ToolError):
         tool.load({"command": ""})

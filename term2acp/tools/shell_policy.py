@@ -1,0 +1,62 @@
+"""What a ``shell`` call needs before it runs: the network on request, and ask mode.
+
+Every command runs in the sandbox; what may differ is its network. Without one it runs in
+a network namespace of its own (the session's loopback at most). ``network: true`` asks for
+the host network, with the sandbox otherwise unchanged (writes confined to the workspace,
+secrets masked):
+
+* ``[shell] network = true`` (off by default) gives every command the network: nobody is
+  asked;
+* ``auto`` mode: a command with a session grant runs at once (the network for the
+  session, or for commands that start with the same first words); any other asks
+  (``core.approvals.NETWORK``: allow once, for the session, for commands that start with
+  ``<prefix>``, or reject);
+* ``ask`` mode asks for every command: a network command with the same question, every
+  time (grants are not consulted); any other (``core.approvals.COMMAND``: allow once,
+  allow commands that start with ``<prefix>`` for the session, or reject) unless such a
+  grant covers it;
+* ``read-only`` mode refuses every command before this is consulted (``agent/modes.py``).
+
+The prefix choices are offered only for one simple command (``core/commandline.py``), so a
+grant never covers more than the user saw.
+"""
+
+from term2acp.core import commandline
+from term2acp.core.approvals import COMMAND, NETWORK, ApprovalRequest
+from term2acp.tools.base import Plan
+
+ASK = "ask"  # the session mode that asks for every command (agent/modes.py)
+NETWORK_DESCRIPTION = (
+    "Run with the host's network (package installs, git clone, downloads). Asks the user "
+    "unless the session already allows it; without it the command has no network.")
+
+
+class ShellPlan(Plan):
+    """A checked shell call: whether it gets the host network once it runs."""
+
+    def __init__(self, request=None, network=False):
+        super().__init__(request=request)
+        self.network = network
+
+
+def check(args, ctx):
+    """The plan for one shell call (its ``request`` is what to ask, or None)."""
+    command = args["command"]
+    wants = bool(args.get("network")) and not ctx.settings.shell.network
+    mode, access = getattr(ctx, "mode", None), ctx.access
+    words = commandline.words(command)
+    prefix = commandline.prefix_of(command)
+    if wants and (mode == ASK or not access.has_network(words)):
+        title = f"Allow network access for: {_line(command)}"
+        return ShellPlan(ApprovalRequest(NETWORK, title=title, prefix=prefix), network=True)
+    if mode == ASK and not access.runs_unasked(words):
+        return ShellPlan(ApprovalRequest(COMMAND, title=f"Run: {_line(command)}",
+                                         prefix=prefix), network=wants)
+    return ShellPlan(network=wants)
+
+
+def _line(command):
+    lines = command.strip().splitlines() or [""]
+    first = lines[0][:200]
+    return first + (" ..." if len(lines) > 1 or len(lines[0]) > 200 else "")
+

@@ -1,0 +1,145 @@
+"""The network on request, through the launcher on v1 and v2, with a model server of the
+test's own (tests/support/fake_llm.py) making the calls and an HTTP server of the test's
+own on 127.0.0.1 as the network: no network without asking, four options, reject runs
+nothing, allow once reaches the server, a prefix grant covers the next matching command
+but not another, ask mode asks despite the grant, read-only refuses."""
+
+import json
+import os
+import shutil
+
+import pytest
+from gevent.pywsgi import WSGIServer
+
+from tests.support import fake_llm as f
+
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None and not os.environ.get("CI"),
+                                reason="bubblewrap is not installed")
+
+
+class Site:
+    """An HTTP server on 127.0.0.1 that records the paths it served."""
+
+    def __init__(self):
+        self.paths = []
+        self.server = WSGIServer(("127.0.0.1", 0), self.app, log=None, error_log=None)
+        self.server.start()
+        self.port = self.server.server_port
+
+    def app(self, environ, start_response):
+        self.paths.append(environ["PATH_INFO"])
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [f"served {environ['PATH_INFO']}\n".encode()]
+
+    def url(self, path):
+        return f"http://127.0.0.1:{self.port}{path}"
+
+
+@pytest.fixture
+def site():
+    s = Site()
+    yield s
+    s.server.stop()
+
+
+@pytest.fixture
+def model():
+    srv = f.FakeLLMServer()
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+class Session:
+    """One agent session where each prompt is one shell call, then "ok"."""
+
+    def __init__(self, acp_agent, workspace, model, protocol):
+        self.model, self.protocol, self.calls = model, protocol, 0
+        self.agent = acp_agent(args=["--provider", "openai", "--model", "gpt-4.1-mini"],
+                               env={"OPENAI_BASE_URL": model.openai_url,
+                                    "OPENAI_API_KEY": "x"}, protocol=protocol)
+        result = self.agent.request("session/new", {"cwd": workspace, "mcpServers": []})
+        self.sid = result["result"]["sessionId"]
+
+    def run(self, command, answer=None, **arguments):
+        """Run one shell call; ``answer`` picks an option id from the offered ones (None:
+        the test expects no question). Returns (questions' option ids, final update)."""
+        self.calls += 1
+        args = json.dumps(dict(command=command, **arguments))
+        self.model.enqueue(
+            f.openai_sse(f.oa_tool(0, f"call_{self.calls}", "shell", args),
+                         f.oa_finish("tool_calls")),
+            f.openai_sse(f.oa_text("ok"), f.oa_finish("stop")))
+        asked = []
+
+        def on_request(message):
+            if message["method"] != "session/request_permission":
+                return None
+            options = [o["optionId"] for o in message["params"]["options"]]
+            asked.append(options)
+            choice = answer(options) if callable(answer) else answer
+            return {"outcome": {"outcome": "selected", "optionId": choice}}
+        _, updates, _ = self.agent.prompt(self.sid, "go", timeout=60, on_request=on_request)
+        final = [u for u in updates if u["sessionUpdate"] in ("tool_call", "tool_call_update")
+                 and u.get("status") in ("completed", "failed")][-1]
+        return asked, final
+
+    def mode(self, mode):
+        response = self.agent.request("session/set_config_option",
+                                      {"sessionId": self.sid, "configId": "mode",
+                                       "value": mode})
+        assert "result" in response, response
+
+
+def curl(site, path):
+    return f"curl -s -S -m 5 {site.url(path)}"
+
+
+FOUR = ["allow-once", "allow-network-session", "allow-network-prefix-session", "reject"]
+
+
+@pytest.mark.parametrize("protocol", [1, 2])
+def test_network_on_request(acp_agent, acp_workspace, model, site, protocol):
+    s = Session(acp_agent, acp_workspace, model, protocol)
+    # without network: nobody asked, the command has no network
+    asked, final = s.run(curl(site, "/none"))
+    assert asked == [] and final["status"] == "failed" and site.paths == []
+    # network: the four options; reject runs nothing
+    asked, final = s.run(curl(site, "/rejected"), "reject", network=True)
+    assert asked == [FOUR] and final["status"] == "failed" and site.paths == []
+    # allow once reaches the server, and grants nothing
+    asked, final = s.run(curl(site, "/once"), "allow-once", network=True)
+    assert asked == [FOUR] and final["status"] == "completed" and site.paths == ["/once"]
+    asked, final = s.run(curl(site, "/prefix"), "allow-network-prefix-session", network=True)
+    assert asked == [FOUR] and site.paths[-1] == "/prefix"
+    # the prefix grant ("curl") covers the next curl without asking ...
+    asked, final = s.run(curl(site, "/granted"), network=True)
+    assert asked == [] and final["status"] == "completed" and site.paths[-1] == "/granted"
+    # ... but not another command, nor a curl chained to another
+    asked, final = s.run(f"wget -q -O - {site.url('/wget')}", "reject", network=True)
+    assert asked == [FOUR] and site.paths[-1] == "/granted"
+    asked, _ = s.run(f"{curl(site, '/chained')}; echo", "reject", network=True)
+    assert asked == [["allow-once", "allow-network-session", "reject"]]
+    assert site.paths[-1] == "/granted"
+    # ask mode asks despite the grant
+    s.mode("ask")
+    asked, _ = s.run(curl(site, "/ask"), "reject", network=True)
+    assert asked == [FOUR] and site.paths[-1] == "/granted"
+    # read-only refuses without asking
+    s.mode("read-only")
+    asked, final = s.run(curl(site, "/read-only"), "allow-once", network=True)
+    assert asked == [] and final["status"] == "failed" and site.paths[-1] == "/granted"
+    assert s.agent.close() == 0
+
+
+def test_ask_mode_offers_the_command_prefix_grant(acp_agent, acp_workspace, model):
+    s = Session(acp_agent, acp_workspace, model, 2)
+    s.mode("ask")
+    asked, final = s.run("echo one > one.txt", "allow-command-prefix-session")
+    assert asked == [["allow-once", "allow-command-prefix-session", "reject"]]
+    assert final["status"] == "completed"
+    asked, final = s.run("echo one > two.txt")  # "echo one": no question
+    assert asked == [] and os.path.exists(os.path.join(acp_workspace, "two.txt"))
+    asked, _ = s.run("echo two > three.txt", "reject")
+    assert len(asked) == 1 and not os.path.exists(os.path.join(acp_workspace, "three.txt"))
+    assert s.agent.close() == 0

@@ -1,0 +1,148 @@
+"""The shell's questions: the network on request (grants for the session or a command
+prefix), ask mode (asks every time for the network; a prefix grant for other commands),
+the prefix only for one simple command, and option lists valid in both protocol versions."""
+
+from types import SimpleNamespace
+
+import pytest
+
+from term2acp.acp import permissions
+from term2acp.acp.v1 import permissions as v1_permissions
+from term2acp.core import approvals, commandline
+from term2acp.core.access import AccessState
+from term2acp.settings import Settings
+from term2acp.testing import schema
+from term2acp.tools import shell_policy
+
+
+def ctx(mode="auto", network_setting=False, access=None):
+    settings = Settings.load(env={})
+    settings.shell.network = network_setting
+    return SimpleNamespace(settings=settings, access=access or AccessState("/w"), mode=mode)
+
+
+def check(command, network=False, **kwargs):
+    return shell_policy.check({"command": command, "network": network}, ctx(**kwargs))
+
+
+@pytest.mark.parametrize("command, words, prefix", [
+    ("npm install left-pad", ["npm", "install", "left-pad"], ("npm", "install")),
+    ("git clone https://example.invalid/r.git", None, ("git", "clone")),
+    ("curl -s http://127.0.0.1:9/x", None, ("curl",)),
+    ("python3 -m http.server", None, ("python3",)),
+    ("pip install -r req.txt > log.txt 2>&1", None, ("pip", "install")),
+    ('curl -d "a;b" http://x', ["curl", "-d", "a;b", "http://x"], ("curl",)),
+    ("npm install; curl evil", None, None),
+    ("npm install && curl evil", None, None),
+    ("npm install | sh", None, None),
+    ("npm install & curl evil", None, None),
+    ("npm install $(curl evil)", None, None),
+    ("npm install `curl evil`", None, None),
+    ("npm install\ncurl evil", None, None),
+    ("(curl evil)", None, None),
+    ("FOO=1 npm install", None, None),
+    ("echo 'unclosed", None, None),
+    ("", None, None),
+])
+def test_prefix_only_for_one_simple_command(command, words, prefix):
+    assert commandline.prefix_of(command) == prefix
+    if words is not None:
+        assert commandline.words(command) == words
+    if prefix is None:
+        assert commandline.words(command) is None
+
+
+def test_no_network_asked_nothing_in_auto():
+    plan = check("ls")
+    assert plan.request is None and plan.network is False
+
+
+def test_network_asks_with_the_four_options():
+    plan = check("npm install left-pad", network=True)
+    assert plan.network is True and plan.request.variant == approvals.NETWORK
+    interaction = interaction_for(plan.request)
+    assert interaction.choices == (
+        ("allow-once", "Allow once", "allow_once"),
+        ("allow-network-session", "Allow network for this session", "allow_always"),
+        ("allow-network-prefix-session",
+         "Allow network for commands that start with `npm install`", "allow_always"),
+        ("reject", "Reject", "reject_once"))
+
+
+def test_network_without_a_prefix_offers_no_prefix_choice():
+    interaction = interaction_for(check("npm install && curl x", network=True).request)
+    assert [c[0] for c in interaction.choices] == ["allow-once", "allow-network-session",
+                                                   "reject"]
+
+
+def test_the_config_switch_gives_every_command_the_network_without_asking():
+    plan = check("curl http://x", network=True, network_setting=True)
+    assert plan.request is None
+
+
+def test_grants_cover_the_session_or_the_prefix_and_nothing_else():
+    access = AccessState("/w")
+    request = check("npm install left-pad", network=True).request
+    access.grant("allow-network-prefix-session", request)
+    assert check("npm install other", network=True, access=access).request is None
+    assert check("npm install", network=True, access=access).request is None
+    assert check("npm ci", network=True, access=access).request is not None
+    assert check("npm install x; curl evil", network=True, access=access).request is not None
+    access.grant("allow-network-session", request)
+    assert check("curl http://x; echo", network=True, access=access).request is None
+    access.clear()  # the session ended
+    assert check("npm install x", network=True, access=access).request is not None
+
+
+def test_ask_mode_asks_for_the_network_despite_grants():
+    access = AccessState("/w")
+    access.network = True
+    access.command_prefixes.add(("npm", "install"))
+    plan = check("npm install x", network=True, mode="ask", access=access)
+    assert plan.request.variant == approvals.NETWORK and plan.network
+
+
+def test_ask_mode_offers_a_command_prefix_grant():
+    access = AccessState("/w")
+    plan = check("make test", mode="ask", access=access)
+    assert plan.request.variant == approvals.COMMAND and plan.network is False
+    assert [c[0] for c in interaction_for(plan.request).choices] == [
+        "allow-once", "allow-command-prefix-session", "reject"]
+    access.grant("allow-command-prefix-session", plan.request)
+    assert check("make test -j4", mode="ask", access=access).request is None
+    assert check("make lint", mode="ask", access=access).request is not None
+    assert check("make test && rm -rf x", mode="ask", access=access).request is not None
+
+
+def test_a_command_prefix_grant_is_not_a_network_grant():
+    access = AccessState("/w")
+    access.command_prefixes.add(("npm", "install"))
+    assert check("npm install", network=True, access=access).request.variant == approvals.NETWORK
+
+
+def interaction_for(request):
+    return approvals.Interaction("int_1", request.variant, "tc_1", "shell", request.title,
+                                 "execute", {"command": "x", "network": True}, [], [], None,
+                                 commandline.shown_prefix(request.prefix))
+
+
+@pytest.mark.parametrize("variant, prefix", [(approvals.NETWORK, ("npm", "install")),
+                                             (approvals.NETWORK, None),
+                                             (approvals.COMMAND, ("make", "test"))])
+def test_requests_and_answers_valid_in_both_versions(variant, prefix):
+    request = approvals.ApprovalRequest(variant, title="Allow network access for: x",
+                                        prefix=prefix)
+    interaction = interaction_for(request)
+    for version, params_for in ((2, permissions.request_params),
+                                (1, v1_permissions.request_params)):
+        message = {"jsonrpc": "2.0", "id": 7, "method": "session/request_permission",
+                   "params": params_for("s", interaction)}
+        assert schema.check_message(message, {}, version) == []
+    for choice_id, _label, kind in interaction.choices:
+        decision = permissions.decision_for(
+            {"outcome": {"outcome": "selected", "optionId": choice_id}}, interaction)
+        assert decision.allowed == kind.startswith("allow")
+    unknown = permissions.decision_for(
+        {"outcome": {"outcome": "selected", "optionId": "allow-network-prefix-session"}},
+        interaction_for(approvals.ApprovalRequest(variant, prefix=None)))
+    assert not unknown.allowed  # a prefix choice not offered is unknown: denied
