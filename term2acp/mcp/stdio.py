@@ -6,7 +6,9 @@ for stdin, stdout and stderr: it never inherits our stdout. Its stdout is read
 cooperatively line by line (a line that is not JSON is logged and skipped); its stderr
 lines go to our log and the last few are kept, because when the server dies they are the
 best explanation for the user. ``close`` closes stdin (the spec's polite stop), then sends
-SIGTERM and finally SIGKILL to the whole group, each wait bounded.
+SIGTERM and finally SIGKILL to the whole group, each wait bounded. An agent that is killed
+cannot close: the server dies with it (a parent-death signal) and its group is killed by
+the keeper (``keeper.py``).
 
 MCP servers are programs the user configured in the editor, not commands the model chose:
 they run outside the bubblewrap sandbox, as the editor would run them.
@@ -25,6 +27,7 @@ import gevent.os
 import gevent.subprocess
 from gevent.socket import wait_read
 
+from term2acp.mcp import keeper
 from term2acp.mcp.rpc import ServerGone
 
 log = logging.getLogger(__name__)
@@ -89,7 +92,8 @@ class StdioTransport:
         try:
             self.proc = gevent.subprocess.Popen(
                 argv, stdin=fds[0][0], stdout=fds[1][1], stderr=fds[2][1], cwd=self.cwd,
-                env=env, start_new_session=True, close_fds=True)
+                env=env, start_new_session=True, close_fds=True,
+                preexec_fn=keeper.die_with_parent())
         except OSError as exc:
             for r, w in fds:
                 os.close(r)
@@ -97,9 +101,11 @@ class StdioTransport:
             raise LaunchFailed(f"cannot start {self.config.command}: {exc.strerror or exc}") from None
         for fd in (fds[0][0], fds[1][1], fds[2][1]):
             os.close(fd)
+        keeper.watch(self.proc.pid)
         if self._closing:  # closed while the child was being started: stop it right away
             self._signal(self.proc.pid, signal.SIGKILL)
             self._wait(self.proc, KILL_GRACE)
+            keeper.unwatch(self.proc.pid)
             for fd in (fds[0][1], fds[1][0], fds[2][0]):
                 os.close(fd)
             raise LaunchFailed("the session was closed while the server was starting")
@@ -218,6 +224,7 @@ class StdioTransport:
                     self._signal(proc.pid, signal.SIGKILL)
                     self._wait(proc, KILL_GRACE)
             self._signal(proc.pid, signal.SIGKILL)  # stragglers left in the group
+            keeper.unwatch(proc.pid)
         gevent.joinall(self._readers, timeout=KILL_GRACE)
         for reader in self._readers:
             reader.kill(block=False)

@@ -1,12 +1,13 @@
 """MCP attacks through the real launcher (issue 23): an SSE endpoint on another origin,
 secrets with stray line breaks, DEBUG logs, duplicate server names."""
 
+import json
 import socket
 
 import pytest
 
 from tests.e2e.test_mcp import agent_text, call, mcp_agent, selected, text_of  # noqa: F401 - a fixture
-from tests.support.mcp_servers import HttpServer, stdio_entry
+from tests.support.mcp_servers import HttpServer, stdio_entry, wait_gone
 
 
 def stored_bytes(home):
@@ -72,3 +73,14 @@ def test_session_new_refuses_injected_headers_and_duplicate_names(agent, workspa
     answer = agent.request("session/new", {"cwd": workspace, "mcpServers": servers})
     assert answer["error"]["code"] == -32602 and message in answer["error"]["message"]
     assert "tok-9" not in str(answer)
+
+
+def test_a_killed_agent_leaves_no_server_nor_its_child_even_one_that_ignores_eof(mcp_agent):
+    turns = [[call("mcp__test__where"), call("mcp__test__spawn_child")], [{"text": "ok"}]]
+    agent, sid, _ = mcp_agent(turns, [stdio_entry(env={"MCP_FAKE_IGNORE_EOF": "1"})])
+    _, updates, _ = agent.prompt(sid, "where", timeout=60, on_request=lambda m: selected("allow-once"))
+    done = [u for u in updates if u.get("status") == "completed"]
+    pids = [json.loads(text_of(done[0]))["pid"], int(text_of(done[1]))]
+    agent.kill()  # SIGKILL: nothing of the agent's own clean-up runs
+    assert wait_gone(pids[0], 10), "the server outlived the agent"
+    assert wait_gone(pids[1], 10), "the server's child outlived the agent"
