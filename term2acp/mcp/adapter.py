@@ -122,7 +122,10 @@ def to_result(result):
         if text:
             parts.append(text)
     structured = result.get("structuredContent")
-    dumped = json.dumps(structured, ensure_ascii=False) if structured is not None else ""
+    try:
+        dumped = json.dumps(structured, ensure_ascii=False) if structured is not None else ""
+    except (ValueError, RecursionError):  # nested past what can be written back
+        structured, dumped = None, ""
     if not parts and dumped:
         parts.append(dumped[:STRUCTURED_CAP])
     text = "\n".join(parts)
@@ -135,8 +138,19 @@ def to_result(result):
     is_error = result.get("isError") is True
     if not text:
         text = "The tool failed without a message." if is_error else "(no output)"
-    small = isinstance(structured, dict) and len(dumped) <= DISPLAY_CAP
+    small = isinstance(structured, dict) and len(dumped) <= DISPLAY_CAP and _shallow(structured)
     return ToolResult(text, is_error=is_error, content=items, raw_output=structured if small else None)
+
+
+def _shallow(value, room=32):
+    """True when ``value`` nests at most ``room`` levels (what goes on to the editor)."""
+    if room < 0:
+        return False
+    if isinstance(value, dict):
+        return all(_shallow(v, room - 1) for v in value.values())
+    if isinstance(value, list):
+        return all(_shallow(v, room - 1) for v in value)
+    return True
 
 
 def _block_text(block):

@@ -5,6 +5,7 @@ States: ``connecting`` -> ``ready`` -> ``dead`` (crashed or closed), or ``connec
 marks the list stale; the hub refreshes it before the next model request.
 """
 
+import json
 import logging
 
 import gevent
@@ -12,7 +13,7 @@ import gevent
 from term2acp import __version__
 from term2acp.mcp.config import SSE, STDIO
 from term2acp.mcp.http import SseTransport, StreamableHttpTransport
-from term2acp.mcp.rpc import Connection, McpError
+from term2acp.mcp.rpc import Connection, McpError, TooLarge
 from term2acp.mcp.stdio import StdioTransport
 
 log = logging.getLogger(__name__)
@@ -22,6 +23,10 @@ HANDSHAKE_TIMEOUT = 10.0
 LIST_TIMEOUT = 10.0
 CALL_TIMEOUT = 120.0
 MAX_PAGES = 100
+# One server's tool list, across its pages: more fails the server (a list of 10,009 tools
+# took 753 MB and the session with it). Far more than a model can be offered at once.
+MAX_TOOLS = 5000
+MAX_TOOL_BYTES = 8 << 20  # the definitions' JSON, summed
 
 CONNECTING, READY, FAILED, DEAD = "connecting", "ready", "failed", "dead"
 
@@ -114,14 +119,22 @@ class McpClient:
 
     # ------------------------------------------------------------ tools
     def list_tools(self):
-        tools, cursor = [], None
+        """Every page of tools/list; raises TooLarge past MAX_TOOLS or MAX_TOOL_BYTES."""
+        tools, cursor, size = [], None, 0
         for _ in range(MAX_PAGES):
             params = {"cursor": cursor} if cursor else None
             result = self.connection.request("tools/list", params, timeout=LIST_TIMEOUT)
             if not isinstance(result, dict):
                 raise McpError("the tools/list answer is not an object")
-            page = result.get("tools") or []
-            tools.extend(t for t in page if isinstance(t, dict) and isinstance(t.get("name"), str))
+            page = result.get("tools") if isinstance(result.get("tools"), list) else []
+            sized = [(t, _size(t)) for t in page
+                     if isinstance(t, dict) and isinstance(t.get("name"), str)]
+            size += sum(n for _, n in sized if n is not None)
+            tools.extend(t for t, n in sized if n is not None)
+            if len(tools) > MAX_TOOLS or size > MAX_TOOL_BYTES:
+                raise TooLarge(f"the server lists more than {MAX_TOOLS} tools or "
+                               f"{MAX_TOOL_BYTES >> 20} MiB of tool definitions, the limits; "
+                               "its tools are not used")
             cursor = result.get("nextCursor")
             if not cursor:
                 break
@@ -136,6 +149,10 @@ class McpClient:
         self.stale = False
         try:
             self.tools = self.list_tools()
+        except TooLarge as exc:  # the server is dropped, as at start
+            log.warning("mcp %s: %s", self.name, exc)
+            self.tools = []
+            self.connection.lost(str(exc))
         except McpError as exc:
             log.warning("mcp %s: could not refresh the tool list: %s", self.name, exc)
 
@@ -157,3 +174,11 @@ class McpClient:
                      self.config.redact(str(params.get("data"))[:2000]))
         else:
             log.debug("mcp %s: notification %s", self.name, method)
+
+
+def _size(tool):
+    """The JSON size of a tool definition; None for one nested too deep to be used."""
+    try:
+        return len(json.dumps(tool, ensure_ascii=False))
+    except (ValueError, RecursionError):
+        return None

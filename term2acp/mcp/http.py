@@ -29,7 +29,7 @@ import urllib.parse
 import gevent
 import gevent.event
 
-from term2acp.mcp.rpc import McpError, ServerGone
+from term2acp.mcp.rpc import McpError, ServerGone, TooLarge, too_large
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +39,7 @@ SOCKET_TIMEOUT = 3600.0
 STREAM_IDLE_TIMEOUT = 3600.0  # a quiet event stream is fine; a dead socket is not forever
 ERROR_BODY_CAP = 300
 PROTOCOL_VERSION = "2025-06-18"
+MAX_MESSAGE = 16 << 20  # one JSON-RPC message (a body, an event): more fails the server
 
 
 def _connect(url, timeout):
@@ -72,17 +73,21 @@ def _shown_origin(parts):
 
 
 def sse_events(response):
-    """Yield ``(event, data)`` from a text/event-stream response, until it ends."""
-    event, data = "message", []
+    """Yield ``(event, data)`` from a text/event-stream response, until it ends; raises
+    TooLarge for an event (or a line) over MAX_MESSAGE."""
+    event, data, size, limit = "message", [], 0, MAX_MESSAGE
     while True:
-        raw = response.readline()
+        raw = response.readline(limit + 2)
         if not raw:
             return
+        size += len(raw)
+        if size > limit + 2:
+            raise too_large("an event", limit)
         line = raw.decode("utf-8", "replace").rstrip("\r\n")
         if not line:
             if data:
                 yield event, "\n".join(data)
-            event, data = "message", []
+            event, data, size = "message", [], 0
         elif line.startswith(":"):
             continue
         else:
@@ -114,7 +119,7 @@ class _HttpBase:
         """Hand one JSON body to the connection; True when it answers ``answer_to``."""
         try:
             message = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past the parser
             log.warning("mcp %s: ignored a body that is not JSON: %r", self.config.name,
                         self.config.redact(text[:200]))
             return False
@@ -152,6 +157,9 @@ class StreamableHttpTransport(_HttpBase):
             conn.request("POST", target, body=body, headers=self._headers(extra))
             response = conn.getresponse()
             self._answer(message, response)
+        except TooLarge as exc:
+            self.connection.lost(f"{self.config.safe_url}: {exc}")
+            raise self._fail(str(exc)) from None
         except (OSError, http.client.HTTPException) as exc:
             raise self._fail(f"request failed ({type(exc).__name__}: {exc})") from None
         finally:
@@ -169,8 +177,7 @@ class StreamableHttpTransport(_HttpBase):
                            + (f": {text}" if text else ""))
         kind = (response.getheader("Content-Type") or "").split(";")[0].strip().lower()
         if "id" not in message or "method" not in message:
-            response.read()  # 202 for notifications and our responses
-            return
+            return  # 202 for notifications and our responses; the body is not read
         if kind == "text/event-stream":
             # Notifications and server requests may come first; stop at our answer, since a
             # server may keep the stream open after it.
@@ -178,9 +185,10 @@ class StreamableHttpTransport(_HttpBase):
                 if self._deliver(data, answer_to=message["id"]):
                     break
         elif kind == "application/json":
-            self._deliver(response.read().decode("utf-8", "replace"))
-        else:
-            response.read()
+            body = response.read(MAX_MESSAGE + 1)
+            if len(body) > MAX_MESSAGE:
+                raise too_large("a response", MAX_MESSAGE)
+            self._deliver(body.decode("utf-8", "replace"))
 
     def initialized(self, protocol_version):
         """After the handshake: remember the version and open the GET notification stream."""
@@ -202,6 +210,8 @@ class StreamableHttpTransport(_HttpBase):
                 return
             for _event, data in sse_events(response):
                 self._deliver(data)
+        except TooLarge as exc:
+            self.connection.lost(f"{self.config.safe_url}: {exc}")
         except (OSError, http.client.HTTPException) as exc:
             log.info("mcp %s: notification stream ended: %s", self.config.name, exc)
         finally:
@@ -265,6 +275,8 @@ class SseTransport(_HttpBase):
                     self._ready.set()
                 elif event == "message":
                     self._deliver(data)
+        except TooLarge as exc:
+            reason = self._error = str(exc)
         except (OSError, http.client.HTTPException) as exc:
             reason = self._error = f"{type(exc).__name__}: {exc}"
         finally:

@@ -34,6 +34,16 @@ class ServerGone(McpError):
     """The transport ended (process exited, connection closed) before the answer."""
 
 
+class TooLarge(McpError):
+    """The server sent more than a bound allows (a message, a tool list): the server is
+    dropped, since what it sends can no longer be trusted to fit."""
+
+
+def too_large(what, limit):
+    return TooLarge(f"the server sent {what} larger than {limit // (1 << 20)} MiB, the limit; "
+                    "it was disconnected")
+
+
 class RequestTimeout(McpError):
     """No answer within the request's timeout (the server was told to cancel)."""
 
@@ -99,9 +109,12 @@ class Connection:
     # ------------------------------------------------------------ receiving
     def receive(self, message):
         """One decoded JSON value from the transport."""
-        if isinstance(message, list):  # a batch (older servers)
+        if isinstance(message, list):  # a batch (older servers); batches do not nest
             for item in message:
-                self.receive(item)
+                if isinstance(item, list):
+                    log.warning("mcp %s: ignored a batch inside a batch", self.name)
+                else:
+                    self.receive(item)
             return
         if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
             log.warning("mcp %s: ignored a message that is not JSON-RPC 2.0", self.name)

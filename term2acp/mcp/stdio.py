@@ -28,12 +28,12 @@ import gevent.subprocess
 from gevent.socket import wait_read
 
 from term2acp.mcp import keeper
-from term2acp.mcp.rpc import ServerGone
+from term2acp.mcp.rpc import ServerGone, TooLarge, too_large
 
 log = logging.getLogger(__name__)
 
 READ_CHUNK = 64 * 1024
-MAX_LINE = 64 * 1024 * 1024  # a longer stdout line is dropped, not buffered
+MAX_LINE = 16 << 20  # one JSON-RPC message: a longer stdout line fails the server
 STDERR_LINE_CAP = 2000
 STDERR_KEEP = 5
 STOP_GRACE = 0.5  # after closing stdin
@@ -129,8 +129,9 @@ class StdioTransport:
             except OSError as exc:  # EPIPE: the server is gone
                 raise ServerGone(self._reason(f"cannot write to the server ({exc.strerror})")) from None
 
-    def _lines(self, fd):
-        """Yield complete lines (bytes, without the newline); over-long lines are dropped."""
+    def _lines(self, fd, strict=False):
+        """Yield complete lines (bytes, without the newline); an over-long line is dropped,
+        or with ``strict`` raises TooLarge (never buffered whole either way)."""
         buf, dropping = bytearray(), False
         try:
             while True:
@@ -153,6 +154,8 @@ class StdioTransport:
                     else:
                         yield line
                 if len(buf) > MAX_LINE:
+                    if strict:
+                        raise too_large("a line", MAX_LINE)
                     log.warning("mcp %s: dropped a line longer than %d bytes", self.config.name, MAX_LINE)
                     buf.clear()
                     dropping = True
@@ -163,16 +166,21 @@ class StdioTransport:
 
     def _read_stdout(self, fd):
         try:
-            for line in self._lines(fd):
+            for line in self._lines(fd, strict=True):
                 if not line.strip():
                     continue
                 try:
                     message = json.loads(line)
-                except ValueError:
+                except (ValueError, RecursionError):  # not JSON, or nested past the parser
                     log.warning("mcp %s: ignored a stdout line that is not JSON: %r", self.config.name,
                                 self.config.redact(line[:200].decode("utf-8", "replace")))
                     continue
                 self.connection.receive(message)
+        except TooLarge as exc:
+            log.warning("mcp %s: %s", self.config.name, exc)
+            self.connection.lost(str(exc))
+            if self.proc is not None:
+                self._signal(self.proc.pid, signal.SIGKILL)
         finally:
             self._exited()
 

@@ -84,3 +84,21 @@ def test_a_killed_agent_leaves_no_server_nor_its_child_even_one_that_ignores_eof
     agent.kill()  # SIGKILL: nothing of the agent's own clean-up runs
     assert wait_gone(pids[0], 10), "the server outlived the agent"
     assert wait_gone(pids[1], 10), "the server's child outlived the agent"
+
+
+def test_oversized_mcp_input_drops_those_servers_and_the_session_goes_on(mcp_agent):
+    turns = [[call("mcp__big__big", size=17 << 20)], [{"text": "after"}],
+             [call("mcp__ok__echo", text="still here")], [{"text": "end"}]]
+    many = stdio_entry("many", env={"MCP_FAKE_MANY": "5000", "MCP_FAKE_PAGE": "1000"})
+    agent, sid, _ = mcp_agent(turns, [many, stdio_entry("big", env={"MCP_FAKE_MANY": "0"}),
+                                      stdio_entry("ok")])
+    _, updates, idle = agent.prompt(sid, "big", timeout=60, on_request=lambda m: selected("allow-once"))
+    assert idle["params"]["update"]["stopReason"] == "end_turn"
+    assert "'many' could not be started: the server lists more than 5000 tools" in agent_text(updates)
+    failed = [u for u in updates if u.get("status") == "failed"]
+    assert "sent a line larger than 16 MiB, the limit; it was disconnected" in text_of(failed[-1])
+    _, updates, idle = agent.prompt(sid, "echo", timeout=60, on_request=lambda m: selected("allow-once"))
+    assert "'big' stopped" in agent_text(updates)
+    done = [u for u in updates if u.get("status") == "completed"]
+    assert text_of(done[-1]) == "echo: still here"
+    agent.close()

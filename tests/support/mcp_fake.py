@@ -14,7 +14,8 @@ Knobs for attack tests, from the environment (none changes the default behaviour
 definitions served as given (each answers ``raw <name>``); ``MCP_FAKE_PAGE`` the page
 size of tools/list; ``MCP_FAKE_ENDPOINT`` the SSE ``endpoint`` event (``{sid}`` is the
 session id), e.g. on another origin; ``MCP_FAKE_IGNORE_EOF=1`` keeps a stdio server
-running after its stdin ends, SIGTERM ignored.
+running after its stdin ends, SIGTERM ignored; ``MCP_FAKE_JSON=1`` answers streamable HTTP
+requests with an ``application/json`` body (the SDK's ``json_response`` mode).
 
 What it says on the wire was captured from the official server (mcp 2.3, the SDK that
 mcp_server.py uses) and is reproduced here: compact JSON with the SDK's key order, the
@@ -524,6 +525,10 @@ class StreamableApp:
             h.send_plain(202, b"", headers=[("mcp-session-id", sid)])
             self.server.handle(message, Ctx(lambda m: None))
             return
+        if os.environ.get("MCP_FAKE_JSON"):  # the SDK's json_response mode
+            answer = self.server.handle(message, Ctx(lambda m: None))
+            h.send_plain(200, dumps(answer), headers=[("mcp-session-id", sid)])
+            return
         stream = h.open_stream("text/event-stream", [
             ("cache-control", "no-cache, no-transform"), ("connection", "keep-alive"),
             ("mcp-session-id", sid), ("x-accel-buffering", "no")])
@@ -554,6 +559,10 @@ class StreamableApp:
         if busy:
             h.rpc_error(409, -32600, "Conflict: Only one SSE stream is allowed per session",
                         [("mcp-session-id", sid)])
+            return
+        if os.environ.get("MCP_FAKE_JSON"):  # the SDK's json_response mode
+            answer = self.server.handle(message, Ctx(lambda m: None))
+            h.send_plain(200, dumps(answer), headers=[("mcp-session-id", sid)])
             return
         stream = h.open_stream("text/event-stream", [
             ("cache-control", "no-cache, no-transform"), ("connection", "keep-alive"),

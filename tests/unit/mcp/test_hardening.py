@@ -8,6 +8,7 @@ import pytest
 from term2acp.mcp.adapter import grant_key
 from term2acp.mcp.config import from_acp, masked_servers, parse_servers
 from term2acp.mcp.http import origin
+from term2acp.tools.base import ToolError
 from tests.support.mcp_servers import stdio_entry
 from tests.unit.mcp.test_approval import DONE, Gate, call, run_turn, tool_results
 
@@ -116,3 +117,79 @@ def test_the_wire_log_text_masks_every_server_secret():
                         "env": [{"name": "TOKEN", "value": "<redacted>"}]}
     assert shown[0]["url"].startswith("http://127.0.0.1/mcp")
     assert masked_servers({"jsonrpc": "2.0", "method": "session/cancel", "params": {}}) is None
+
+
+# ------------------------------------------------------------------ bounded input
+BIG = {"MCP_FAKE_MANY": "0"}  # adds the tool ``big``
+
+
+@pytest.fixture
+def small_bounds(monkeypatch):
+    """1 MiB messages and 40 tools, so that a test need not send 16 MiB."""
+    from term2acp.mcp import client, http, stdio
+
+    monkeypatch.setattr(stdio, "MAX_LINE", 1 << 20)
+    monkeypatch.setattr(http, "MAX_MESSAGE", 1 << 20)
+    monkeypatch.setattr(client, "MAX_TOOLS", 40)
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http", "json", "sse"])
+def test_a_message_over_the_bound_drops_that_server_and_the_others_serve(
+        make_hub, small_bounds, transport):
+    from tests.support.mcp_servers import HttpServer
+
+    server = None
+    if transport == "stdio":
+        entry = stdio_entry("big", env=BIG)
+    else:
+        env = dict(BIG, MCP_FAKE_JSON="1") if transport == "json" else BIG
+        server = HttpServer("sse" if transport == "sse" else "http", env=env)
+        entry = server.entry("big")
+    try:
+        hub = make_hub(entry, stdio_entry("other"))
+        assert hub.wait_ready(30)
+        tools = hub.tools()
+        assert tools["mcp__big__big"].run({"size": 1000}, None).text == "x" * 1000
+        with pytest.raises(ToolError) as info:
+            tools["mcp__big__big"].run({"size": 2 << 20}, None)
+        assert "larger than 1 MiB, the limit; it was disconnected" in str(info.value)
+        assert not hub.clients[0].alive
+        (notice,) = hub.notices()
+        assert "'big' stopped" in notice and "larger than 1 MiB" in notice
+        assert tools["mcp__other__echo"].run({"text": "still"}, None).text == "echo: still"
+        if transport == "stdio":
+            from tests.support.mcp_servers import wait_gone
+
+            assert wait_gone(hub.clients[0].transport.pid, 5)  # not left running
+    finally:
+        if server is not None:
+            server.stop()
+
+
+def test_a_tool_list_over_the_bound_fails_that_server_alone(make_hub, small_bounds):
+    many = stdio_entry("many", env={"MCP_FAKE_MANY": "30", "MCP_FAKE_PAGE": "7"})  # 47 tools
+    hub = make_hub(many, stdio_entry("other"))
+    assert hub.wait_ready(30)
+    (notice,) = hub.notices()
+    assert "'many' could not be started: the server lists more than 40 tools" in notice
+    assert {n.split("__")[1] for n in hub.tools()} == {"other"}
+
+
+def test_a_tool_list_over_the_byte_bound_fails_that_server(make_hub, monkeypatch):
+    from term2acp.mcp import client
+
+    monkeypatch.setattr(client, "MAX_TOOL_BYTES", 4000)  # the fake's 16 tools take ~4.7 kB
+    hub = make_hub(stdio_entry())
+    assert hub.wait_ready(30)
+    (notice,) = hub.notices()
+    assert "MiB of tool definitions" in notice or "tool definitions" in notice
+
+
+def test_deeply_nested_messages_are_dropped_not_raised(make_hub):
+    from term2acp.mcp.rpc import Connection
+
+    connection = Connection(None, "deep")
+    nested = []
+    for _ in range(5000):
+        nested = [nested]
+    connection.receive([nested])  # a batch inside a batch: ignored, no RecursionError
