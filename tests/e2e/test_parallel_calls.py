@@ -10,6 +10,7 @@ import time
 import pytest
 
 from tests.support import fake_llm as f
+from tests.support.clock import within
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None and not os.environ.get("CI"),
                                 reason="bubblewrap is not installed")
@@ -60,8 +61,9 @@ def test_two_commands_of_one_round_take_about_the_time_of_one(acp_agent, acp_wor
     agent, sid = start(acp_agent, acp_workspace, server, protocol)
     single, _ = timed_prompt(agent, sid)
     double, updates = timed_prompt(agent, sid)
-    # one after another would take a whole extra SLEEP over the single run
-    assert double < single + SLEEP * 0.6, (single, double)
+    # one after another would take a whole extra SLEEP over the single run; the calls'
+    # updates show they overlapped, whatever the machine's load
+    assert double < single + within(SLEEP * 0.6), (single, double)
     seen = statuses(updates)
     ids = sorted({call for call, _ in seen})
     assert len(ids) == 2
