@@ -237,6 +237,28 @@ def test_shell_output_streams_to_zeds_terminal(v1, acp_workspace):
     agent.close()
 
 
+@pytest.mark.skipif(shutil.which("bwrap") is None and not os.environ.get("CI"),
+                    reason="bubblewrap is not installed")
+def test_a_background_process_streams_into_zeds_terminal_until_killed(v1):
+    command = "echo up; sleep 60"
+    agent, sid = v1([[call("shell", command=command, background=True, wait_seconds=5)],
+                     [{"text": "started"}],
+                     [call("shell_kill", process_id="p1")], [{"text": "killed"}]])
+    _, started, _ = agent.prompt(sid, "start it")
+    first = tool_reports(started)[0]
+    call_id = first["toolCallId"]
+    assert first["_meta"]["terminal_info"]["terminal_id"] == call_id
+    shown = "".join(u["_meta"]["terminal_output"]["data"] for u in tool_reports(started)
+                    if "terminal_output" in u.get("_meta", {}))
+    assert shown == "up\n"
+    assert tool_reports(started)[-1]["content"] == [{"type": "terminal", "terminalId": call_id}]
+    _, killed, _ = agent.prompt(sid, "kill it")
+    exits = [u for u in tool_reports(killed) if "terminal_exit" in u.get("_meta", {})]
+    assert exits and exits[0]["toolCallId"] == call_id  # the call that started it
+    assert exits[0]["_meta"]["terminal_exit"]["terminal_id"] == call_id
+    agent.close()
+
+
 # ---------------------------------------------------------------- the editor's files
 def test_read_file_reads_the_editors_buffer(v1, acp_workspace):
     path = os.path.join(acp_workspace, "notes.txt")

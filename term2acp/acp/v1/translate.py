@@ -165,7 +165,8 @@ class SessionView:
         self.terminals.clear()
         self.flush_wanted.clear()
         self.announced.clear()
-        self.streams.clear()
+        for terminal_id in [t for t, s in self.streams.items() if s.exited]:
+            del self.streams[terminal_id]  # a background process's stays until it exits
 
     # ------------------------------------------------------------ events
     def _tool(self, e):
@@ -183,15 +184,18 @@ class SessionView:
             if e.title is not None:
                 update["title"] = e.title
         tool_fields(update, e.fields(), self.terminals, self._shown)
-        if first and self.terminal_meta and e.kind == "execute":
+        if first and self.terminal_meta and e.name in terminal_meta.TOOLS:
             self.announced.add(e.call_id)  # Zed makes its terminal from the first report
             update["_meta"] = terminal_meta.info(e.call_id, self.cwd)
             update.setdefault("content", terminal_meta.content(e.call_id))
         if e.status in FINISHED:
             for terminal_id in [t for t, v in self.terminals.items() if v.call_id == e.call_id]:
                 del self.terminals[terminal_id]
-            for terminal_id in [t for t, s in self.streams.items() if s.call_id == e.call_id]:
-                del self.streams[terminal_id]
+            for terminal_id, stream in list(self.streams.items()):
+                if stream.call_id == e.call_id:
+                    stream.call_done = True  # a background process's streams on
+                    if stream.exited:
+                        del self.streams[terminal_id]
         return [update]
 
     def _shown(self, terminal_id):
@@ -232,7 +236,9 @@ class SessionView:
     def _terminal_exited(self, e):
         stream = self.streams.get(e.terminal_id)
         if stream is not None:
-            return stream.exited(e.exit_code, e.signal)
+            if stream.call_done:  # a background process: its call ended long ago
+                del self.streams[e.terminal_id]
+            return stream.exit(e.exit_code, e.signal)
         view = self.terminals.get(e.terminal_id)
         if view is None:
             return []

@@ -63,7 +63,8 @@ def test_a_signal_ends_with_a_null_exit_code():
     view = v1.SessionView("/w")
     view.terminal_meta = True
     updates = [valid(u) for e in (
-        ev.ToolCallReported("tc_2", title="sleep", kind="execute", status="pending"),
+        ev.ToolCallReported("tc_2", title="sleep", kind="execute", status="pending",
+                            name="shell"),
         ev.TerminalStarted("term-2", "sleep", "/w", call_id="tc_2"),
         ev.TerminalExited("term-2", exit_code=None, signal="SIGKILL")) for u in view.updates(e)]
     assert updates[-1]["_meta"]["terminal_exit"] == {"terminal_id": "tc_2", "exit_code": None,
@@ -85,7 +86,7 @@ def test_calls_side_by_side_keep_their_own_terminals():
         out = []
         for call in ("a", "b"):
             out += view.updates(ev.ToolCallReported(call, title=call, kind="execute",
-                                                    status="pending"))
+                                                    status="pending", name="shell"))
             out += view.updates(ev.ToolCallReported(call, status="in_progress"))
         out += view.updates(ev.TerminalStarted("t-a", "a", "/w", call_id="a"))
         out += view.updates(ev.TerminalStarted("t-b", "b", "/w", call_id="b"))
@@ -117,3 +118,36 @@ def test_session_load_replays_the_terminal_for_zed():
     assert updates[3]["content"] == [{"type": "terminal", "terminalId": "tc_1"}]
     plain = list(v1.replay_updates(records))
     assert "hi" in plain[-1]["content"][0]["content"]["text"] and "_meta" not in plain[0]
+
+
+def test_a_background_process_streams_into_its_calls_terminal_until_it_exits():
+    view = v1.SessionView("/w")
+    view.terminal_meta = True
+    out = []
+    for e in (ev.ToolCallReported("bg", title="serve", kind="execute", status="pending",
+                                  name="shell"),
+              ev.ToolCallReported("bg", status="in_progress"),
+              ev.TerminalStarted("t-bg", "serve", "/w", call_id="bg"),
+              ev.TerminalOutput("t-bg", b"listening\n"),
+              ev.ToolCallReported("bg", status="completed",
+                                  content=[{"type": "terminal", "terminal_id": "t-bg"}])):
+        out += view.updates(e)
+    view.turn_ended()
+    later = view.updates(ev.TerminalOutput("t-bg", b"GET /\n"))
+    later += view.updates(ev.TerminalExited("t-bg", exit_code=None, signal="SIGTERM"))
+    for update in out + later:
+        valid(update)
+    assert out[-1]["content"] == [{"type": "terminal", "terminalId": "bg"}]
+    assert later[0]["_meta"]["terminal_output"] == {"terminal_id": "bg", "data": "GET /\n"}
+    assert later[1]["_meta"]["terminal_exit"] == {"terminal_id": "bg", "exit_code": None,
+                                                  "signal": "SIGTERM"}
+    assert view.streams == {}  # forgotten once it exited
+    assert view.updates(ev.TerminalOutput("t-bg", b"late")) == []
+
+
+def test_other_execute_tools_get_no_terminal():
+    view = v1.SessionView("/w")
+    view.terminal_meta = True
+    first = view.updates(ev.ToolCallReported("k", title="shell_kill", kind="execute",
+                                             status="pending", name="shell_kill"))[0]
+    assert "_meta" not in first and "content" not in first
