@@ -20,6 +20,11 @@ sandbox inside: a nested user namespace, capabilities dropped, no ``--unshare-ne
 
 A command granted the host network (``network=True``, ``bwrap.py``) does not join: it
 runs on the host's network and does not see the session's loopback.
+
+Where the pair cannot be made (a host whose bubblewrap may not make a user namespace for
+an unprivileged user), commands run as before this existed, each in an empty network
+namespace of its own: ``unavailable`` says why (logged once, and the start of a background
+process tells the model its ports are not reachable from other commands).
 """
 
 import ctypes
@@ -51,15 +56,22 @@ class Loopback:
         self._fds = None  # (user, net) descriptors
         self._lock = Semaphore()  # calls in parallel make one pair, not two
         self.closed = False
+        self.unavailable = None  # why the pair cannot be made here, once known
 
     def enter_hook(self, availability):
         """A pre-exec hook joining the namespaces (made now if needed, by ``bwrap``
-        ``availability.bwrap``); raises :class:`LoopbackError`."""
+        ``availability.bwrap``), or None where they cannot be made (``unavailable``);
+        raises :class:`LoopbackError` once the session is closed."""
         with self._lock:
             if self.closed:
                 raise LoopbackError(0, "the session's sandbox is closed")
+            if self._fds is None and self.unavailable is None:
+                try:
+                    self._fds = _make(availability.bwrap)
+                except LoopbackError as exc:
+                    self.unavailable = _note_unavailable(exc.strerror)
             if self._fds is None:
-                self._fds = _make(availability.bwrap)
+                return None
             user, net = self._fds
         return lambda: _join(user, net)
 
@@ -69,6 +81,17 @@ class Loopback:
             fds, self._fds = self._fds, None
         for fd in fds or ():
             os.close(fd)
+
+
+_warned = set()
+
+
+def _note_unavailable(reason):
+    if reason not in _warned:
+        _warned.add(reason)
+        log.warning("sandbox: commands of a session cannot share a network namespace here "
+                    "(%s); each runs in an empty one of its own", reason)
+    return reason
 
 
 def _join(user, net):

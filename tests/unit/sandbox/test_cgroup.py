@@ -71,3 +71,42 @@ def test_mechanism_on_this_host_matches_the_hierarchy():
     assert cgroup.memory_mechanism() == expected
     if not os.path.exists("/sys/fs/cgroup/cgroup.controllers"):  # no unified root
         assert expected == cgroup.MECHANISM_RLIMIT
+
+
+def test_the_sweep_kills_what_a_dead_agent_left_in_its_run_groups():
+    import pytest
+
+    from tests.unit.sandbox.support import host_pids_with, wait_until
+
+    if not cgroup.RunGroup.supported():
+        pytest.skip("no writable pids cgroup on this machine")
+    dead = process.start(["true"])
+    dead.wait(10)  # a pid no agent has any more
+    left = os.path.join(cgroup.RunGroup._parent, f"run-{dead.pid}-1")
+    os.mkdir(left)
+    token = "60.6161"
+    orphan = process.start(["/bin/sh", "-c", f"sleep {token}"],
+                           limits=FixedLimits(cgroup.RunGroup(left)))
+    try:
+        assert wait_until(lambda: host_pids_with(token), timeout=5)
+        cgroup._sweep(cgroup.RunGroup._parent)
+        assert wait_until(lambda: not host_pids_with(token), timeout=2)
+        assert orphan.wait(5).signal == "SIGKILL"
+        cgroup.RunGroup(left).close()
+        assert not os.path.exists(left)
+    finally:
+        orphan.kill()
+
+
+class FixedLimits(cgroup.Limits):
+    """Limits whose group is the one given (closed by the test, not by the process)."""
+
+    def __init__(self, group):
+        super().__init__(pids_max=64)
+        self._fixed = group
+
+    def group(self):
+        return None
+
+    def apply_in_child(self, group):
+        self._fixed.join()

@@ -119,3 +119,18 @@ def test_parallel_first_commands_make_one_namespace_pair(tree):
         assert loopback._fds is not None
     finally:
         loopback.close()
+
+
+def test_where_no_pair_can_be_made_each_command_gets_its_own_network(tree, monkeypatch):
+    from term2acp.sandbox import loopback as module
+
+    def refuse(bwrap):
+        raise sandbox.LoopbackError(0, "no user namespaces for you")
+    monkeypatch.setattr(module, "_make", refuse)
+    loopback = sandbox.Loopback()
+    out = bytearray()
+    result = bwrap.run(["cat", "/proc/net/dev"], tree.root, tree.settings(),
+                       on_output=out.extend, timeout=20, loopback=loopback)
+    assert result == sandbox.Exit(0, None) and b"lo:" in out and b"eth" not in out
+    assert loopback.unavailable == "no user namespaces for you"
+    loopback.close()

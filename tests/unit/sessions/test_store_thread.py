@@ -209,3 +209,23 @@ def test_session_list_does_not_queue_behind_a_batch_waiting_for_a_lock(tmp_path)
     writing.get(timeout=10)
     assert [r["title"] for r in store.list_sessions()[0]] == ["a title"]
     store.close()
+
+
+def test_a_background_terminal_is_recorded_past_its_turn(tmp_path):
+    """A turn's end forgets its records, but not the terminal of a process still running:
+    its later output and exit reach the journal too."""
+    store = _store(tmp_path)
+    recorder = Recorder(store, "s1")
+    recorder.record(ev.TerminalStarted("t-fg", "true", "/w"))
+    recorder.record(ev.TerminalExited("t-fg", 0))
+    recorder.record(ev.TerminalStarted("t-bg", "serve", "/w"))
+    recorder.forget_finished()
+    recorder.record(ev.TerminalOutput("t-bg", b"GET /\n"))
+    recorder.record(ev.TerminalExited("t-bg", None, "SIGKILL"))
+    store.barrier()
+    records = dict((key, payload) for key, payload in
+                   ((p["terminal_id"], p) for kind, p in store.journal("s1") if kind == "terminal"))
+    assert records["t-bg"]["exit"] == {"exit_code": None, "signal": "SIGKILL"}
+    assert records["t-bg"]["output"] == "R0VUIC8K"  # base64 of the output
+    assert records["t-fg"]["exit"] == {"exit_code": 0, "signal": None}
+    store.close()
