@@ -82,20 +82,29 @@ def test_the_sweep_kills_what_a_dead_agent_left_in_its_run_groups():
         pytest.skip("no writable pids cgroup on this machine")
     dead = process.start(["true"])
     dead.wait(10)  # a pid no agent has any more
-    left = os.path.join(cgroup.RunGroup._parent, f"run-{dead.pid}-1")
+    # a parent of the test's own: the agents other tests start sweep the shared one
+    parent = os.path.join(cgroup.RunGroup._parent, f"test-{os.getpid()}-{dead.pid}")
+    os.mkdir(parent)
+    try:
+        cgroup._write(os.path.join(parent, "cgroup.subtree_control"), "+pids")
+    except OSError:
+        pass  # cgroup v1: nested groups have every controller
+    left = os.path.join(parent, f"run-{dead.pid}-1")
     os.mkdir(left)
     token = "60.6161"
-    orphan = process.start(["/bin/sh", "-c", f"sleep {token}"],
+    orphan = process.start(["/bin/sh", "-c", f"exec sleep {token}"],
                            limits=FixedLimits(cgroup.RunGroup(left)))
     try:
         assert wait_until(lambda: host_pids_with(token), timeout=5)
-        cgroup._sweep(cgroup.RunGroup._parent)
+        cgroup._sweep(parent)
         assert wait_until(lambda: not host_pids_with(token), timeout=2)
         assert orphan.wait(5).signal == "SIGKILL"
         cgroup.RunGroup(left).close()
         assert not os.path.exists(left)
     finally:
         orphan.kill()
+        cgroup.RunGroup(left).close()
+        cgroup._rmdir(parent)
 
 
 class FixedLimits(cgroup.Limits):
