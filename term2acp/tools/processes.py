@@ -199,10 +199,15 @@ def start(ctx, argv, label, tty, wait_seconds, network=None):
     shell.processes[process_id] = background
     background.wait(wait_seconds)
     how = "with a terminal (tty) " if tty else ""
-    reach = ("Later commands of this session reach its ports on 127.0.0.1."
-             if shell.loopback.unavailable is None else
-             "Other commands cannot reach its ports on this host (the sandbox cannot share "
-             f"a network namespace here: {shell.loopback.unavailable}).")
+    host = ctx.settings.shell.network if network is None else network
+    if host:
+        reach = ("It runs on the host's network: commands with the network reach its ports "
+                 "on 127.0.0.1, the others do not.")
+    elif shell.loopback.unavailable is None:
+        reach = "Later commands of this session reach its ports on 127.0.0.1."
+    else:
+        reach = ("Other commands cannot reach its ports on this host (the sandbox cannot "
+                 f"share a network namespace here: {shell.loopback.unavailable}).")
     lead = (f"Started {how}in the background as process {process_id}. Read its output with "
             f"shell_output (process_id {process_id!r}; its input parameter types into it), "
             f"end it with shell_kill. {reach}")
