@@ -162,3 +162,17 @@ def test_a_usable_key_in_the_environment_needs_no_sign_in(acp_agent, acp_workspa
     assert idle["params"]["update"]["stopReason"] == "end_turn"
     assert agent.request("auth/login", {"methodId": "openai"})["result"] == {}
     agent.close()
+
+
+REGISTRY_VALIDATOR_INITIALIZE = {  # what the ACP registry's CI sends (its auth check)
+    "protocolVersion": 1, "clientInfo": {"name": "ACP Registry Validator", "version": "1.0.0"},
+    "clientCapabilities": {"terminal": True, "fs": {"readTextFile": True, "writeTextFile": True},
+                           "_meta": {"terminal_output": True, "terminal-auth": True}}}
+
+
+def test_auth_methods_pass_the_acp_registry_check_with_no_key(acp_agent):
+    """The registry lists agents whose initialize offers an ``agent`` or ``terminal`` auth
+    method (a method without a type is an ``agent`` one), run with an empty HOME."""
+    agent = acp_agent(initialize=False, protocol=1, env={"TERM2ACP_LOCAL_MODEL": "off"})
+    methods = agent.request("initialize", REGISTRY_VALIDATOR_INITIALIZE)["result"]["authMethods"]
+    assert any(m.get("type", "agent") in ("agent", "terminal") for m in methods), methods
