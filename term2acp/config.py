@@ -124,8 +124,22 @@ class SandboxSchema(Section):
     tmpfs_mb = count()
 
 
+class _ToolChoice(fields.Field):
+    """``[mcp] tools``: server name -> the tool names (or fnmatch patterns) it may offer."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if not isinstance(value, dict) or not all(
+                isinstance(v, list) and all(isinstance(p, str) and p for p in v)
+                for v in value.values()):
+            raise ValidationError('must be a table of lists of tool names, e.g. '
+                                  '{ github = ["search_code", "get_*"] }')
+        return {k: list(v) for k, v in value.items()}
+
+
 class McpSchema(Section):
     call_timeout = seconds()
+    max_tools = count()
+    tools = _ToolChoice()
 
 
 class ProviderSchema(Section):

@@ -49,6 +49,8 @@ class McpSettings:
 
     def __init__(self):
         self.call_timeout = 120.0  # seconds per tools/call; then a failed call, the turn goes on
+        self.max_tools = 128  # tools one model request offers, built-ins included (mcp/offer.py)
+        self.tools = {}  # server name -> the tool names or patterns it may offer
 
 
 class SandboxSettings:

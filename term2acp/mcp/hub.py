@@ -29,6 +29,7 @@ from term2acp.mcp.client import (
     McpClient,
 )
 from term2acp.mcp.naming import server_names, tool_name
+from term2acp.mcp.offer import MAX_TOOLS, Offer
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +57,8 @@ class McpHub:
         self._told_pending = set()  # client ids the user has heard are still starting
         self.changed = Event()  # set by tools/list_changed (cleared by whoever waits on it)
         self.closed = False
+        self.enabled = []  # tool names the model enabled with mcp_tools, most recent last
+        self.told_left_out = None  # the notice about tools left out the user last heard
 
     def __bool__(self):
         return bool(self.clients)
@@ -120,9 +123,16 @@ class McpHub:
                 out[name] = adapter
         return out
 
-    def merged(self, builtin):
-        """A live mapping of ``builtin`` plus the MCP tools (refreshed on every look)."""
-        return _Merged(builtin, self)
+    def merged(self, builtin, choice=None, limit=MAX_TOOLS):
+        """A live mapping of ``builtin`` plus the MCP tools the request offers (refreshed on
+        every look; ``offer.py``: the user's ``choice`` per server, at most ``limit``)."""
+        return _Merged(builtin, self, choice, limit)
+
+    def enable(self, names, limit):
+        """The model asked for these tools (mcp_tools): offered first from now on; the
+        least recently enabled give way beyond ``limit``."""
+        self.enabled = [n for n in self.enabled if n not in names] + list(names)
+        del self.enabled[:-limit]
 
     # ------------------------------------------------------------ notices
     def notices(self):
@@ -162,25 +172,35 @@ class McpHub:
 
 
 class _Merged(Mapping):
-    """Built-in tools first; MCP tools looked up in the hub each time (its list may change)."""
+    """Built-in tools first, then the MCP tools on offer, looked up in the hub each time (its
+    list may change); a tool left out of the offer can still be called by name."""
 
-    def __init__(self, builtin, hub):
+    def __init__(self, builtin, hub, choice=None, limit=MAX_TOOLS):
         self.builtin = builtin
         self.hub = hub
+        self.choice = choice or {}
+        self.limit = limit
+        self._offer = None  # (hub tools, enabled) -> Offer, rebuilt when either changes
+
+    def offer(self):
+        extra = self.hub.tools()
+        key = (extra, tuple(self.hub.enabled))
+        if self._offer is None or self._offer[0][0] is not extra or self._offer[0][1] != key[1]:
+            self._offer = (key, Offer(self.builtin, extra, self.choice, self.limit,
+                                      self.hub.enabled, self.hub))
+        return self._offer[1]
 
     def _all(self):
-        extra = self.hub.tools()
-        if not extra:
-            return self.builtin
-        merged = dict(self.builtin)
-        for name, tool in extra.items():
-            merged.setdefault(name, tool)
-        return merged
+        return self.offer().tools
 
     def __getitem__(self, name):
         if name in self.builtin:
             return self.builtin[name]
-        return self.hub.tools()[name]
+        offer = self.offer()
+        tool = offer.tools.get(name) or offer.callable.get(name)
+        if tool is None:
+            raise KeyError(name)
+        return tool
 
     def __iter__(self):
         return iter(self._all())

@@ -20,6 +20,7 @@ from gevent.pool import Group
 from term2acp.core import events as ev
 from term2acp.mcp.client import CALL_TIMEOUT
 from term2acp.mcp.hub import CLOSE_TIMEOUT, READY_TIMEOUT, McpHub
+from term2acp.mcp.offer import MAX_TOOLS
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +39,11 @@ def _start(session, call_timeout=CALL_TIMEOUT):
                  ", ".join(c.name for c in session.mcp_servers))
 
 
-def turn_tools(session, builtin, new_id, ready_timeout=READY_TIMEOUT, call_timeout=CALL_TIMEOUT):
-    """``builtin`` plus the session's MCP tools; emits one agent message with any notices.
+def turn_tools(session, builtin, new_id, ready_timeout=READY_TIMEOUT, call_timeout=CALL_TIMEOUT,
+               settings=None):
+    """``builtin`` plus the session's MCP tools on offer (``settings``: the ``[mcp]``
+    section, its ``tools`` choice and ``max_tools``); emits one agent message with any
+    notices, tools left out of the offer included (once per change).
 
     A session whose servers were stopped while it idled (and is used again) restarts them.
     """
@@ -49,10 +53,17 @@ def turn_tools(session, builtin, new_id, ready_timeout=READY_TIMEOUT, call_timeo
         _start(session, call_timeout)
     hub = session.mcp
     hub.wait_ready(ready_timeout)
+    tools = hub.merged(builtin, getattr(settings, "tools", None),
+                       getattr(settings, "max_tools", None) or MAX_TOOLS)
     notices = hub.notices()
+    left_out = tools.offer().notice()
+    if left_out != hub.told_left_out:
+        hub.told_left_out = left_out
+        if left_out:
+            notices.append(left_out)
     if notices:
         session.emit(ev.TextChunk(new_id("msg"), "\n".join(f"Note: {n}" for n in notices) + "\n\n"))
-    return hub.merged(builtin)
+    return tools
 
 
 def close(session):

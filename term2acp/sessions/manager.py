@@ -390,7 +390,8 @@ class SessionManager:
             tools = self.tools()
             if session.mcp_servers:  # waits (bounded) for handshakes, tells failures once
                 tools = mcp.turn_tools(session, tools, new_id,
-                                       call_timeout=self.settings.mcp.call_timeout)
+                                       call_timeout=self.settings.mcp.call_timeout,
+                                       settings=self.settings.mcp)
             turn = Turn(session, session.provider, tools, self.settings,
                         instructions.system_with_instructions(
                             session, system_prompt(session.root, tools, self._note())))

@@ -103,3 +103,35 @@ def test_oversized_mcp_input_drops_those_servers_and_the_session_goes_on(mcp_age
     done = [u for u in updates if u.get("status") == "completed"]
     assert text_of(done[-1]) == "echo: still here"
     agent.close()
+
+
+def test_a_request_offers_at_most_128_tools_and_the_model_enables_a_left_out_one(
+        mcp_agent, acp_agent, workspace):
+    from tests.support import fake_llm as f
+
+    def names(request):
+        return [t.get("name") or t["function"]["name"] for t in request.json["tools"]]
+
+    model = f.FakeLLMServer().start()
+    try:
+        model.enqueue(
+            f.openai_sse(f.oa_tool(0, "call_1", "mcp_tools",
+                                   json.dumps({"enable": ["mcp__big__many_299"]})),
+                         f.oa_finish("tool_calls")),
+            f.openai_sse(f.oa_text("enabled"), f.oa_finish("stop")))
+        agent = acp_agent(args=("--provider", "openai", "--model", "m"), env={
+            "OPENAI_BASE_URL": model.openai_url, "OPENAI_API_KEY": "sk-test-1234567"})
+        sid = agent.new_session(workspace, mcp_servers=[
+            stdio_entry("big", env={"MCP_FAKE_MANY": "300"})])
+        _, updates, idle = agent.prompt(sid, "go", timeout=60)
+        assert idle["params"]["update"]["stopReason"] == "end_turn"
+        told = agent_text(updates)
+        assert "MCP tools are not offered to the model (big: " in told
+        assert "enable them with its mcp_tools tool" in told
+        first, second = (names(r) for r in model.requests[:2])
+        assert len(first) == len(set(first)) == 128 and len(second) == 128
+        assert "mcp_tools" in first and "mcp__big__many_299" not in first
+        assert "mcp__big__many_299" in second  # enabled for the next step
+        agent.close()
+    finally:
+        model.stop()

@@ -48,7 +48,7 @@ def key_paths(data, prefix=""):
     for key, value in data.items():
         if prefix == "providers.":
             yield from key_paths(value, "providers.<name>.")
-        elif isinstance(value, dict) and key != "headers":
+        elif isinstance(value, dict) and key not in ("headers", "tools"):  # user-named keys
             yield from key_paths(value, f"{prefix}{key}.")
         else:
             yield prefix + key

@@ -193,3 +193,62 @@ def test_deeply_nested_messages_are_dropped_not_raised(make_hub):
     for _ in range(5000):
         nested = [nested]
     connection.receive([nested])  # a batch inside a batch: ignored, no RecursionError
+
+
+# ------------------------------------------------------------------ what a request offers
+def test_choose_puts_enabled_tools_first_then_takes_servers_in_turn():
+    from term2acp.mcp.offer import choose
+
+    groups = [["a1", "a2", "a3", "a4"], ["b1"], ["c1", "c2"]]
+    assert choose(groups, [], 5) == ["a1", "b1", "c1", "a2", "c2"]
+    assert choose(groups, ["a4", "zz", "c2"], 3) == ["c2", "a4", "a1"]  # most recent first
+    assert choose(groups, [], 0) == []
+
+
+def test_a_request_offers_at_most_the_limit_and_the_model_can_enable_a_left_out_tool(make_hub, root):
+    hub = make_hub(stdio_entry("big", env={"MCP_FAKE_MANY": "300"}), stdio_entry("other"))
+    assert hub.wait_ready(30)
+    builtin = {f"builtin_{i}": object() for i in range(20)}
+    merged = hub.merged(builtin, limit=128)
+    assert len(merged) == 128 and list(merged)[:20] == list(builtin)
+    names = list(merged)
+    assert "mcp_tools" in names and "mcp__other__echo" in names and "mcp__big__echo" in names
+    assert "mcp__big__many_299" not in names
+    offer = merged.offer()
+    assert len(offer.left_out) == 317 + 16 - 107
+    assert "226 MCP tools are not offered to the model (big: 91 of 317, other: 16 of 16 offered)" \
+           in offer.notice()
+    finder = merged["mcp_tools"]
+    assert "226 MCP server tools are not offered" in finder.spec()["description"]
+    found = finder.run(finder.load({"query": "Many tool 299"}), None).text
+    assert found.startswith("1 matching MCP tools") and "mcp__big__many_299: Many tool 299." in found
+    done = finder.run(finder.load({"enable": ["mcp__big__many_299", "mcp__nope__x"]}), None).text
+    assert "Enabled (offered from your next step on): mcp__big__many_299." in done
+    assert "No such MCP tool: mcp__nope__x." in done
+    names = list(merged)
+    assert len(names) == 128 and "mcp__big__many_299" in names  # the very next look
+    # a tool left out can still be called by its name (its first call asks, as any)
+    assert merged["mcp__big__many_1"].run({}, None).text == "many 1"
+
+
+def test_the_users_choice_per_server_limits_what_is_offered_and_callable(make_hub):
+    hub = make_hub(stdio_entry("other"), stdio_entry("all"))
+    assert hub.wait_ready(30)
+    merged = hub.merged({}, {"other": ["echo", "fill*_1"]})
+    assert [n for n in merged if n.startswith("mcp__other__")] == [
+        "mcp__other__echo", "mcp__other__filler_1"]
+    assert len([n for n in merged if n.startswith("mcp__all__")]) == 16
+    assert "mcp_tools" not in merged and merged.offer().notice() is None
+    with pytest.raises(KeyError):
+        merged["mcp__other__add"]  # left out by the user: not callable either
+
+
+def test_the_config_file_takes_a_tool_choice_per_server_and_refuses_a_bad_one():
+    from marshmallow import ValidationError
+
+    from term2acp import config
+
+    loaded = config.SCHEMA.load({"mcp": {"max_tools": 64, "tools": {"github": ["get_*"]}}})
+    assert loaded["mcp"] == {"max_tools": 64, "tools": {"github": ["get_*"]}}
+    with pytest.raises(ValidationError, match="must be a table of lists of tool names"):
+        config.SCHEMA.load({"mcp": {"tools": {"github": "get_*"}}})

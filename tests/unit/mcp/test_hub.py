@@ -30,11 +30,18 @@ def test_wait_ready_is_bounded_and_a_slow_server_is_announced(make_hub):
     assert hub.wait_ready(30) and "mcp__test__echo" in hub.tools()
 
 
+class FakeTool:
+    def __init__(self, name, server="a", client=None):
+        self.name, self.server, self.tool, self.client = name, server, name.split("__")[-1], client
+        self.description = f"tool {name}"
+
+
 def test_merged_mapping_sees_builtins_first_and_new_mcp_tools():
     from term2acp.mcp.hub import _Merged
 
     class FakeHub:
         extra = {}
+        enabled = []
 
         def tools(self):
             return self.extra
@@ -42,9 +49,10 @@ def test_merged_mapping_sees_builtins_first_and_new_mcp_tools():
     hub = FakeHub()
     merged = _Merged({"read_file": "builtin"}, hub)
     assert dict(merged) == {"read_file": "builtin"} and merged.get("mcp__a__b") is None
-    hub.extra = {"mcp__a__b": "mcp", "read_file": "shadow"}
-    assert dict(merged) == {"read_file": "builtin", "mcp__a__b": "mcp"}
-    assert merged["mcp__a__b"] == "mcp" and len(merged) == 2
+    tool = FakeTool("mcp__a__b")
+    hub.extra = {"mcp__a__b": tool, "read_file": FakeTool("read_file")}
+    assert dict(merged) == {"read_file": "builtin", "mcp__a__b": tool}
+    assert merged["mcp__a__b"] is tool and len(merged) == 2
 
 
 def test_results_map_every_content_kind():
