@@ -9,7 +9,6 @@ from gevent.pool import Pool
 
 from term2acp.acp.agent import AcpAgent
 from term2acp.acp.client import ClientProxy
-from term2acp.core.pacing import hold_collector
 from term2acp.mcp.config import masked_servers
 from term2acp.rpc.endpoint import Endpoint
 from term2acp.rpc.stream import Writer, open_reader, read_lines
@@ -112,7 +111,6 @@ class Server:
         gevent.signal_handler(signal.SIGUSR1, _dump_greenlets)
         gevent.signal_handler(signal.SIGUSR2, self._yield_sessions)  # sessions/takeover.py
         self.warmup.start()  # the session layer, before the first line is read
-        hold_collector()  # the launcher's held collector: on after the first calls (warmup.py)
         reader = gevent.spawn(self._read)
         reader.name = "rpc-reader"
         self.stop.wait()

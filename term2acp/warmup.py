@@ -47,12 +47,7 @@ import gevent
 from gevent import monkey
 from gevent.event import Event
 
-from term2acp.core.pacing import (
-    breathe,
-    restore_switch_interval,
-    shorten_switch_interval,
-    start_up_done,
-)
+from term2acp.core.pacing import breathe, restore_switch_interval, shorten_switch_interval
 
 log = logging.getLogger(__name__)
 
@@ -203,10 +198,7 @@ class Warmup:
         if self._on_sessions is not None:  # on the hub, before the next step holds the GIL
             _step("session layer (hub)", self._on_sessions)
         self._settle()
-        # the first collection after start-up (~3 ms: core/pacing.py), the first calls
-        # served; then a look at the lines that came meanwhile
-        start_up_done()
-        breathe()
+        breathe()  # a look at the lines that came meanwhile
         _wait(_Thread(self._import_turn_layer))
         self._turns_ready.set()
         _wait(_Thread(self._prepare_turns))

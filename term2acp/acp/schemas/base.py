@@ -1,9 +1,6 @@
 """The base schema: camelCase on the wire, snake_case in Python, unknown keys dropped."""
 
-from collections import defaultdict
-
 from marshmallow import EXCLUDE, Schema, ValidationError, fields, post_dump
-from marshmallow.schema import SchemaMeta
 
 from term2acp.rpc.errors import InvalidParamsError
 
@@ -13,33 +10,7 @@ def camelcase(name):
     return head + "".join(part.title() for part in rest)
 
 
-class WireSchemaMeta(SchemaMeta):
-    """marshmallow's schema metaclass, with a quicker :meth:`resolve_hooks`.
-
-    marshmallow finds a class's processors (``@post_dump`` etc.) by looking every name of
-    ``dir(cls)`` up along the MRO: ~100 us a class, and the agent defines ~25 schema
-    classes before it answers ``initialize`` or a first ``session/new``. This reads each
-    class's own ``__dict__`` once, in MRO order, to the same result: for each name, the
-    definition nearest the class; hooks in name order (``dir``'s), one list per tag
-    (``tests/unit/acp/test_schemas_base.py`` compares the two on every wire schema).
-    """
-
-    def resolve_hooks(cls):
-        nearest = {}
-        for klass in cls.__mro__:
-            for name, attr in vars(klass).items():
-                if name not in nearest:
-                    nearest[name] = getattr(attr, "__marshmallow_hook__", None)
-        hooks = defaultdict(list)
-        for name in sorted(nearest):
-            config = nearest[name]
-            if config:
-                for tag, entries in config.items():
-                    hooks[tag].extend((name, many, kwargs) for many, kwargs in entries)
-        return hooks
-
-
-class WireSchema(Schema, metaclass=WireSchemaMeta):
+class WireSchema(Schema):
     class Meta:
         unknown = EXCLUDE
 
