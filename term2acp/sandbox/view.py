@@ -89,7 +89,11 @@ def flags(root, settings, tmpfs_bytes, network=False):
         out += [*size, "--tmpfs", plan.home]
     for src, dest in plan.binds:
         out += ["--ro-bind", src, dest]
-    masks = _visible(plan.masks + dynamic_masks(settings), plan.binds + [(root, root)])
+    # A masked entry that is gone since the scan (a lock file removed, a package upgrade)
+    # needs no mask, and bwrap could not mount over it: every command would fail until
+    # the scan is redone. One lstat per mask, per command.
+    present = [path for path in plan.masks + dynamic_masks(settings) if os.path.lexists(path)]
+    masks = _visible(present, plan.binds + [(root, root)])
     out += _cover([m for m in masks if not _strictly_inside(root, m[0])])
     out += ["--bind" if writable_root(root, settings) else "--ro-bind", root, root]
     out += _cover([m for m in masks if _strictly_inside(root, m[0])])

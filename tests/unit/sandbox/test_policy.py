@@ -160,6 +160,25 @@ def test_any_root_only_file_in_etc_is_masked(tree):
     assert SECRET not in out and "ok" in out  # world-readable /etc stays readable
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to place a root-only file in /etc")
+def test_a_masked_file_removed_since_the_scan_does_not_break_commands(tree):
+    path = f"/etc/{marker()}"
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.write(fd, SECRET.encode())
+        os.close(fd)
+        view.clear_cache()
+        _, out = run(tree, f"cat {path}; echo first")
+        assert SECRET not in out and "first" in out
+        os.remove(path)  # the scan's result is still cached
+        result, out = run(tree, "echo second")
+        assert "second" in out and "Can't create file" not in out, out
+    finally:
+        if os.path.lexists(path):
+            os.remove(path)
+        view.clear_cache()
+
+
 def test_toolchains_and_read_paths_are_readable_not_writable(tree):
     tool = tree.write("home/.pyenv/bin/hello", "#!/bin/sh\necho hello from pyenv\n", 0o755)
     tree.write("home/.gitconfig", "[user]\n\tname = Someone\n")
