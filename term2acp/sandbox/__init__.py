@@ -8,14 +8,14 @@ network=, loopback=, tty=)`` to completion, or ``start(...)`` for one that keeps
 (a ``Process``: ``write``, ``wait``, ``kill``).
 """
 
-from term2acp.sandbox.bwrap import (Availability, SandboxUnavailable, build_argv, probe,
-                                    run, scrub_env, start, unavailable_message)
+from term2acp.sandbox.bwrap import (Availability, SandboxUnavailable, alive, build_argv,
+                                    probe, run, scrub_env, start, unavailable_message)
 from term2acp.sandbox.cgroup import memory_mechanism
 from term2acp.sandbox.loopback import Loopback, LoopbackError
 from term2acp.sandbox.process import Exit, InputClosed, LaunchError, Process, ProcessTimeout
 from term2acp.sandbox.view import Refused, check_root
 
 __all__ = ["Availability", "Exit", "InputClosed", "LaunchError", "Loopback", "LoopbackError",
-           "Process", "ProcessTimeout", "Refused", "SandboxUnavailable", "build_argv",
+           "Process", "ProcessTimeout", "Refused", "SandboxUnavailable", "alive", "build_argv",
            "check_root", "memory_mechanism", "probe", "run", "scrub_env", "start",
            "unavailable_message"]

@@ -175,6 +175,13 @@ class SandboxUnavailable(RuntimeError):
     """The sandbox cannot run here; the message is the reason."""
 
 
+def alive():
+    """True while any sandboxed process of this agent is running (``process.live``): then
+    a path inside a root can change at any moment, so the tools do their own fd-checked I/O
+    instead of handing the editor a path (``tools.base.ToolContext.read_via_editor``)."""
+    return process.live() > 0
+
+
 def build_argv(argv, root, settings, network=None, tty=False):
     """The full bwrap command line for ``argv`` in ``root`` (probing if not done yet), in a
     network namespace of its own unless ``network`` (None: ``[shell] network``)."""

@@ -132,11 +132,21 @@ def start(argv, cwd=None, env=None, on_output=None, pass_fds=(), limits=None, st
     return Process(proc, ends, group, on_output or _discard, on_exit)
 
 
+_live = [0]  # started and not yet reaped, in this process (every session)
+
+
+def live():
+    """How many started commands have not been reaped yet."""
+    return _live[0]
+
+
 class Process:
     """A started command: its output is pumped to ``on_output`` by a greenlet of its own,
-    which then reaps it; ``write`` feeds its stdin, ``kill`` ends its whole group."""
+    which then reaps it; ``write`` feeds its stdin, ``kill`` ends its whole group. It
+    counts in :func:`live` from its start until it is reaped."""
 
     def __init__(self, proc, ends, group, on_output, on_exit):
+        _live[0] += 1
         self.pid = proc.pid
         self.exit = None  # Exit, once reaped
         self.error = None  # what on_output raised (the group was killed then)
@@ -192,6 +202,7 @@ class Process:
         if self.exit is not None:
             return
         self.exit = outcome
+        _live[0] -= 1
         self._ends.close_all()
         if self._group is not None:
             self._group.close()

@@ -27,14 +27,14 @@ def write_atomically(ctx, real, data, exclusive, seen=None):
     """Put ``data`` at ``real`` in one step; ``exclusive`` refuses when ``real`` exists, and
     ``seen`` (``base.identity`` of the file read) when ``real`` is another file now."""
     parent, name = os.path.split(real)
-    dfd = _open_dirs(ctx, parent)
+    dfd = open_dirs(ctx, parent)
     try:
         _replace_at(ctx, dfd, name, data, exclusive, real, seen)
     finally:
         os.close(dfd)
 
 
-def _open_dirs(ctx, parent):
+def open_dirs(ctx, parent):
     """An fd on ``parent``, creating missing directories fd-relative. Every directory is
     checked with the kernel as it is opened, before anything is created inside it, so a
     swapped path component never gets a directory created outside."""

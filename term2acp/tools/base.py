@@ -103,49 +103,64 @@ class ToolContext:
         root = self.root.rstrip(os.sep)
         return real == root or real.startswith(root + os.sep)
 
+    def _delegates(self, real, can):
+        """Whether I/O on ``real`` may go through the editor. The editor opens the *path*
+        it is given and follows symlinks, so only while no sandboxed process is alive (one
+        could swap the path for a symlink during the call; nested calls from run_code are
+        always inside one) and only inside the root; otherwise the tools' own fd-checked
+        I/O is used."""
+        if self.editor is None or not can(self.editor) or not self._inside(real):
+            return False
+        from term2acp import sandbox  # loaded with the tools that call us
+
+        return not sandbox.alive()
+
     def read_via_editor(self, real, local):
         """What the final read of ``real`` reads from: ``local`` (an open binary file that
-        passed the tools' checks) unless the editor serves reads (ACP ``fs/read_text_file``)
-        and ``real`` is inside the root; then the editor's text, unsaved changes included."""
-        editor = self.editor
-        if editor is None or not editor.can_read or not self._inside(real):
+        passed the tools' checks) unless the editor serves reads (ACP ``fs/read_text_file``),
+        ``real`` is inside the root and may be delegated (:meth:`_delegates`); then the
+        editor's text, unsaved changes included, once ``real`` is shown to still be the
+        file ``local`` holds after the editor answered."""
+        if not self._delegates(real, lambda editor: editor.can_read):
             return local
-        return io.BytesIO(editor.read_text(real).encode("utf-8"))
+        before = os.fstat(local.fileno())
+        text = self.editor.read_text(real)
+        if not _still(real, before):
+            raise ToolError(f"{real} changed while the editor read it (something was swapped "
+                            "in); nothing was read. Try again.")
+        return io.BytesIO(text.encode("utf-8"))
 
     def write_via_editor(self, real, text, exclusive, seen=None):
         """Write ``text`` through the editor (ACP ``fs/write_text_file``) so it shows and
-        tracks the change; False when the write must be local instead: no editor, or
-        ``real`` outside the root. Called after the path policy and approvals; the target
-        must be a regular file or absent, under directories inside the root with no symlink
-        on the way (missing ones are created here), and still the file ``seen`` (see
-        :func:`identity`) when given."""
-        editor = self.editor
-        if editor is None or not editor.can_write or not self._inside(real):
+        tracks the change; False when the write must be local instead (see
+        :meth:`_delegates`). Called after the path policy and approvals; the target must be
+        a regular file or absent, under directories inside the root reached fd by fd with
+        no symlink on the way (missing ones are created fd-relative, as the atomic writer
+        does), and still the file ``seen`` (see :func:`identity`) when given. After the
+        editor answers, the directory and the target are checked again."""
+        if not self._delegates(real, lambda editor: editor.can_write):
             return False
-        parent = os.path.dirname(real)
-        base = parent
-        while not os.path.lexists(base) and base != os.path.dirname(base):
-            base = os.path.dirname(base)  # the deepest directory that exists
-        if os.path.realpath(base) != base or not self._inside(base):
-            raise ToolError(f"{base} changed while being checked (a symlink on the way?); "
-                            "nothing was written.")
+        from term2acp.tools import atomic  # it imports this module
+
+        parent, name = os.path.split(real)
+        dfd = atomic.open_dirs(self, parent)
         try:
-            os.makedirs(parent, exist_ok=True)
-            st = os.lstat(real)
-        except FileNotFoundError:
-            st = None
-        except OSError as exc:
-            raise ToolError(f"cannot write {real}: {exc.strerror}") from None
-        if os.path.realpath(parent) != parent:
-            raise ToolError(f"{parent} changed while being checked (a symlink on the way?); "
-                            "nothing was written.")
-        if st is not None and exclusive:
-            raise ToolError(f"{real} appeared while writing; nothing was written.")
-        if st is not None and not stat.S_ISREG(st.st_mode):
-            raise ToolError(f"{real} is no longer a regular file; nothing was written.")
-        if seen is not None and identity(st) != seen:
-            raise ToolError(changed_since_read(real))
-        editor.write_text(real, text)
+            st = _stat_at(dfd, name)
+            if st is not None and exclusive:
+                raise ToolError(f"{real} appeared while writing; nothing was written.")
+            if st is not None and not stat.S_ISREG(st.st_mode):
+                raise ToolError(f"{real} is no longer a regular file; nothing was written.")
+            if seen is not None and identity(st) != seen:
+                raise ToolError(changed_since_read(real))
+            self.editor.write_text(real, text)
+            after = _stat_at(dfd, name)
+            if not _still(parent, os.fstat(dfd)) or (
+                    after is not None and not stat.S_ISREG(after.st_mode)):
+                raise ToolError(f"{real} or its directory was swapped while the editor saved "
+                                "it: the editor may have written elsewhere through a symlink. "
+                                "Check the file and call the tool again.")
+        finally:
+            os.close(dfd)
         return True
 
     def approve(self, request):
@@ -161,6 +176,26 @@ class ToolContext:
         if self._run_tool is None:
             raise ToolError("nested tool calls are not available here")
         return self._run_tool(name, arguments)
+
+
+def _still(path, held):
+    """Whether ``path`` (canonical) names, without a symlink on the way, the file ``held``
+    (an ``os.stat_result`` of an fd we hold)."""
+    try:
+        now = os.lstat(path)
+    except OSError:
+        return False
+    return ((now.st_dev, now.st_ino) == (held.st_dev, held.st_ino)
+            and os.path.realpath(path) == path)
+
+
+def _stat_at(dfd, name):
+    try:
+        return os.stat(name, dir_fd=dfd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ToolError(f"cannot write {name}: {exc.strerror}") from None
 
 
 def identity(st):

@@ -55,6 +55,10 @@ def read_existing(ctx, real):
             raise ToolError(f"{shown} is {st.st_size} bytes, above the {EDIT_CAP // 2**20} MiB "
                             "edit limit. Use the shell to change it.")
         data = ctx.read_via_editor(real, fh).read(EDIT_CAP + 1)  # editor's buffer if it serves
+    if len(data) > EDIT_CAP:  # the editor's unsaved buffer can be larger than the file:
+        # editing a cut copy would save it cut, so refuse, never truncate
+        raise ToolError(f"{shown} is over the {EDIT_CAP // 2**20} MiB edit limit (in the "
+                        "editor's buffer); nothing was written. Use the shell to change it.")
     if b"\0" in data[:SNIFF]:
         raise ToolError(f"{shown} is a binary file; only text files can be edited.")
     try:
