@@ -64,10 +64,14 @@ def slow_editor(agent, workspace, method):
 
 
 def final_texts(updates):
+    """Every text a tool call showed: its content and its streamed terminal output."""
     out = []
     for update in updates:
-        if update.get("sessionUpdate") == "tool_call_update" and update.get("content"):
-            out += [c["content"]["text"] for c in update["content"] if c.get("type") == "content"]
+        if update.get("sessionUpdate") != "tool_call_update":
+            continue
+        out += [c["content"]["text"] for c in update.get("content") or ()
+                if c.get("type") == "content"]
+        out.append((update.get("_meta") or {}).get("terminal_output", {}).get("data", ""))
     return "\n".join(out)
 
 
