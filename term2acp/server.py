@@ -9,6 +9,7 @@ from gevent.pool import Pool
 
 from term2acp.acp.agent import AcpAgent
 from term2acp.acp.client import ClientProxy
+from term2acp.core import executables
 from term2acp.mcp.config import masked_servers
 from term2acp.rpc.endpoint import Endpoint
 from term2acp.rpc.stream import Writer, open_reader, read_lines
@@ -106,6 +107,10 @@ class Server:
             log.warning("%s", status.warning())
 
     def run(self):
+        # The programs the agent starts outside the sandbox (bwrap, bare MCP commands) come
+        # from the PATH it started with, bwrap's found now: before any model turn can plant one
+        executables.pin_environment()
+        executables.find("bwrap")
         for signum in (signal.SIGINT, signal.SIGTERM):
             gevent.signal_handler(signum, self.stop.set)
         gevent.signal_handler(signal.SIGUSR1, _dump_greenlets)

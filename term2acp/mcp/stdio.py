@@ -18,7 +18,6 @@ import collections
 import json
 import logging
 import os
-import shutil
 import signal
 
 import gevent
@@ -27,6 +26,7 @@ import gevent.os
 import gevent.subprocess
 from gevent.socket import wait_read
 
+from term2acp.core import executables
 from term2acp.mcp import keeper
 from term2acp.mcp.rpc import ServerGone, TooLarge, too_large
 
@@ -45,15 +45,22 @@ class LaunchFailed(Exception):
     """The server could not be started (missing command, bad cwd, ...)."""
 
 
-def resolve_command(command, path):
-    """An absolute command as given; a bare name looked up on ``path`` (v1 editors send npx)."""
+def resolve_command(command, path, cwd):
+    """An absolute command as given; a bare name (v1 editors send npx) looked up on the
+    absolute entries of ``path`` (None: the PATH the agent started with), pinned, and never
+    from inside a session root (``core/executables.py``)."""
     if os.path.isabs(command):
         return command
     if os.sep in command:
         raise LaunchFailed(f"command must be an absolute path or a bare name, not {command!r}")
-    found = shutil.which(command, path=path)
+    found = executables.find(command, path)
     if found is None:
-        raise LaunchFailed(f"command not found on PATH: {command}")
+        raise LaunchFailed(f"command not found on PATH: {command} (only absolute PATH entries "
+                           "are searched)")
+    try:
+        executables.check(found, [cwd])
+    except executables.Unsafe as exc:
+        raise LaunchFailed(str(exc)) from None
     return found
 
 
@@ -87,7 +94,8 @@ class StdioTransport:
     def open(self, connection):
         self.connection = connection
         env = child_env(self.config.env)
-        argv = [resolve_command(self.config.command, env["PATH"]), *self.config.args]
+        argv = [resolve_command(self.config.command, self.config.env.get("PATH"), self.cwd),
+                *self.config.args]
         fds = [os.pipe() for _ in range(3)]  # (r, w) for stdin, stdout, stderr
         try:
             self.proc = gevent.subprocess.Popen(

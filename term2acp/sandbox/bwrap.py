@@ -21,6 +21,7 @@ import tempfile
 import threading
 from dataclasses import dataclass, replace
 
+from term2acp.core import executables
 from term2acp.sandbox import cgroup, process, view
 from term2acp.settings import SandboxSettings
 
@@ -61,8 +62,9 @@ def unavailable_message(reason):
 
 
 def bwrap_path():
-    """The bwrap executable: ``$TERM2ACP_BWRAP``, else ``bwrap`` on PATH."""
-    return os.environ.get(BWRAP_ENV) or shutil.which("bwrap") or "/usr/bin/bwrap"
+    """The bwrap executable: ``$TERM2ACP_BWRAP``, else ``bwrap`` on the absolute entries of
+    the PATH the agent started with, pinned (``core/executables.py``)."""
+    return os.environ.get(BWRAP_ENV) or executables.find("bwrap") or "/usr/bin/bwrap"
 
 
 _probes = {}
@@ -82,6 +84,12 @@ def probe(refresh=False):
 
 def _probe(path):
     """The first feature set this bwrap accepts: newer flags are dropped one at a time."""
+    if not os.path.isabs(path):
+        return Availability(False, f"the bubblewrap path {path} is not absolute", path)
+    try:
+        executables.check(path)
+    except executables.Unsafe as exc:
+        return Availability(False, str(exc), path)
     if not (os.path.isfile(path) and os.access(path, os.X_OK)):
         return Availability(False, f"bubblewrap not found at {path}", path)
     scratch = tempfile.mkdtemp(prefix="term2acp-probe-")
@@ -160,6 +168,11 @@ def _prepare(argv, root, settings, network, loopback, tty):
     availability = probe()
     if not availability.available:
         raise SandboxUnavailable(availability.reason)
+    executables.note_root(root)
+    try:
+        executables.check(availability.bwrap, [root])
+    except executables.Unsafe as exc:
+        raise SandboxUnavailable(str(exc)) from None
     if network is None:
         network = bool(settings.shell.network)
     enter = None

@@ -9,6 +9,7 @@ import time
 from gevent.pool import Group
 
 from term2acp.core import events as ev
+from term2acp.core import executables
 from term2acp.core.access import AccessState
 from term2acp.sessions.errors import SessionLocked
 from term2acp.sessions.journal import Recorder
@@ -52,6 +53,7 @@ class LiveSession:
     def __init__(self, row, store, lock, workdir):
         self.id = row["id"]
         self.root = row["cwd"]
+        executables.note_root(self.root)  # no program the agent starts may come from here
         self.title = row.get("title")
         self.provider_id = row.get("provider")
         self.model = row.get("model")

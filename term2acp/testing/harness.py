@@ -53,9 +53,10 @@ def default_command():
 
 class AgentProcess:
     def __init__(self, args=(), env=None, command=None, validate=True, protocol=2,
-                 initialize_params=None, fork=None):
+                 initialize_params=None, fork=None, cwd=None):
         self.command = list(command or default_command()) + list(args)
-        forkable = command is None and os.path.exists(REPO_LAUNCHER)
+        self.cwd = cwd  # the agent's working directory (given: a process of its own)
+        forkable = command is None and os.path.exists(REPO_LAUNCHER) and cwd is None
         self._fork_args = list(args) if forkable and fork is not False else None
         self._fork = FORK_AGENTS if fork is None else fork
         self.env = dict(os.environ if env is None else env)
@@ -84,7 +85,7 @@ class AgentProcess:
         if self.proc is None:
             self.proc = subprocess.Popen(self.command, stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                         env=self.env)
+                                         env=self.env, cwd=self.cwd)
         self._threads = [threading.Thread(target=self._pump_stdout, daemon=True),
                          threading.Thread(target=self._pump_stderr, daemon=True)]
         for thread in self._threads:

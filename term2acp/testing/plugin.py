@@ -101,7 +101,7 @@ def acp_agent(request, acp_env, tmp_path):
     fork = False if request.node.get_closest_marker("acp_no_fork") else None
 
     def start(turns=None, script=None, args=(), env=None, initialize=True, protocol=2,
-              **script_extra):
+              cwd=None, **script_extra):
         full = dict(acp_env, **(env or {}))
         args = list(args)
         if turns is not None:
@@ -111,7 +111,7 @@ def acp_agent(request, acp_env, tmp_path):
             full["TERM2ACP_SCRIPT"] = str(script)
             if "--provider" not in args:
                 args = ["--provider", "scripted"] + args
-        agent = AgentProcess(args, env=full, protocol=protocol, fork=fork).start()
+        agent = AgentProcess(args, env=full, protocol=protocol, fork=fork, cwd=cwd).start()
         started.append(agent)
         if initialize:
             agent.initialize()
