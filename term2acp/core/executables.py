@@ -63,9 +63,12 @@ def _search(name, path):
 
 
 def note_root(root):
-    """Remember a session root: no program the agent starts may come from inside it."""
-    with _lock:
-        _roots.add(os.path.realpath(root))
+    """Remember a session root: no program the agent starts may come from inside it. ``/``
+    is never one (refused as a workspace everywhere; it would refuse every program)."""
+    root = os.path.realpath(root)
+    if root != os.sep:
+        with _lock:
+            _roots.add(root)
 
 
 def check(program, roots=()):
@@ -73,7 +76,7 @@ def check(program, roots=()):
     (any noted one or ``roots``): the model could have written it."""
     targets = {os.path.abspath(program), os.path.realpath(program)}
     with _lock:
-        every = _roots | {os.path.realpath(root) for root in roots}
+        every = _roots | {os.path.realpath(root) for root in roots} - {os.sep}
     for root in sorted(every):
         base = root.rstrip(os.sep) + os.sep
         if any(target == root or target.startswith(base) for target in targets):

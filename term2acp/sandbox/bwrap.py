@@ -168,17 +168,17 @@ def _prepare(argv, root, settings, network, loopback, tty):
     availability = probe()
     if not availability.available:
         raise SandboxUnavailable(availability.reason)
-    executables.note_root(root)
-    try:
-        executables.check(availability.bwrap, [root])
-    except executables.Unsafe as exc:
-        raise SandboxUnavailable(str(exc)) from None
     if network is None:
         network = bool(settings.shell.network)
     enter = None
     if loopback is not None and not network:
         enter = loopback.enter_hook(availability)
     full = _for_settings(argv, root, settings, availability, network, enter is not None, tty)
+    executables.note_root(root)  # a root the sandbox runs in (``/`` was refused above)
+    try:
+        executables.check(availability.bwrap, [root])
+    except executables.Unsafe as exc:
+        raise SandboxUnavailable(str(exc)) from None
     options = {"cwd": root, "env": scrub_env(settings.env, tty), "limits": limits_of(settings),
                "stdin": process.TTY if tty else process.NULL}
     return full, enter, options
