@@ -126,4 +126,7 @@ def main(argv=None):
     from term2acp.server import Server
 
     in_fd, out_fd = diagnostics.protect_stdio()
-    return Server(settings, catalog, in_fd, out_fd).run()
+    try:
+        return Server(settings, catalog, in_fd, out_fd).run()
+    finally:
+        diagnostics.drain(0.5)  # what stderr still owes, if anyone reads it

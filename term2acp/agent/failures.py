@@ -8,6 +8,7 @@ where they are made).
 
 import re
 
+from term2acp.core import secrets
 from term2acp.providers import errors as pe
 
 _RETRY_AFTER = re.compile(r"retry(?:ing)? (?:after|in) (\d+(?:\.\d+)?)\s*s", re.IGNORECASE)
@@ -15,7 +16,7 @@ _RETRY_AFTER = re.compile(r"retry(?:ing)? (?:after|in) (\d+(?:\.\d+)?)\s*s", re.
 
 def explain(exc):
     """The user-facing text for an exception that ended a turn."""
-    text = str(exc).strip() or type(exc).__name__
+    text = secrets.mask(str(exc).strip()) or type(exc).__name__
     # CompactionFailed lives in agent/context.py; matched by name to keep this module light
     if type(exc).__name__ == "CompactionFailed":
         return (f"The conversation no longer fits the model's context window, and {text}. "

@@ -33,7 +33,8 @@ import time
 import gevent
 
 from term2acp import __version__
-from term2acp.providers.base import Retrying
+from term2acp.core import secrets
+from term2acp.providers.base import ProviderNotConfigured, Retrying
 from term2acp.providers.errors import (
     AuthenticationFailed,
     ConnectionFailed,
@@ -80,6 +81,23 @@ class Response:
 
 
 # ---------------------------------------------------------------- the client
+_SECRET_HEADER = ("authorization", "key", "token", "secret", "cookie", "auth")
+
+
+def _checked(headers, label):
+    """Header values as http.client sends them: surrounding whitespace (a pasted line
+    break) stripped; a control character inside refused (ProviderNotConfigured naming the
+    header, never its value). Secret-shaped ones are masked everywhere from now on."""
+    out = {}
+    for name, value in headers.items():
+        secret = any(part in name.lower() for part in _SECRET_HEADER)
+        try:
+            out[name] = secrets.clean(str(value), f"the {name} header", secret)
+        except secrets.SecretInvalid as exc:
+            raise ProviderNotConfigured(f"{label}: {exc}") from None
+    return out
+
+
 class HTTPClient:
     """POSTs JSON and opens the streamed answer, with retries and typed errors.
 
@@ -92,7 +110,7 @@ class HTTPClient:
                  read_timeout=600.0, max_retries=2):
         self.target = Target(base_url)
         self.headers = {"Content-Type": "application/json", "Accept": "text/event-stream",
-                        "User-Agent": USER_AGENT, **headers}
+                        "User-Agent": USER_AGENT, **_checked(headers, label)}
         self.label, self.key_hint, self.secret = label, key_hint, secret
         self.connect_timeout = min(connect_timeout, read_timeout)
         self.read_timeout, self.max_retries = read_timeout, max_retries

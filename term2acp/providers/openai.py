@@ -13,6 +13,7 @@ import os
 import uuid
 from urllib.parse import urlsplit
 
+from term2acp.core import secrets
 from term2acp.providers import sse
 from term2acp.providers.base import (
     Provider,
@@ -65,6 +66,11 @@ def resolve_credentials(name, builtin, api_key, base_url, key_var, url_var):
     env = os.environ if name == builtin else {}
     base_url = base_url or env.get(url_var) or None
     key = api_key or env.get(key_var)
+    if key:
+        try:  # a key pasted with its CR/LF: stripped; one broken inside: a clear refusal
+            key = secrets.clean(key, key_var if env else f"{name}'s API key")
+        except secrets.SecretInvalid as exc:
+            raise ProviderNotConfigured(f"{name}: {exc}") from None
     if not key:
         if not is_loopback(base_url):
             raise ProviderNotConfigured(
