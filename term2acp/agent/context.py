@@ -30,6 +30,7 @@ import uuid
 
 import gevent
 
+from term2acp.agent import image_budget
 from term2acp.core import events as ev
 from term2acp.providers import base as pb
 from term2acp.providers.errors import ContextOverflow, ProviderError
@@ -485,7 +486,7 @@ class ContextGuard:
                     raise
                 # still under the window: send it; an overflow would compact again
                 log.info("session %s: compaction skipped (%s)", session.id, exc)
-        return model_messages(session.history)
+        return image_budget.bound(model_messages(session.history))
 
     def stream(self, request):
         """``provider.stream(request)``, with overflow recovery; Retrying becomes a notice."""
@@ -510,7 +511,7 @@ class ContextGuard:
                         "compacting failed because the request still did not fit the model's "
                         f"context window after {self.RESENDS} compactions ({exc})") from None
                 compact(session, self.provider, request.system, self.settings, "overflow")
-                request.messages = model_messages(session.history)
+                request.messages = image_budget.bound(model_messages(session.history))
 
     def cap_result(self, text, default):
         return cap_result(text, result_cap(self.window(), default))
