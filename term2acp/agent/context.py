@@ -58,10 +58,15 @@ SUMMARY_SYSTEM = (
     "commands run and their outcomes, errors, and what remains to do. Plain text, no preamble.")
 SUMMARY_HEADER = "[Summary of the earlier conversation, written when it was compacted]"
 
-_MAX_RE = re.compile(r"maximum context length is (\d[\d,]*)|(\d[\d,]*)\s*maximum"
-                     r"|context (?:window|size|length)[^0-9]{0,40}(\d[\d,]*)", re.IGNORECASE)
-_USED_RE = re.compile(r"resulted in (\d[\d,]*)|requested (\d[\d,]*)|too long: (\d[\d,]*)"
-                      r"|(\d[\d,]*) tokens >", re.IGNORECASE)
+# Only the providers' own wordings: OpenAI's "maximum context length is N tokens ... resulted
+# in M tokens" (also "you requested M tokens") and Anthropic's "prompt is too long: M tokens
+# > N maximum". Any other number in a message (a request count, a line number) is not a size.
+_MAX_RE = re.compile(r"maximum context length is (\d[\d,]*) tokens"
+                     r"|tokens > (\d[\d,]*) maximum", re.IGNORECASE)
+_USED_RE = re.compile(r"resulted in (\d[\d,]*) tokens|you requested (\d[\d,]*) tokens"
+                      r"|too long: (\d[\d,]*) tokens", re.IGNORECASE)
+MIN_WINDOW = 512  # tokens: no model has less; a smaller learned window is a misreading
+MAX_WINDOW = 100_000_000  # tokens: nor more
 
 
 class CompactionFailed(ProviderError):
@@ -115,8 +120,8 @@ def learn_window(session, error, sent_estimate):
     estimate was from the server's own count when it says it (so a server that counts tool
     schemas, or counts differently, calibrates us); else 90 % of what was refused."""
     text = str(error)
-    maximum = _number(_MAX_RE, text)
-    used = _number(_USED_RE, text)
+    maximum = _plausible(_number(_MAX_RE, text))
+    used = _plausible(_number(_USED_RE, text))
     if maximum and used and used > maximum and sent_estimate:
         learned = int(maximum * sent_estimate / used)
     elif maximum and sent_estimate:
@@ -124,11 +129,21 @@ def learn_window(session, error, sent_estimate):
     else:
         learned = int(sent_estimate * 0.9) if sent_estimate else None
     if learned:
+        learned = max(MIN_WINDOW, learned)
         previous = getattr(session, "window_learned", None)
         session.window_learned = min(previous, learned) if previous else learned
         log.info("session %s: context window learned from an overflow: %d tokens",
                  session.id, session.window_learned)
     return getattr(session, "window_learned", None)
+
+
+def sane_window(value):
+    """``value`` when it can be a context window in tokens, else None."""
+    return _plausible(value) if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _plausible(tokens):
+    return tokens if tokens is not None and MIN_WINDOW <= tokens <= MAX_WINDOW else None
 
 
 def _number(pattern, text):
@@ -522,6 +537,6 @@ def restore(session, history):
     window learned before it."""
     view = resume_view(history)
     session.history = view
-    if view and is_marker(view[0]) and view[0].get("window"):
-        session.window_learned = view[0]["window"]
+    if view and is_marker(view[0]) and sane_window(view[0].get("window")):
+        session.window_learned = view[0]["window"]  # a stored misreading is not restored
     return view
