@@ -8,6 +8,11 @@ is capped at :data:`FILE_CAP` characters and all of them at :data:`TOTAL_CAP`.
 
 Reading needs no approval. Files are re-read when they change (path, size, mtime); the
 user is told once which files are in use, and again when that set or a file changes.
+
+A file, or a directory holding it, owned by another user than the agent's (or root) is
+ignored, and the user told so: anyone can make a ``.git`` and an ``AGENTS.md`` in a
+world-writable parent such as ``/tmp``, and its text would steer the model (git's
+``safe.directory`` reasoning).
 """
 
 import os
@@ -44,6 +49,20 @@ def _stat(path):
     return (info.st_size, info.st_mtime_ns) if stat.S_ISREG(info.st_mode) else None
 
 
+def foreign_owner(path):
+    """The uid owning ``path`` or its directory when it is neither ours nor root's, else
+    None."""
+    trusted = (os.geteuid(), 0)
+    for item in (path, os.path.dirname(path)):
+        try:
+            owner = os.stat(item, follow_symlinks=False).st_uid
+        except OSError:
+            continue
+        if owner not in trusted:
+            return owner
+    return None
+
+
 def _read(path):
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -66,14 +85,23 @@ class Instructions:
         self.root, self.home = root, home
         self._cache = {}  # path -> (signature, text)
         self._told = None  # the signatures the user was told about
+        self._ignored = set()  # (path, owner) of foreign files the user was told about
 
     def load(self):
         """``(text for the system prompt, notice for the user or None)``."""
-        found = []
+        found, warnings = [], []
         for directory in candidates(self.root, self.home):
             path = os.path.join(directory, NAME)
             signature = _stat(path)
             if signature is None:
+                continue
+            owner = foreign_owner(path)
+            if owner is not None:
+                if (path, owner) not in self._ignored:
+                    self._ignored.add((path, owner))
+                    warnings.append(f"Ignored {path}: it (or its folder) belongs to another "
+                                    f"user (uid {owner}), so it could steer the model; "
+                                    "change its owner to use it.\n\n")
                 continue
             cached = self._cache.get(path)
             if cached is None or cached[0] != signature:
@@ -82,7 +110,8 @@ class Instructions:
                     continue
                 self._cache[path] = cached = (signature, text)
             found.append((path, cached[0], cached[1]))
-        return self._prompt(found), self._notice(found)
+        notice = "".join(warnings) + (self._notice(found) or "")
+        return self._prompt(found), notice or None
 
     def _prompt(self, found):
         if not found:
