@@ -14,6 +14,8 @@ providers, then check that a usable key now exists. When the only usable provide
 the local default, nothing needs a key.
 """
 
+import contextlib
+import fcntl
 import json
 import logging
 import os
@@ -67,6 +69,20 @@ def write_keys(path, keys):
         raise
 
 
+@contextlib.contextmanager
+def keys_locked(path):
+    """Hold ``auth.json``'s lock (a ``.lock`` file beside it, flock) while a writer reads,
+    changes and replaces it: two ``--login`` runs at once then merge their keys instead
+    of the second replacing the first's file with its older copy."""
+    os.makedirs(os.path.dirname(path) or ".", mode=0o700, exist_ok=True)
+    fd = os.open(f"{path}.lock", os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
 def apply_stored_keys(settings):
     """Put stored keys into ``settings.env`` where the real environment has none; forget
     ones applied earlier that are no longer stored (after a logout)."""
@@ -84,8 +100,9 @@ def apply_stored_keys(settings):
 def forget_keys(settings):
     """Logout: remove every stored key (the file and this process's copy)."""
     path = credentials_path(settings)
-    if load_keys(path):
-        write_keys(path, {})
+    with keys_locked(path):
+        if load_keys(path):
+            write_keys(path, {})
     apply_stored_keys(settings)
 
 
@@ -212,9 +229,10 @@ def login_main(settings, catalog, stdin=None, stdout=None):
         out.write("no key entered; nothing stored\n")
         return 1
     path = credentials_path(settings)
-    keys = load_keys(path)
-    keys[var] = key
-    write_keys(path, keys)
+    with keys_locked(path):  # read, add, replace: one at a time (another run may be here)
+        keys = load_keys(path)
+        keys[var] = key
+        write_keys(path, keys)
     out.write(f"Stored the {label} key. The editor can sign in now.\n")
     return 0
 

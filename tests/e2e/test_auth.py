@@ -4,6 +4,7 @@ prompt without a usable key, ``term2-acp --login`` storing the key with mode 060
 ``authenticate`` / ``auth/login`` seeing it, ``logout`` / ``auth/logout`` forgetting it,
 and no key on the wire, in the log or in the store."""
 
+import json
 import os
 import stat
 import subprocess
@@ -176,3 +177,38 @@ def test_auth_methods_pass_the_acp_registry_check_with_no_key(acp_agent):
     agent = acp_agent(initialize=False, protocol=1, env={"TERM2ACP_LOCAL_MODEL": "off"})
     methods = agent.request("initialize", REGISTRY_VALIDATOR_INITIALIZE)["result"]["authMethods"]
     assert any(m.get("type", "agent") in ("agent", "terminal") for m in methods), methods
+
+
+def test_logins_at_the_same_time_merge_their_keys(acp_env, keyless, tmp_path):
+    # Issue 23: each run read auth.json, added its key and replaced the file; a run that
+    # read before another replaced it put the older copy back and lost that key.
+    runs = 8
+    config = "".join(f'[providers.p{n}]\ntype = "openai"\nbase_url = "https://p{n}.example/v1"\n'
+                      f'api_key_env = "P{n}_KEY"\n' for n in range(runs - 2))
+    with open(acp_env["TERM2ACP_CONFIG"], "w") as fh:
+        fh.write(config)
+    env = dict(acp_env, **keyless)
+    procs = [subprocess.Popen(default_command() + ["--login"], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+             for _ in range(runs)]
+    try:
+        for proc in procs:  # every run waits at its first question, then all answer at once
+            seen = b""
+            while b"Provider [" not in seen:
+                chunk = proc.stderr.read1(4096)
+                assert chunk, seen
+                seen += chunk
+        for number, proc in enumerate(procs, 1):
+            proc.stdin.write(f"{number}\nsk-key-{number}-abcdefgh\n".encode())
+            proc.stdin.flush()
+        for proc in procs:
+            proc.stdin.close()
+        assert [proc.wait(timeout=60) for proc in procs] == [0] * runs
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    stored = os.path.join(os.path.dirname(acp_env["TERM2ACP_CONFIG"]), "auth.json")
+    keys = json.load(open(stored))["keys"]
+    assert sorted(keys.values()) == sorted(f"sk-key-{n}-abcdefgh" for n in range(1, runs + 1))
