@@ -28,3 +28,59 @@ def may_be_too_deep(text, limit=MAX_DEPTH):
     if isinstance(text, str):
         return text.count("{") + text.count("[") > limit
     return text.count(b"{") + text.count(b"[") > limit
+
+
+_STRING = _SPECIAL = None  # compiled on first use: only a value too deep to parse needs them
+
+
+SCAN_LIMIT = 64 * 1024  # characters of a too-deep message searched for its id
+
+
+def top_level_members(text, wanted=("id", "method")):
+    """The ``wanted`` members with scalar values of the top-level JSON object ``text``,
+    found without parsing what nests inside it (for a message too deep for the parser, so
+    its answer can still carry its id); {} when ``text`` is not an object. Only the first
+    SCAN_LIMIT characters are searched."""
+    import json
+    import re
+
+    global _STRING, _SPECIAL
+    if _STRING is None:
+        _STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+        _SPECIAL = re.compile(r'["{}\[\]]')
+    start = len(text) - len(text.lstrip())
+    if not text[start:start + 1] == "{":
+        return {}
+    found, depth, index, size = {}, 0, start, min(len(text), SCAN_LIMIT)
+    decoder = json.JSONDecoder()
+    while index < size and len(found) < len(wanted):
+        special = _SPECIAL.search(text, index, size)
+        if special is None:
+            break
+        index = special.start()
+        char = text[index]
+        if char == '"':
+            match = _STRING.match(text, index)
+            if match is None:
+                return found
+            index = match.end()
+            if depth == 1:
+                after = index + len(text[index:index + 64]) - len(text[index:index + 64].lstrip())
+                if text[after:after + 1] == ":":
+                    name = json.loads(match.group())
+                    value_at = after + 1 + len(text[after + 1:after + 65]) - len(
+                        text[after + 1:after + 65].lstrip())
+                    if name in wanted and text[value_at:value_at + 1] not in ("{", "["):
+                        try:
+                            found[name], index = decoder.raw_decode(text, value_at)
+                        except ValueError:
+                            pass
+            continue
+        if char in "{[":
+            depth += 1
+        elif char in "}]":
+            depth -= 1
+            if depth == 0:
+                break
+        index += 1
+    return found

@@ -35,6 +35,15 @@ def validate_cwd(cwd):
     return real
 
 
+def is_utf8(text):
+    """Whether ``text`` (a path, surrogate-escaped) can be stored and sent as UTF-8."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _require_utf8(real):
     """A root whose name has a non-UTF-8 byte (surrogate-escaped here) cannot be stored,
     listed or sent back over ACP's UTF-8 JSON, so it is refused with a precise message."""

@@ -13,7 +13,7 @@ import re
 import gevent
 from gevent.pool import Group, Pool
 
-from term2acp.core.nesting import MAX_DEPTH, may_be_too_deep, too_deep
+from term2acp.core.nesting import MAX_DEPTH, may_be_too_deep, too_deep, top_level_members
 from term2acp.rpc.errors import (
     InternalError,
     InvalidParamsError,
@@ -224,7 +224,10 @@ class Endpoint:
             return
         try:
             message = _strict_loads(text)
-        except (ValueError, RecursionError) as exc:
+        except RecursionError:  # deeper than the parser goes: refused as too deep, with
+            self._refuse_deep(top_level_members(text))  # its id when it can be found
+            return
+        except ValueError as exc:
             self._send_error(None, ParseError(f"Parse error: {str(exc)[:200]}"))
             return
         if wire_log.isEnabledFor(logging.DEBUG):

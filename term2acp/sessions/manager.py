@@ -30,7 +30,7 @@ from term2acp.sessions.errors import (CwdMismatch, SessionBusy, SessionLimit, Se
 from term2acp.sessions.lifecycle import CANCELLED, FAILED, Outcome
 from term2acp.sessions.live import LiveSession, SessionLock
 from term2acp.sessions.store import store_for
-from term2acp.core.workspace import WorkspaceError, validate_cwd
+from term2acp.core.workspace import WorkspaceError, is_utf8, validate_cwd
 
 log = logging.getLogger(__name__)
 
@@ -244,6 +244,8 @@ class SessionManager:
                 cwd = os.path.realpath(cwd, strict=True)
             except (OSError, ValueError):
                 return [], None  # a directory that does not exist has no sessions
+            if not is_utf8(cwd):
+                return [], None  # nor one whose name is not UTF-8 (session/new refuses it)
         return self.store.open().list_sessions(cwd, cursor, PAGE_SIZE)
 
     def get(self, session_id):

@@ -1,6 +1,6 @@
 """The base schema: camelCase on the wire, snake_case in Python, unknown keys dropped."""
 
-from marshmallow import EXCLUDE, Schema, ValidationError, fields, post_dump
+from marshmallow import EXCLUDE, Schema, ValidationError, fields, post_dump, validate
 
 from term2acp.rpc.errors import InvalidParamsError
 
@@ -23,6 +23,25 @@ class WireSchema(Schema):
     @post_dump
     def _drop_none(self, data, **kwargs):
         return {k: v for k, v in data.items() if v is not None}
+
+
+class SessionIdField(fields.String):
+    """A session id: 1-256 characters of valid Unicode. A lone surrogate (``"\\ud800"`` is
+    valid JSON) can name no session (ids are UTF-8 in the store), so it is -32602 here, not
+    an encoding failure deep in the store."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("required", True)
+        super().__init__(validate=validate.Length(min=1, max=256), **kwargs)
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        text = super()._deserialize(value, attr, data, **kwargs)
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValidationError("must be valid Unicode (it holds a lone surrogate), so it "
+                                  "names no session") from None
+        return text
 
 
 class PathField(fields.String):

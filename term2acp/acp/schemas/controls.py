@@ -2,20 +2,20 @@
 
 from marshmallow import fields, validate
 
-from term2acp.acp.schemas.base import WireSchema
+from term2acp.acp.schemas.base import SessionIdField, WireSchema
 
 _ID = dict(required=True, validate=validate.Length(min=1, max=256))
 
 
 class SetConfigOptionRequestSchema(WireSchema):
-    session_id = fields.String(**_ID)
+    session_id = SessionIdField()
     config_id = fields.String(**_ID)
     value = fields.Raw(required=True)
     type = fields.String(load_default=None, allow_none=True)
 
 
 class SetModeRequestSchema(WireSchema):
-    session_id = fields.String(**_ID)
+    session_id = SessionIdField()
     mode_id = fields.String(**_ID)
 
 

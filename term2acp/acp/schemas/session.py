@@ -1,8 +1,8 @@
 """session/new, list, resume, prompt, cancel, close."""
 
-from marshmallow import ValidationError, fields, pre_load, validate
+from marshmallow import ValidationError, fields, pre_load
 
-from term2acp.acp.schemas.base import PathField, WireSchema
+from term2acp.acp.schemas.base import PathField, SessionIdField, WireSchema
 from term2acp.acp.schemas.content import ContentBlock
 from term2acp.mcp.config import parse_servers
 from term2acp.rpc.errors import InvalidParamsError
@@ -57,18 +57,18 @@ class ReplayFromField(fields.Dict):
 
 
 class ResumeSessionRequestSchema(_UnsupportedListsFirst):
-    session_id = fields.String(required=True, validate=validate.Length(min=1, max=256))
+    session_id = SessionIdField()
     cwd = PathField(required=True)
     replay_from = ReplayFromField(allow_none=True, load_default=None)
 
 
 class PromptRequestSchema(WireSchema):
-    session_id = fields.String(required=True, validate=validate.Length(min=1, max=256))
+    session_id = SessionIdField()
     prompt = fields.List(ContentBlock(), required=True)
 
 
 class SessionIdSchema(WireSchema):
-    session_id = fields.String(required=True, validate=validate.Length(min=1, max=256))
+    session_id = SessionIdField()
 
 
 CancelNotificationSchema = SessionIdSchema

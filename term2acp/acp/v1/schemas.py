@@ -4,9 +4,9 @@
 same shape in both versions and reuse ``acp/schemas/session.py``.
 """
 
-from marshmallow import fields, pre_load, validate
+from marshmallow import fields, pre_load
 
-from term2acp.acp.schemas.base import PathField, WireSchema
+from term2acp.acp.schemas.base import PathField, SessionIdField, WireSchema
 from term2acp.acp.schemas.session import McpServersField as _McpServersField
 from term2acp.rpc.errors import InvalidParamsError
 
@@ -30,20 +30,17 @@ class _SessionSetup(WireSchema):
         return data
 
 
-_SESSION_ID = dict(required=True, validate=validate.Length(min=1, max=256))
-
-
 class NewSessionRequestSchema(_SessionSetup):
     cwd = PathField(required=True)
 
 
 class LoadSessionRequestSchema(_SessionSetup):
-    session_id = fields.String(**_SESSION_ID)
+    session_id = SessionIdField()
     cwd = PathField(required=True)
 
 
 class ResumeSessionRequestSchema(_SessionSetup):
-    session_id = fields.String(**_SESSION_ID)
+    session_id = SessionIdField()
     cwd = PathField(required=True)
 
 
