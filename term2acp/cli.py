@@ -129,4 +129,7 @@ def main(argv=None):
     try:
         return Server(settings, catalog, in_fd, out_fd).run()
     finally:
+        from term2acp.core import scratch
+
+        scratch.cleanup()  # no term2acp-* folder is left in the temp directory
         diagnostics.drain(0.5)  # what stderr still owes, if anyone reads it

@@ -19,10 +19,11 @@ import atexit
 import collections
 import os
 import shutil
-import tempfile
 
 import gevent
 from gevent.event import Event
+
+from term2acp.core import scratch
 
 ENGINES = ("xllamacpp", "llama_cpp")  # import names, in order of preference
 N_CTX = 8192
@@ -99,7 +100,7 @@ class XllamacppEngine:
     def __init__(self, path):
         import xllamacpp
 
-        self._folder = tempfile.mkdtemp(prefix="term2acp-llama-")  # 0700
+        self._folder = scratch.make("llama-")  # 0700
         atexit.register(shutil.rmtree, self._folder, True)
         params = xllamacpp.CommonParams()
         params.model.path = path

@@ -17,11 +17,10 @@ import logging
 import os
 import re
 import shutil
-import tempfile
 import threading
 from dataclasses import dataclass, replace
 
-from term2acp.core import executables
+from term2acp.core import executables, scratch
 from term2acp.sandbox import cgroup, process, view
 from term2acp.settings import SandboxSettings
 
@@ -92,11 +91,11 @@ def _probe(path):
         return Availability(False, str(exc), path)
     if not (os.path.isfile(path) and os.access(path, os.X_OK)):
         return Availability(False, f"bubblewrap not found at {path}", path)
-    scratch = tempfile.mkdtemp(prefix="term2acp-probe-")
+    folder = scratch.make("probe-")
     candidate = Availability(True, "", path)
     try:
         for _ in range(3):
-            ok, reason = _try(candidate, scratch)
+            ok, reason = _try(candidate, folder)
             if ok:
                 cgroup.RunGroup.supported()  # finds the run groups; sweeps dead agents' ones
                 if not candidate.tmpfs_size:
@@ -111,7 +110,7 @@ def _probe(path):
                 break
         return Availability(False, reason, path)
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _try(candidate, scratch):

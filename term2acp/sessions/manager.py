@@ -14,13 +14,13 @@ import logging
 import os
 import shutil
 import sys
-import tempfile
 import time
 import uuid
 
 import gevent
 
 from term2acp.core import events as ev
+from term2acp.core import scratch
 from term2acp.core.nesting import too_deep
 from term2acp.providers.catalog import NO_PROVIDER_HELP
 from term2acp.providers.errors import ProviderError, ProviderNotConfigured
@@ -78,7 +78,7 @@ class SessionManager:
         round trips fewer there (issue 16). Failures are left to that call to report."""
         try:
             os.makedirs(self._locks, mode=0o700, exist_ok=True)
-            self._scratch = tempfile.mkdtemp(prefix="term2acp-")
+            self._scratch = scratch.make("sessions-")
         except OSError:
             pass
 
@@ -97,7 +97,7 @@ class SessionManager:
 
     def _workdir(self, session_id):
         if self._scratch is None:
-            self._scratch = tempfile.mkdtemp(prefix="term2acp-")
+            self._scratch = scratch.make("sessions-")
         path = os.path.join(self._scratch, session_id)
         os.makedirs(path, mode=0o700, exist_ok=True)
         return path
@@ -563,6 +563,7 @@ class SessionManager:
         self.store.close()
         if self._scratch:
             shutil.rmtree(self._scratch, ignore_errors=True)
+        scratch.cleanup()  # the process's whole scratch folder (core/scratch.py)
 
 
 def _keeps_processes(session):
