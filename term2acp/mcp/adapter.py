@@ -103,14 +103,16 @@ class McpTool(Tool):
         try:
             result = client.call_tool(self.tool, args, timeout=self.hub.call_timeout)
         except ServerGone as exc:
-            raise ToolError(f"The MCP server {self.server} stopped during the call: {exc}") from None
+            raise ToolError(f"The MCP server {self.server} stopped during the call: "
+                            f"{client.config.redact(str(exc))}") from None
         except RequestTimeout:
             raise ToolError(f"The MCP server {self.server} did not answer within "
                             f"{self.hub.call_timeout:g} s, so the call was cancelled (the limit "
                             "is call_timeout in the [mcp] section of the agent's config "
                             "file).") from None
-        except McpError as exc:
-            raise ToolError(f"The MCP server {self.server} refused the call: {exc}") from None
+        except McpError as exc:  # masked: a server may echo a header or env value back
+            raise ToolError(f"The MCP server {self.server} refused the call: "
+                            f"{client.config.redact(str(exc))}") from None
         return to_result(result)
 
 

@@ -91,7 +91,7 @@ class McpClient:
         text = str(exc) or type(exc).__name__
         if self.connection.gone and self.connection.gone not in text:
             text = f"{text} ({self.connection.gone})"
-        return text
+        return self.config.redact(text)
 
     def close(self):
         if self._closed:

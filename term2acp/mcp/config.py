@@ -17,7 +17,7 @@ tool names belong to one configured server.
 import urllib.parse
 
 STDIO, HTTP, SSE = "stdio", "http", "sse"
-MIN_SECRET = 4  # shorter values (flags like "1", "true") are too common to mask
+MIN_SECRET = 6  # shorter values (flags, counts, "true", "debug") are too common to mask
 _TOKEN = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 _CONTROL = frozenset(map(chr, (*range(0x20), 0x7f)))
 _ENV_CONTROL = _CONTROL - {"\t", "\n"}  # multi-line values (PEM keys) are legitimate

@@ -168,6 +168,11 @@ class StreamableHttpTransport(_HttpBase):
     def _answer(self, message, response):
         if message.get("method") == "initialize":
             self.session_id = response.getheader("Mcp-Session-Id") or self.session_id
+            if self.session_id and not (len(self.session_id) <= 1024 and all(
+                    "!" <= c <= "~" for c in self.session_id)):  # the spec: visible ASCII
+                self.session_id = None
+                raise McpError(f"{self.config.safe_url}: the server's Mcp-Session-Id is not "
+                               "visible ASCII of at most 1,024 characters")
         if response.status == 404 and self.session_id:
             self.connection.lost(f"{self.config.safe_url}: the server ended the MCP session")
             raise self._fail("the server ended the MCP session")

@@ -12,6 +12,7 @@ themselves.
 """
 
 import logging
+import re
 
 import gevent
 from gevent.event import AsyncResult
@@ -19,6 +20,18 @@ from gevent.event import AsyncResult
 log = logging.getLogger(__name__)
 
 CANCEL_SEND_TIMEOUT = 2.0  # also bounds answering the server's own requests
+
+
+MESSAGE_CAP = 2000  # of a server's error message, which reaches the model and the editor
+# C0/C1 controls but tab and line feed, bidi and zero-width controls: a server's words
+# reach the user's screen (terminal escapes, text turned around) through these messages.
+_UNSHOWN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]+")
+
+
+def plain(text, cap=MESSAGE_CAP):
+    """A server's text for a message: control characters out, at most ``cap`` characters."""
+    text = _UNSHOWN.sub(" ", text)
+    return text if len(text) <= cap else text[:cap - 1] + "…"
 
 
 class McpError(Exception):
@@ -137,13 +150,13 @@ class Connection:
     def _resolve(self, message):
         result = self._pending.get(message.get("id"))
         if result is None:
-            log.info("mcp %s: ignored an answer to unknown request %r", self.name, message.get("id"))
+            log.info("mcp %s: ignored an answer to unknown request %.80r", self.name, message.get("id"))
             return
         error = message.get("error")
         if error is not None:
             if not isinstance(error, dict):
                 error = {"message": str(error)}
-            text = str(error.get("message") or "error without a message")
+            text = plain(str(error.get("message") or "error without a message"))
             result.set_exception(McpError(text, error.get("code"), error.get("data")))
         else:
             result.set(message.get("result"))

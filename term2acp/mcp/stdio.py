@@ -28,7 +28,7 @@ from gevent.socket import wait_read
 
 from term2acp.core import executables
 from term2acp.mcp import keeper
-from term2acp.mcp.rpc import ServerGone, TooLarge, too_large
+from term2acp.mcp.rpc import ServerGone, TooLarge, plain, too_large
 
 log = logging.getLogger(__name__)
 
@@ -194,7 +194,7 @@ class StdioTransport:
 
     def _read_stderr(self, fd):
         for line in self._lines(fd):
-            text = self.config.redact(line.decode("utf-8", "replace").rstrip())[:STDERR_LINE_CAP]
+            text = plain(self.config.redact(line.decode("utf-8", "replace").rstrip()), STDERR_LINE_CAP)
             if text:
                 self.stderr_tail.append(text)
                 log.info("mcp %s stderr: %s", self.config.name, text)

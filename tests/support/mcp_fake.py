@@ -10,7 +10,8 @@ Runs in its own process (threads, never gevent)::
 For ``http`` and ``sse`` it prints ``PORT <n>`` once the socket listens.
 
 Knobs for attack tests, from the environment (none changes the default behaviour):
-``MCP_FAKE_MANY=n`` adds n tools ``many_<i>`` and ``big`` (answers ``size`` bytes); ``MCP_FAKE_TOOLS`` a JSON list of tool
+``MCP_FAKE_MANY=n`` adds n tools ``many_<i>``, ``big`` (answers ``size`` bytes) and
+``env_error`` (an error answer quoting a variable's value); ``MCP_FAKE_TOOLS`` a JSON list of tool
 definitions served as given (each answers ``raw <name>``); ``MCP_FAKE_PAGE`` the page
 size of tools/list; ``MCP_FAKE_ENDPOINT`` the SSE ``endpoint`` event (``{sid}`` is the
 session id), e.g. on another origin; ``MCP_FAKE_IGNORE_EOF=1`` keeps a stdio server
@@ -63,6 +64,10 @@ class ToolFailed(Exception):
 
 class Cancelled(Exception):
     pass
+
+
+class RpcFailed(Exception):
+    """A JSON-RPC error answer (-32603) with this message."""
 
 
 # ------------------------------------------------------------------ tools
@@ -186,6 +191,8 @@ class Server:
         if os.environ.get("MCP_FAKE_MANY"):
             self.tools.append(Tool("big", "Answer with this many bytes of text.",
                                    lambda a, c: "x" * a["size"], [("size", int)], returns=None))
+            self.tools.append(Tool("env_error", "Answer an error quoting a variable's value.",
+                                   self._env_error, [("name", str)], returns=None))
             for i in range(int(os.environ["MCP_FAKE_MANY"])):
                 self.tools.append(Tool(f"many_{i}", f"Many tool {i}.",
                                        lambda a, c, i=i: f"many {i}", returns=None))
@@ -196,6 +203,10 @@ class Server:
             self.tools.append(tool)
 
     # -- tools
+    @staticmethod
+    def _env_error(args, ctx):
+        raise RpcFailed(f"bad credentials {os.environ.get(args['name'])}\x1b[31m red")
+
     @staticmethod
     def _fail(args, ctx):
         raise ToolFailed(args["message"])
@@ -278,6 +289,8 @@ class Server:
                 result = self.call(params, ctx)
             except Cancelled:
                 return ctx.cancelled_answer(rid)
+            except RpcFailed as exc:
+                return {"jsonrpc": "2.0", "id": rid, "error": {"code": -32603, "message": str(exc)}}
             finally:
                 self.inflight.pop(rid, None)
             if ctx.cancel.is_set():

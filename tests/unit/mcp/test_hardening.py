@@ -215,11 +215,11 @@ def test_a_request_offers_at_most_the_limit_and_the_model_can_enable_a_left_out_
     assert "mcp_tools" in names and "mcp__other__echo" in names and "mcp__big__echo" in names
     assert "mcp__big__many_299" not in names
     offer = merged.offer()
-    assert len(offer.left_out) == 317 + 16 - 107
-    assert "226 MCP tools are not offered to the model (big: 91 of 317, other: 16 of 16 offered)" \
+    assert len(offer.left_out) == 318 + 16 - 107
+    assert "227 MCP tools are not offered to the model (big: 91 of 318, other: 16 of 16 offered)" \
            in offer.notice()
     finder = merged["mcp_tools"]
-    assert "226 MCP server tools are not offered" in finder.spec()["description"]
+    assert "227 MCP server tools are not offered" in finder.spec()["description"]
     found = finder.run(finder.load({"query": "Many tool 299"}), None).text
     assert found.startswith("1 matching MCP tools") and "mcp__big__many_299: Many tool 299." in found
     done = finder.run(finder.load({"enable": ["mcp__big__many_299", "mcp__nope__x"]}), None).text
@@ -252,3 +252,18 @@ def test_the_config_file_takes_a_tool_choice_per_server_and_refuses_a_bad_one():
     assert loaded["mcp"] == {"max_tools": 64, "tools": {"github": ["get_*"]}}
     with pytest.raises(ValidationError, match="must be a table of lists of tool names"):
         config.SCHEMA.load({"mcp": {"tools": {"github": "get_*"}}})
+
+
+def test_a_servers_error_reaches_nobody_with_a_secret_or_a_control_character(make_hub):
+    hub = make_hub(stdio_entry(env={"MCP_FAKE_MANY": "0", "TOKEN": "tok-secret-77"}))
+    assert hub.wait_ready(30)
+    with pytest.raises(ToolError) as info:
+        hub.tools()["mcp__test__env_error"].run({"name": "TOKEN"}, None)
+    assert str(info.value) == "The MCP server test refused the call: bad credentials <redacted> [31m red"
+
+
+def test_plain_bounds_a_servers_words_and_drops_controls():
+    from term2acp.mcp.rpc import plain
+
+    assert plain("a\x1b[2J\u202eb\tc\nd") == "a [2J b\tc\nd"
+    assert len(plain("x" * 5000)) == 2000
