@@ -34,7 +34,12 @@ def die_with_parent():
     if _prctl is None:
         import ctypes
 
-        _prctl = ctypes.CDLL(None, use_errno=True).prctl
+        try:
+            _prctl = ctypes.CDLL(None, use_errno=True).prctl
+        except (AttributeError, OSError):  # not Linux: the keeper alone stops the group
+            _prctl = False
+    if not _prctl:
+        return None
     prctl, parent = _prctl, os.getpid()
 
     def in_child():
