@@ -10,5 +10,7 @@ notifications) is small JSON-RPC, so we speak it here, cooperatively.
 Modules: ``config`` (what a server entry is, secrets kept out of reprs), ``rpc`` (requests,
 responses, notifications over any transport), ``stdio`` and ``http`` (transports),
 ``client`` (handshake, tools), ``naming`` (model-facing names and schemas), ``adapter`` (an
-MCP tool as one of our tools), ``hub`` (a session's servers).
+MCP tool as one of our tools), ``offer`` (which tools a model request offers, and the
+``mcp_tools`` tool), ``hub`` (a session's servers), ``keeper`` (nothing a stdio server
+started outlives a killed agent).
 """
