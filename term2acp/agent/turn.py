@@ -29,7 +29,7 @@ from term2acp.core import approvals
 from term2acp.core import events as ev
 from term2acp.core.ids import new_id  # the turn's ids (also re-exported)
 from term2acp.core.commandline import shown_prefix
-from term2acp.core.nesting import MAX_DEPTH, too_deep
+from term2acp.core.nesting import MAX_ARGUMENT_CHARS, MAX_DEPTH, too_deep
 from term2acp.providers import base as pb
 from term2acp.tools.base import Plan, ToolContext, ToolError, ToolResult, editor_of
 
@@ -151,8 +151,8 @@ class Turn:
         finally:
             message = {"role": "assistant", "content": scrub_text("".join(text)),
                        "thought": scrub_text("".join(thought)) or None,
-                       "tool_calls": [{"id": c.call_id, "name": c.name, "arguments": c.arguments}
-                                      for c in calls]}
+                       "tool_calls": [{"id": c.call_id, "name": c.name,
+                                       "arguments": _bounded(c.arguments)} for c in calls]}
             if text or thought or calls:
                 session.append_history(message)
             records = []
@@ -219,6 +219,13 @@ class Turn:
         its ``request`` is None when nobody has to be asked)."""
         session = self.session
         name, arguments = record.name, record.arguments
+        if isinstance(arguments, str) and len(arguments) > MAX_ARGUMENT_CHARS:
+            record.arguments = None  # never parsed, stored or shown
+            return self._fail(record, name or "unknown tool", None,
+                              f"The arguments for {name} are {len(arguments):,} characters, "
+                              f"over the limit of {MAX_ARGUMENT_CHARS:,}; nothing was run. "
+                              "Write large content in parts (create_file, then edit_file "
+                              "or appending with the shell).")
         tool = self.tools.get(name)
         raw = arguments
         if isinstance(arguments, str):
@@ -419,3 +426,11 @@ class Turn:
                 self.session.append_history({"role": "tool", "tool_call_id": record.model_id,
                                              "name": record.name, "is_error": True,
                                              "content": f"Not run: the turn ended ({status})."})
+
+
+def _bounded(arguments):
+    """A call's arguments as the history keeps them: over MAX_ARGUMENT_CHARS, ``{}`` (the
+    call fails saying why; the text is neither stored nor sent back to the model)."""
+    if isinstance(arguments, str) and len(arguments) > MAX_ARGUMENT_CHARS:
+        return "{}"
+    return arguments

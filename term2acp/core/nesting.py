@@ -6,6 +6,10 @@ a ~950-level value later fails with RecursionError in every JSON encoder.
 """
 
 MAX_DEPTH = 64
+# Characters of one tool call's JSON arguments. Larger ones are refused before they are
+# parsed, stored or shown (a 50 MB argument grew the store by ~250 MB and held every read
+# behind its writes); 8 Mi leaves room for a 4 MiB file (the edit limit) in JSON escapes.
+MAX_ARGUMENT_CHARS = 8 * 1024 * 1024
 
 
 def too_deep(value, limit=MAX_DEPTH):

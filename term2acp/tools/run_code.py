@@ -15,13 +15,14 @@ import sys
 from gevent.pool import Group
 from marshmallow import Schema, fields, validate
 
+from term2acp.core.nesting import MAX_ARGUMENT_CHARS
 from term2acp.tools.base import Tool, ToolError, ToolResult
 from term2acp.tools.shell import effective_timeout, execute, require_sandbox
 
 log = logging.getLogger(__name__)
 
 MAX_CALLS = 200
-MAX_LINE = 16 * 1024 * 1024  # largest request line accepted from the snippet
+MAX_LINE = MAX_ARGUMENT_CHARS + 64 * 1024  # largest request line accepted from the snippet
 REFUSED = frozenset({"shell", "bash", "run_code", "run_subagent", "enter_worktree",
                      "exit_worktree", "ask_mentor", "session_rollover"})
 
