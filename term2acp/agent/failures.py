@@ -21,6 +21,8 @@ def explain(exc):
     if type(exc).__name__ == "CompactionFailed":
         return (f"The conversation no longer fits the model's context window, and {text}. "
                 "Start a new session, or send a shorter prompt.")
+    if type(exc).__name__ in ("StoreError", "StoreRecovered"):  # sessions/errors.py
+        return _store_advice(text)
     if isinstance(exc, pe.ProviderNotConfigured):
         return f"No model is available: {text}"
     if isinstance(exc, pe.AuthenticationFailed):
@@ -48,6 +50,21 @@ def explain(exc):
         return f"The model provider failed: {text}."
     return (f"term2 hit an internal error ({type(exc).__name__}) and stopped this turn; the "
             "details are in the agent's log (stderr). Try again.")
+
+
+def _store_advice(text):
+    """What a session store failure means and what to do about it."""
+    lowered = text.lower()
+    if "full" in lowered or "no space" in lowered:
+        what = ("the disk holding it is full. Free some space there (see the path in the "
+                "agent's log, or TERM2ACP_HOME), then send the prompt again")
+    elif "locked" in lowered or "busy" in lowered:
+        what = ("another term2-acp process kept it locked longer than store_busy_timeout. "
+                "Close the other agent or wait for it, then send the prompt again")
+    else:
+        what = "check the disk and the store file, then send the prompt again"
+    return (f"The session store could not save this turn ({text}): {what}. What the turn "
+            "did so far is not all saved.")
 
 
 def seconds(value):

@@ -26,7 +26,7 @@ from term2acp.providers.catalog import NO_PROVIDER_HELP
 from term2acp.providers.errors import ProviderError, ProviderNotConfigured
 from term2acp.sessions import repair, takeover
 from term2acp.sessions.errors import (CwdMismatch, SessionBusy, SessionLimit, SessionLocked,
-                                      SessionNotFound)
+                                      SessionNotFound, StoreError)
 from term2acp.sessions.lifecycle import CANCELLED, FAILED, Outcome
 from term2acp.sessions.live import LiveSession, SessionLock
 from term2acp.sessions.store import store_for
@@ -383,6 +383,7 @@ class SessionManager:
         try:
             if not session.lifecycle.begin():
                 return  # cancelled before it began
+            self._tell_earlier_loss(session)
             title = None
             if not session.title:
                 title = session.title = title_from(content.user_words(blocks)) or None
@@ -404,12 +405,30 @@ class SessionManager:
             log.error("session %s: model provider failed: %s", session.id, exc)
             outcome = Outcome(FAILED, str(exc)[:500])
             self._tell(session, exc)
+        except StoreError as exc:  # disk full, locked by another process: said as it is
+            log.error("session %s: the session store failed: %s", session.id, exc)
+            outcome = Outcome(FAILED, f"session store: {str(exc)[:480]}")
+            self._tell(session, exc)
         except Exception as exc:  # noqa: BLE001 - a turn never takes the agent down
             log.exception("session %s: turn failed", session.id)
             outcome = Outcome(FAILED, f"internal error ({type(exc).__name__})")
             self._tell(session, exc)
         finally:
             self._settle(session, turn, outcome)
+
+    def _tell_earlier_loss(self, session):
+        """A store failure that lost the end of an earlier turn (its last updates, written
+        while the store was still full or locked) is told once, here, and this prompt goes
+        on: the store works again, and failing this turn for the old loss would fail every
+        next prompt too."""
+        from term2acp.agent.turn import new_id
+
+        lost = self.store.take_lost(session.id)
+        if lost is not None:
+            log.warning("session %s: earlier changes were not saved: %s", session.id, lost)
+            session.emit(ev.Notice(new_id("msg"), (
+                f"Note: some changes of the previous turn could not be saved ({lost}); the "
+                "saved session lacks them. The store works again.\n\n")))
 
     def _tell(self, session, exc):
         """A failed turn says why as an agent message (besides the stop reason)."""

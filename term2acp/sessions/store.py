@@ -764,6 +764,12 @@ class Store:
             if lost is not None:
                 raise lost
 
+    def take_lost(self, session_id):
+        """The StoreError of a batch that lost ``session_id``'s changes and was not told yet
+        (e.g. a failed turn's last updates, written while the store was still full or
+        locked), now forgotten; None when there is none."""
+        return self._worker.lost.pop(session_id, None) if self._worker is not None else None
+
     def barrier(self):
         """The protocol writer calls this right before it writes a batch of lines: what
         was emitted before is committed when it returns (a ``kill -9`` loses nothing
