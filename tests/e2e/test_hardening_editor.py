@@ -176,3 +176,16 @@ def test_an_editor_buffer_over_the_edit_limit_is_refused_never_truncated(setup, 
     assert [u["status"] for u in updates if u.get("status")][-1] == "failed"
     assert agent.fs_requests == []  # no fs/write_text_file: nothing was saved
     agent.close()
+
+
+@needs_bwrap
+def test_while_a_background_command_runs_reads_stay_local(setup, acp_workspace):
+    # A sibling of the run_code swap: a background command is a sandboxed process alive
+    # between turns; it could swap ws/a while the editor reads it.
+    start, _ = setup
+    agent, sid = start([[call("shell", command="sleep 30", background=True)],
+                        [call("read_file", path="a")], [{"text": "ok"}]])
+    _, updates, _ = agent.prompt(sid, "go", timeout=60)
+    assert "inside the workspace" in final_texts(updates)
+    assert agent.fs_requests == []  # read locally, fd-checked
+    agent.close()
