@@ -96,8 +96,9 @@ class ShellTool(Tool):
             raise ToolError("wait_seconds applies to background commands only; use timeout "
                             "for a foreground command.")
         timeout = effective_timeout(args.get("timeout"), ctx.settings)
-        return execute(ctx, argv, args["command"], timeout, tty=bool(args.get("tty")),
-                       network=network)
+        result = execute(ctx, argv, args["command"], timeout, tty=bool(args.get("tty")),
+                         network=network)
+        return shell_policy.with_network_hint(result, network or ctx.settings.shell.network)
 
 
 def _started(ctx, argv, args, network):

@@ -21,11 +21,21 @@ The prefix choices are offered only for one simple command (``core/commandline.p
 grant never covers more than the user saw.
 """
 
+import re
+
 from term2acp.core import commandline
 from term2acp.core.approvals import COMMAND, NETWORK, ApprovalRequest
 from term2acp.tools.base import Plan
 
 ASK = "ask"  # the session mode that asks for every command (agent/modes.py)
+# What a command prints when it has no network (curl, wget, pip, npm, git, python, ...)
+_OFFLINE = re.compile(r"(?i)could not resolve host|temporary failure in name resolution|"
+                      r"name or service not known|network is unreachable|"
+                      r"failed to establish a new connection|getaddrinfo|eai_again|"
+                      r"unable to resolve host|could not resolve hostname")
+NETWORK_HINT = ("This command had no network. If it needs the network (a download, a "
+                "package install, git clone), run it again with network: true: the user is "
+                "asked to allow it.")
 NETWORK_DESCRIPTION = (
     "Run with the host's network (package installs, git clone, downloads). Asks the user "
     "unless the session already allows it; without it the command has no network.")
@@ -60,3 +70,12 @@ def _line(command):
     first = lines[0][:200]
     return first + (" ..." if len(lines) > 1 or len(lines[0]) > 200 else "")
 
+
+
+def with_network_hint(result, had_network):
+    """``result`` of a failed command that looks like it wanted the network, with a hint
+    for the model to ask for it (else unchanged)."""
+    if had_network or not result.is_error or not _OFFLINE.search(result.text):
+        return result
+    result.text = f"{result.text}\n{NETWORK_HINT}"
+    return result

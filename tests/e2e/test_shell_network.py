@@ -104,6 +104,10 @@ def test_network_on_request(acp_agent, acp_workspace, model, site, protocol):
     # without network: nobody asked, the command has no network
     asked, final = s.run(curl(site, "/none"))
     assert asked == [] and final["status"] == "failed" and site.paths == []
+    asked, final = s.run("curl -s -S -m 5 http://pypi.org/simple/")  # no DNS either
+    assert asked == [] and final["status"] == "failed"
+    told = [m for m in model.wait_requests(4)[-1].json["messages"] if m["role"] == "tool"]
+    assert "run it again with network: true" in told[-1]["content"]  # the model learns how
     # network: the four options; reject runs nothing
     asked, final = s.run(curl(site, "/rejected"), "reject", network=True)
     assert asked == [FOUR] and final["status"] == "failed" and site.paths == []

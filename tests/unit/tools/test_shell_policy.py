@@ -146,3 +146,18 @@ def test_requests_and_answers_valid_in_both_versions(variant, prefix):
         {"outcome": {"outcome": "selected", "optionId": "allow-network-prefix-session"}},
         interaction_for(approvals.ApprovalRequest(variant, prefix=None)))
     assert not unknown.allowed  # a prefix choice not offered is unknown: denied
+
+
+@pytest.mark.parametrize("output, hinted", [
+    ("curl: (6) Could not resolve host: pypi.org\nexit code 6", True),
+    ("fatal: unable to access: Could not resolve hostname github.com", True),
+    ("npm ERR! getaddrinfo EAI_AGAIN registry.npmjs.org", True),
+    ("ls: cannot access 'x': No such file or directory\nexit code 2", False),
+])
+def test_a_command_that_wanted_the_network_gets_a_hint(output, hinted):
+    from term2acp.tools.base import ToolResult
+
+    result = shell_policy.with_network_hint(ToolResult(output, is_error=True), False)
+    assert (shell_policy.NETWORK_HINT in result.text) == hinted
+    granted = shell_policy.with_network_hint(ToolResult(output, is_error=True), True)
+    assert shell_policy.NETWORK_HINT not in granted.text  # it had the network: no hint
