@@ -10,7 +10,6 @@ import time
 import pytest
 
 from tests.support import fake_llm as f
-from tests.support.clock import within
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None and not os.environ.get("CI"),
                                 reason="bubblewrap is not installed")
@@ -55,21 +54,24 @@ def statuses(updates):
 @pytest.mark.parametrize("protocol", [1, 2])
 def test_two_commands_of_one_round_take_about_the_time_of_one(acp_agent, acp_workspace,
                                                                 server, protocol):
-    server.enqueue(shell_round(f"sleep {SLEEP}; echo one"), f.openai_sse(f.oa_text("ok")),
-                   shell_round(f"sleep {SLEEP}; echo first", f"sleep {SLEEP}; echo second"),
-                   f.openai_sse(f.oa_text("both")))
+    for _ in range(2):
+        server.enqueue(shell_round(f"sleep {SLEEP}; echo one"), f.openai_sse(f.oa_text("ok")),
+                       shell_round(f"sleep {SLEEP}; echo first", f"sleep {SLEEP}; echo second"),
+                       f.openai_sse(f.oa_text("both")))
     agent, sid = start(acp_agent, acp_workspace, server, protocol)
-    single, _ = timed_prompt(agent, sid)
-    double, updates = timed_prompt(agent, sid)
-    # one after another would take a whole extra SLEEP over the single run; the calls'
-    # updates show they overlapped, whatever the machine's load
-    assert double < single + within(SLEEP * 0.6), (single, double)
-    seen = statuses(updates)
-    ids = sorted({call for call, _ in seen})
-    assert len(ids) == 2
-    first_done = min(seen.index((call, "completed")) for call in ids)
-    assert all(seen.index((call, "in_progress")) < first_done for call in ids)  # overlapped
-    requests = [r.json for r in server.wait_requests(4)]
+    singles, doubles = [], []
+    for _ in range(2):  # the best of two of each: a load spike in one run does not decide
+        singles.append(timed_prompt(agent, sid)[0])
+        took, updates = timed_prompt(agent, sid)
+        doubles.append(took)
+        seen = statuses(updates)
+        ids = sorted({call for call, _ in seen})
+        assert len(ids) == 2
+        first_done = min(seen.index((call, "completed")) for call in ids)
+        assert all(seen.index((call, "in_progress")) < first_done for call in ids)  # overlapped
+    # one after another takes a whole SLEEP more than the single command
+    assert min(doubles) < min(singles) + SLEEP * 0.8, (singles, doubles)
+    requests = [r.json for r in server.wait_requests(8)]
     results = [m for m in requests[3]["messages"] if m["role"] == "tool"][-2:]
     assert [m["tool_call_id"] for m in results] == ["call_0", "call_1"]  # the model's order
     assert "first" in results[0]["content"] and "second" in results[1]["content"]
