@@ -16,7 +16,8 @@ definitions served as given (each answers ``raw <name>``); ``MCP_FAKE_PAGE`` the
 size of tools/list; ``MCP_FAKE_ENDPOINT`` the SSE ``endpoint`` event (``{sid}`` is the
 session id), e.g. on another origin; ``MCP_FAKE_IGNORE_EOF=1`` keeps a stdio server
 running after its stdin ends, SIGTERM ignored; ``MCP_FAKE_JSON=1`` answers streamable HTTP
-requests with an ``application/json`` body (the SDK's ``json_response`` mode).
+requests with an ``application/json`` body (the SDK's ``json_response`` mode);
+``MCP_FAKE_SESSION_ID`` is the session id a streamable HTTP server assigns.
 
 What it says on the wire was captured from the official server (mcp 2.3, the SDK that
 mcp_server.py uses) and is reproduced here: compact JSON with the SDK's key order, the
@@ -512,7 +513,7 @@ class StreamableApp:
         if not self._check_path(h):
             return
         data = h.body()
-        fresh = uuid.uuid4().hex
+        fresh = os.environ.get("MCP_FAKE_SESSION_ID") or uuid.uuid4().hex
         accept = h.headers.get("accept") or ""
         if "application/json" not in accept or "text/event-stream" not in accept:
             h.rpc_error(406, -32600, "Not Acceptable: Client must accept both application/json "

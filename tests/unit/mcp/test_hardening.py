@@ -267,3 +267,16 @@ def test_plain_bounds_a_servers_words_and_drops_controls():
 
     assert plain("a\x1b[2J\u202eb\tc\nd") == "a [2J b\tc\nd"
     assert len(plain("x" * 5000)) == 2000
+
+
+def test_a_session_id_that_is_not_visible_ascii_fails_the_server(make_hub):
+    from tests.support.mcp_servers import HttpServer
+
+    server = HttpServer("http", env={"MCP_FAKE_SESSION_ID": "two words"})
+    try:
+        hub = make_hub(server.entry())
+        assert hub.wait_ready(30)
+        (notice,) = hub.notices()
+        assert "the server's Mcp-Session-Id is not visible ASCII" in notice
+    finally:
+        server.stop()
