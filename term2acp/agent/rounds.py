@@ -15,9 +15,12 @@ the one greenlet that runs it, so they stay in order for that call. A cancel (or
 error) kills the workers before the turn unwinds, each with a ``GreenletExit`` that kills
 its command's process group on the way out; ``Turn.close_open_calls`` then settles
 whatever they left open.
+
+Each call's facts are one :class:`CallRecord` (the turn keeps them; its module docstring
+says who reads them).
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import gevent
@@ -30,6 +33,38 @@ KILL_TIMEOUT = 5.0  # seconds the workers of a cancelled round get to end (and r
 
 class RoundEnded(gevent.GreenletExit):
     """Kills the workers of a round that ends early (cancel, abort, or a failure)."""
+
+
+TERMINAL = ("completed", "failed", "cancelled")
+
+
+@dataclass
+class CallRecord:
+    """One tool call's facts, kept once (``agent/turn.py``'s docstring)."""
+
+    id: str  # our tool call id, the editor's toolCallId
+    name: str
+    arguments: Any = None  # as the model sent them: a JSON text or an object
+    model_id: str | None = None  # the provider's id of a model call; None: a nested call
+    raw_input: Any = None  # the arguments as loaded from JSON
+    title: str = ""
+    kind: str = "other"
+    locations: list = field(default_factory=list)
+    status: str | None = None  # None until reported; pending, in_progress, then TERMINAL
+    content: list | None = None  # the display items it ended with
+    answered: bool = False  # its result is in the model's history (model calls)
+    result: Any = None  # its settled ToolResult, once it has one
+    quiet: dict | None = None  # a quiet tool's held report fields; None: reported as it goes
+
+    @property
+    def open(self):
+        """Reported to the editor without a terminal status yet."""
+        return self.status is not None and self.status not in TERMINAL
+
+    @property
+    def unanswered(self):
+        """A model call whose result is not in the history yet."""
+        return self.model_id is not None and not self.answered
 
 
 @dataclass

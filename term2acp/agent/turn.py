@@ -5,7 +5,7 @@ The turn runs in the session's turn greenlet and emits plain events through
 ``GreenletExit``), wherever it is: streaming, inside a tool, or waiting for approval.
 ``finally`` blocks close every open tool call, so nothing is left ``in_progress``.
 
-Each tool call has one :class:`CallRecord`, owned by the turn: its ids, name, input,
+Each tool call has one ``CallRecord`` (``agent/rounds.py``), owned by the turn: its ids, name, input,
 title, kind, locations, status and content. Every ``ToolCallReported`` is made from it,
 an approval's interaction describes it, and :meth:`Turn.close_open_calls` settles what it
 says is unfinished (a terminal status for the editor, a result for the model). A tool's
@@ -15,14 +15,12 @@ locations, asks for its request and hands that same plan to ``run``.
 
 import json
 import logging
-from dataclasses import dataclass, field
-from typing import Any
 
 import gevent
 from gevent.lock import Semaphore
 
 from term2acp.agent import commands, modes
-from term2acp.agent.rounds import Ready, run_round
+from term2acp.agent.rounds import CallRecord, Ready, run_round
 from term2acp.agent.context import ContextGuard
 from term2acp.agent.prompt import scrub_text
 from term2acp.core import approvals
@@ -50,37 +48,7 @@ class TurnAborted(TurnCancelled):
     swallow it (:meth:`Turn._abort`)."""
 
 
-TERMINAL = ("completed", "failed", "cancelled")
 _END = object()  # the end of a stream (next's default)
-
-
-@dataclass
-class CallRecord:
-    """One tool call's facts, kept once (see the module docstring)."""
-
-    id: str  # our tool call id, the editor's toolCallId
-    name: str
-    arguments: Any = None  # as the model sent them: a JSON text or an object
-    model_id: str | None = None  # the provider's id of a model call; None: a nested call
-    raw_input: Any = None  # the arguments as loaded from JSON
-    title: str = ""
-    kind: str = "other"
-    locations: list = field(default_factory=list)
-    status: str | None = None  # None until reported; pending, in_progress, then TERMINAL
-    content: list | None = None  # the display items it ended with
-    answered: bool = False  # its result is in the model's history (model calls)
-    result: Any = None  # its settled ToolResult, once it has one
-    quiet: dict | None = None  # a quiet tool's held report fields; None: reported as it goes
-
-    @property
-    def open(self):
-        """Reported to the editor without a terminal status yet."""
-        return self.status is not None and self.status not in TERMINAL
-
-    @property
-    def unanswered(self):
-        """A model call whose result is not in the history yet."""
-        return self.model_id is not None and not self.answered
 
 
 class Turn:

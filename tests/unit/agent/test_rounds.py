@@ -61,14 +61,15 @@ def calls(*tags):
 DONE = [pb.TextDelta("ok"), pb.Stop("end_turn")]
 
 
-def make(tmp_path, tags, limit=4, asks=(), decide=None):
+def make(tmp_path, tags, limit=4, asks=(), decide=None, turns=None):
     log, gates = [], {}
     settings = Settings.load(env={})
     settings.max_parallel_tools = limit
     gate = type("Gate", (), {"decide": staticmethod(decide)})() if decide else None
     session = FakeSession(os.path.realpath(tmp_path), gate)
     tool = Waiter(log, gates, asks)
-    turn = Turn(session, Provider([calls(*tags), DONE]), {"wait": tool}, settings, "sys")
+    turns = turns or [calls(*tags), DONE]
+    turn = Turn(session, Provider(turns), {"wait": tool}, settings, "sys")
     return session, turn, log, gates
 
 
@@ -194,3 +195,46 @@ def test_round_a_failing_worker_fails_the_turn_and_ends_the_others(tmp_path):
     with pytest.raises(RuntimeError):
         turn.run("go")
     assert not turn.tools["wait"].running
+
+
+def test_round_a_call_that_fails_early_keeps_its_place(tmp_path):
+    session, turn, log, gates = make(tmp_path, "ab", turns=[
+        [pb.ToolCall("ca", "wait", {"tag": "a"}), pb.ToolCall("cx", "nope", {}),
+         pb.ToolCall("cb", "wait", {"tag": "b"}), pb.Stop("tool_use")], DONE])
+    for tag in "ab":
+        gates[tag] = Event()
+        gates[tag].set()
+    assert turn.run("go") == "end_turn"
+    results = tool_results(session)
+    assert [r[0] for r in results] == ["ca", "cx", "cb"]
+    assert "Unknown tool 'nope'" in results[1][1]
+
+
+def test_round_questions_asked_from_running_tools_come_one_at_a_time(tmp_path):
+    """Two running calls ask from inside (ctx.approve, as run_code's nested calls do): the
+    editor gets one question at a time."""
+    asking, most = [0], [0]
+
+    def decide(interaction):
+        asking[0] += 1
+        most[0] = max(most[0], asking[0])
+        gevent.sleep(0.02)
+        asking[0] -= 1
+        return approvals.Decision(True, "approve")
+
+    class Nested(Tool):
+        name = "wait"
+        kind = "execute"
+
+        def load(self, arguments):
+            return dict(arguments)
+
+        def run(self, args, ctx):
+            allowed = ctx.approve(approvals.ApprovalRequest(title=f"nested {args['tag']}?"))
+            return ToolResult(f"{args['tag']} {allowed}")
+
+    session, turn, _log, _gates = make(tmp_path, "abc", decide=decide)
+    turn.tools = {"wait": Nested()}
+    assert turn.run("go") == "end_turn"
+    assert most[0] == 1
+    assert tool_results(session) == [("ca", "a True"), ("cb", "b True"), ("cc", "c True")]
