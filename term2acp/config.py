@@ -194,6 +194,7 @@ class ConfigSchema(Section):
     context_window = count()
     images = switch()
     approval_timeout = seconds(positive=False)  # 0: wait until the turn is cancelled
+    wait_notice = seconds(positive=False)  # 0: never
     max_live_sessions = count()
     idle_session_timeout = seconds(positive=False)  # 0: never close an idle session
     store_busy_timeout = seconds()

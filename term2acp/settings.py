@@ -82,6 +82,7 @@ class Settings:
         self.context_window = None  # tokens; None: the catalog's or learned (agent/context.py)
         self.images = None  # True/False: the model accepts images; None: the catalog says
         self.approval_timeout = None
+        self.wait_notice = 15.0  # seconds of silence from the model before saying so (0: never)
         self.shutdown_timeout = 10.0
         self.max_live_sessions = 256  # sessions live at once in one process
         self.idle_session_timeout = 600.0  # seconds unused before a session is idle-closed

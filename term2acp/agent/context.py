@@ -31,6 +31,7 @@ import uuid
 import gevent
 
 from term2acp.agent import image_budget
+from term2acp.agent.waiting import watch
 from term2acp.core import events as ev
 from term2acp.providers import base as pb
 from term2acp.providers.errors import ContextOverflow, ProviderError
@@ -504,14 +505,20 @@ class ContextGuard:
         return image_budget.bound(model_messages(session.history))
 
     def stream(self, request):
-        """``provider.stream(request)``, with overflow recovery; Retrying becomes a notice."""
+        """``provider.stream(request)``, with overflow recovery; Retrying becomes a notice,
+        Status and a long silence (``wait_notice``) a thought."""
         session = self.session
         for attempt in range(self.RESENDS + 1):
             produced = False
             try:
-                for item in self.provider.stream(request):
-                    if type(item) is pb.Retrying:
+                for item in watch(self.provider.stream(request), self._wait_notice(),
+                                  self._thought):
+                    kind = type(item)
+                    if kind is pb.Retrying:
                         session.emit(ev.Notice(f"msg_{uuid.uuid4().hex[:16]}", retry_text(item)))
+                        continue
+                    if kind is pb.Status:
+                        self._thought(item.text)
                         continue
                     produced = True
                     yield item
@@ -527,6 +534,14 @@ class ContextGuard:
                         f"context window after {self.RESENDS} compactions ({exc})") from None
                 compact(session, self.provider, request.system, self.settings, "overflow")
                 request.messages = image_budget.bound(model_messages(session.history))
+
+    def _wait_notice(self):
+        return self.settings.wait_notice if self.settings is not None else 0
+
+    def _thought(self, text):
+        """A word of the agent's own (a model loading, a long wait): a thought, never text
+        of the answer, nor anything the model sees."""
+        self.session.emit(ev.ThoughtChunk(f"thought_{uuid.uuid4().hex[:16]}", text))
 
     def cap_result(self, text, default):
         return cap_result(text, result_cap(self.window(), default))

@@ -94,6 +94,13 @@ class Retrying(_Record):
     __slots__ = ("attempt", "delay", "reason")
 
 
+class Status(_Record):
+    """A word for the user on the request's progress before the answer (a local model
+    loading, with its size): shown as a thought, never part of the answer or the history."""
+
+    __slots__ = ("text",)
+
+
 class Stop(_Record):
     __slots__ = ("reason",)  # end_turn | tool_use | max_tokens | refusal
 

@@ -33,6 +33,7 @@ from term2acp.providers.base import (
     Provider,
     ProviderError,
     ProviderNotConfigured,
+    Status,
     Stop,
     TextDelta,
     ToolCall,
@@ -227,6 +228,8 @@ class LocalProvider(Provider):
         return N_CTX
 
     def stream(self, request):
+        if (self.engine, self.path) not in _models:  # the first request waits for the load
+            yield Status(loading_text(self.path))
         model = load(self.path, self.engine)
         messages = _messages(request.system, request.messages, request.tools)
         max_tokens = request.max_output_tokens or self.max_tokens
@@ -271,6 +274,14 @@ class LocalProvider(Provider):
             name, arguments = to_tool_call(block)
             yield ToolCall(f"call_{uuid.uuid4().hex[:12]}", name, arguments)
         yield Stop("tool_use" if parser.calls else "max_tokens" if finish == "length" else "end_turn")
+
+
+def loading_text(path):
+    try:
+        size = f" ({os.path.getsize(path) // 1_000_000} MB)"
+    except OSError:
+        size = ""
+    return f"Loading the local model {os.path.basename(path)}{size}..."
 
 
 def _release_when_done(worker, lock, channel):

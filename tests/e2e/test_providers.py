@@ -1,10 +1,12 @@
 """Real provider code paths through the launcher, against fake servers on 127.0.0.1."""
 
+import time
 
 import pytest
 
 from term2acp.testing.harness import AgentProcess
 from tests.support import fake_llm as f
+from tests.support.clock import within
 
 
 @pytest.fixture
@@ -126,3 +128,33 @@ def test_a_server_streaming_without_pause_does_not_starve_the_agent(agent_env, w
     finally:
         agent.kill()
         burst.stop()
+
+
+def test_a_silent_model_gets_one_waiting_thought_and_cancel_still_ends_at_once(
+        spawn, workspace, server, tmp_path):
+    """The server accepts the request and holds its answer: past ``wait_notice`` the editor
+    gets one thought saying the agent still waits (not answer text), and a cancel ends the
+    turn at once instead of after the 600 s read timeout."""
+    (tmp_path / "config.toml").write_text("wait_notice = 0.2\n")
+    stream = f.openai_sse(f.oa_text("too late"), hold_after=0)
+    server.enqueue(stream)
+    agent = spawn("--provider", "openai", "--model", "gpt-4.1-mini",
+                  env={"OPENAI_BASE_URL": server.openai_url, "OPENAI_API_KEY": "x"})
+    agent.initialize()
+    sid = agent.new_session(workspace)
+    agent.prompt_async(sid, "go")
+    thought = agent.wait_update("agent_thought_chunk", timeout=30)
+    assert thought["content"]["text"].startswith("Still waiting for the model: nothing from it "
+                                                 "for 0.2 s.")
+    assert stream.reached.wait(5)  # the server holds: nothing of the answer was sent
+    started = time.monotonic()
+    agent.notify("session/cancel", {"sessionId": sid})
+    idle = agent.wait_update(state="idle", timeout=10)
+    assert idle["stopReason"] == "cancelled"
+    assert time.monotonic() - started < within(2)
+    assert stream.disconnected.wait(5)
+    seen = [m["params"]["update"] for m in agent.messages if m.get("method") == "session/update"
+            and m["params"]["update"]["sessionUpdate"] in ("agent_thought_chunk",
+                                                           "agent_message_chunk")]
+    assert [u["sessionUpdate"] for u in seen] == ["agent_thought_chunk"], seen
+    agent.close()

@@ -196,3 +196,21 @@ def test_local_engine_errors_become_provider_errors(monkeypatch):
     with gevent.Timeout(10):
         model.lock.acquire()
     model.lock.release()
+
+
+def test_local_first_request_says_the_model_is_loading_with_its_size(monkeypatch, tmp_path):
+    from term2acp.providers.base import Status
+
+    provider, model = _fake_provider(monkeypatch, _FakeEngine(pieces=2))
+    provider.path = str(tmp_path / "tiny.gguf")
+    with open(provider.path, "wb") as fh:
+        fh.truncate(3_500_000)
+    monkeypatch.setattr(local, "_models", {})
+    with gevent.Timeout(10):
+        first = list(provider.stream(request("hi")))
+    assert first[0] == Status("Loading the local model tiny.gguf (3 MB)...")
+    assert not any(isinstance(e, Status) for e in first[1:])
+    monkeypatch.setattr(local, "_models", {(provider.engine, provider.path): model})
+    with gevent.Timeout(10):
+        again = list(provider.stream(request("hi")))
+    assert not any(isinstance(e, Status) for e in again)  # loaded: nothing to say

@@ -1,0 +1,54 @@
+"""agent/waiting.py: one word after a silence of the model, and nothing when it speaks."""
+
+import gevent
+from gevent.event import Event
+
+from term2acp.agent.waiting import watch
+
+
+def test_waiting_notice_comes_once_per_request_however_long_the_silence():
+    said, release = [], Event()
+    noticed = Event()
+
+    def silent_then_one():
+        release.wait(5)
+        yield "answer"
+
+    def notify(text):
+        said.append(text)
+        noticed.set()
+
+    reader = gevent.spawn(list, watch(silent_then_one(), 0.02, notify))
+    assert noticed.wait(5)
+    gevent.sleep(0.1)  # five more silences' worth: still one notice
+    release.set()
+    assert reader.get(timeout=5) == ["answer"]
+    assert said == ["Still waiting for the model: nothing from it for 0.02 s. "
+                    "Cancel to stop waiting."]
+
+
+def test_waiting_notice_not_given_while_items_keep_coming_or_when_off():
+    said = []
+
+    def steady():
+        for n in range(6):
+            gevent.sleep(0.01)
+            yield n
+
+    assert list(watch(steady(), 0.5, said.append)) == list(range(6))
+    assert list(watch(iter([1, 2]), 0, said.append)) == [1, 2]
+    assert said == []
+
+
+def test_waiting_clock_ends_with_the_stream_it_watches():
+    said, release = [], Event()
+
+    def held():
+        release.wait(5)
+        yield 1
+
+    reader = gevent.spawn(list, watch(held(), 0.05, said.append))
+    gevent.sleep(0)
+    reader.kill()  # a cancelled turn: the generator closes, the clock with it
+    gevent.sleep(0.1)
+    assert said == []
