@@ -99,8 +99,9 @@ class Turn:
         # commits it in a transaction of its own, so none stays open while the model
         # streams; a failure of that batch fails the turn before anything is emitted.
         session.commit(wait=False)
+        stream = self.context.stream(request)
         try:
-            for item in self._once_committed(self.context.stream(request)):
+            for item in self._once_committed(stream):
                 kind = type(item)
                 if kind is pb.TextDelta:
                     if item.text:
@@ -117,6 +118,7 @@ class Turn:
                 elif kind is pb.Stop:
                     stop = item.reason
         finally:
+            stream.close()  # the request and its waiting clock end now, not when collected
             message = {"role": "assistant", "content": scrub_text("".join(text)),
                        "thought": scrub_text("".join(thought)) or None,
                        "tool_calls": [{"id": c.call_id, "name": c.name,
