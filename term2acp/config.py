@@ -198,6 +198,10 @@ class ConfigSchema(Section):
     max_live_sessions = count()
     idle_session_timeout = seconds(positive=False)  # 0: never close an idle session
     store_busy_timeout = seconds()
+    checkpoint_max_mb = Typed((int, float), "a number of MiB", convert=float,
+                              validate=validate.Range(min=0, min_inclusive=False,
+                                                      error="must be more than 0"))
+    model_titles = switch()
     shell = fields.Nested(ShellSchema)
     sandbox = fields.Nested(SandboxSchema)
     mcp = fields.Nested(McpSchema)

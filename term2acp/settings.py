@@ -87,6 +87,8 @@ class Settings:
         self.max_live_sessions = 256  # sessions live at once in one process
         self.idle_session_timeout = 600.0  # seconds unused before a session is idle-closed
         self.store_busy_timeout = 5.0  # seconds a store write waits for another process
+        self.checkpoint_max_mb = 256.0  # file contents kept per session for /undo
+        self.model_titles = True  # one small model request titles a session after turn 1
         self.script = None  # scripted provider script file
         self.shell = ShellSettings()
         self.sandbox = SandboxSettings()

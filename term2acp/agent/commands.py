@@ -157,7 +157,34 @@ class ModeCommand(_OptionCommand):
     hint = "read-only | ask | auto"
 
 
-BUILTINS = (CompactCommand(), InitCommand(), ModelCommand(), ModeCommand())
+class UndoCommand(Command):
+    name = "undo"
+    description = ("Undo the last turn: put back the files it changed and take it out of "
+                   "the conversation (again to go further back)")
+    in_history = False  # the undo is what the history shows
+
+    def run(self, argument, ctx):
+        from term2acp.sessions.undo import undo_last
+
+        return undo_last(ctx.session)
+
+
+class RenameCommand(Command):
+    name = "rename"
+    description = "Rename this session"
+    hint = "new title"
+    in_history = False
+
+    def run(self, argument, ctx):
+        from term2acp.sessions.titles import rename
+
+        title = rename(ctx.session, argument)
+        return f"Renamed the session to \u201c{title}\u201d." if title else \
+            "Usage: /rename <title> (the new title of this session)."
+
+
+BUILTINS = (CompactCommand(), InitCommand(), ModelCommand(), ModeCommand(), UndoCommand(),
+            RenameCommand())
 
 
 # ---------------------------------------------------------------- the registry

@@ -283,8 +283,12 @@ def compact(session, provider=None, system="", settings=None, reason="manual", w
     marker = {"role": MARKER, "id": compaction_id, "summary": summary, "folded": folded,
               "window": getattr(session, "window_learned", None)}
     kept = [message for unit in keep for message in unit]
+    store = getattr(session, "store_history", None)  # counts the session's stored rows
     for message in [marker] + kept:
-        session.store.append_history(session.id, message)
+        if store is not None:
+            store(message)
+        else:
+            session.store.append_history(session.id, message)
     session.history = [marker] + kept
     after = estimate(system, session.history)
     session.emit(ev.CompactionReported(

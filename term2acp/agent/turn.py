@@ -73,6 +73,7 @@ class Turn:
             return "end_turn"
         if prompt is not None:
             user_text = prompt
+        self._begin_checkpoint(user_text)
         message = {"role": "user", "content": user_text}
         if getattr(user_text, "images", None):  # agent/content.py: images for the model
             message["images"] = list(user_text.images)
@@ -83,6 +84,27 @@ class Turn:
                 return stop if stop in ("max_tokens", "refusal") else "end_turn"
             run_round(self, calls, getattr(self.settings, "max_parallel_tools", 1))
         return "max_turn_requests"
+
+    def _begin_checkpoint(self, text):
+        """This prompt reaches the model: it is a turn /undo can take back."""
+        from term2acp.sessions.checkpoints import TurnCheckpoint
+
+        session = self.session
+        message_id = getattr(session, "prompt_message_id", None)
+        if message_id is not None and getattr(session, "store", None) is not None:
+            session.checkpoint = TurnCheckpoint.begin(session, self.settings, message_id,
+                                                      str(text))
+
+    def _watch(self, tool):
+        """Around a tool that may change files without telling the checkpoint (a command):
+        returns what to call when it is done, or None."""
+        from term2acp.sessions.checkpoints import may_change_files
+
+        checkpoint = getattr(self.session, "checkpoint", None)
+        if checkpoint is None or not may_change_files(tool):
+            return None
+        before = checkpoint.before_command(tool.name)
+        return lambda: checkpoint.after_command(tool.name, before)
 
     def _model_round(self):
         session = self.session
@@ -267,6 +289,7 @@ class Turn:
         # No commit here: the store holds no transaction between its thread's trips, and
         # the protocol writer's barrier commits what the in_progress update reports before
         # the line goes out (a store failure is raised by the next model round's settle).
+        done = self._watch(tool)
         try:
             result = tool.run(args, ctx) if plan is None else tool.run(args, ctx, plan)
         except ToolError as exc:
@@ -277,6 +300,9 @@ class Turn:
             log.exception("tool %s crashed", record.name)
             result = ToolResult(f"{record.name} failed: {type(exc).__name__}: {exc}",
                                 is_error=True)
+        finally:
+            if done is not None:
+                done()
         if isinstance(result, str):
             result = ToolResult(result)
         return self._finish(record, result)
@@ -290,6 +316,8 @@ class Turn:
                           editor=editor_of(session))
         ctx.mode = modes.normal(getattr(session, "mode", None))  # tools/shell_policy.py
         ctx.images = getattr(session, "images", False)  # read_file may return images
+        checkpoint = getattr(session, "checkpoint", None)
+        ctx.checkpoint = checkpoint.before_write if checkpoint is not None else None
         return ctx
 
     def _nested_call(self, name, arguments):

@@ -29,6 +29,8 @@ the conversation so far, so a resumed session continues where it left off. Steps
 Optional keys for context-window tests: ``"default_turn"`` (steps played when the script
 has no turn at that index, e.g. after a compaction shortened the conversation),
 ``"summary"`` (the text a compaction request gets; default a fixed sentence),
+``"title"`` (what the session's title request gets; without it the request fails and
+the session keeps the user's words),
 ``"context_limit"`` (characters of system prompt plus message content: a bigger request
 fails like an OpenAI-compatible server's ``context_length_exceeded``, its maximum told in
 tokens at 4 characters each; ``"context_limit_over_system"`` raises it to the system
@@ -98,6 +100,12 @@ class ScriptedProvider(Provider):
                 "Please reduce the length of the messages.", 400, "context_length_exceeded")
 
     def stream(self, request):
+        if getattr(request, "purpose", "turn") == "title":  # sessions/titles.py
+            if not self.script.get("title"):
+                raise ProviderError("scripted provider: the script has no \"title\"")
+            yield TextDelta(str(self.script["title"]))
+            yield Stop("end_turn")
+            return
         self._limit(request)
         if getattr(request, "purpose", "turn") == "compaction":
             yield TextDelta(str(self.script.get("summary", "The user and the agent talked; "

@@ -71,6 +71,8 @@ class LiveSession:
         self.mcp = None  # their running mcp.hub.McpHub (term2acp/mcp/session.py)
         self.recorder = Recorder(store, self.id)
         self.history = []
+        self.history_rows = 0  # rows of this session in the store's history (seq 1..n)
+        self.checkpoint = None  # the running turn's sessions.checkpoints.TurnCheckpoint
         self.group = Group()
         self.sink = None  # callable(session, event), set by the front end
         self.editor = None  # the editor's file access (v1 fs/*), set by the front end
@@ -124,4 +126,9 @@ class LiveSession:
 
     def append_history(self, message):
         self.history.append(message)
+        self.store_history(message)
+
+    def store_history(self, message):
+        """Append ``message`` to the stored history only (a compaction's copies)."""
+        self.history_rows += 1
         self.store.append_history(self.id, message)

@@ -287,6 +287,7 @@ class SessionManager:
             history, repaired = repair.history(self.store.load_history(session.id))
             if repaired:
                 self.store.replace_history(session.id, history)
+            session.history_rows = len(history)
             context.restore(session, history)  # from the last compaction on
             for kind, key, payload in repair.journal(self.store.journal(
                     session.id, ("tool_call", "terminal"))):
@@ -387,8 +388,10 @@ class SessionManager:
             title = None
             if not session.title:
                 title = session.title = title_from(content.user_words(blocks)) or None
+                session.title_words = title and content.user_words(blocks)  # for the model
             stamp = self.store.touch(session.id, title)
-            session.emit(ev.UserMessage(new_id("user"), blocks))
+            session.prompt_message_id = new_id("user")  # the turn's id for checkpoints
+            session.emit(ev.UserMessage(session.prompt_message_id, blocks))
             session.emit(ev.SessionInfoChanged(title=title, updated_at=stamp))
             tools = self.tools()
             if session.mcp_servers:  # waits (bounded) for handshakes, tells failures once
@@ -441,6 +444,17 @@ class SessionManager:
             log.exception("session %s: could not report the failure", session.id)
 
     def _settle(self, session, turn, outcome):
+        checkpoint, session.checkpoint = session.checkpoint, None
+        try:
+            if checkpoint is not None:
+                checkpoint.finish()
+        except Exception:  # noqa: BLE001 - /undo then says what the turn left is unknown
+            log.exception("session %s: could not finish the turn's checkpoint", session.id)
+        words, session.title_words = getattr(session, "title_words", None), None
+        if words and checkpoint is not None and outcome.reason != FAILED:
+            from term2acp.sessions.titles import request_model_title
+
+            request_model_title(session, words, self.settings)  # off the next prompt's path
         try:
             if turn is not None:
                 if turn.tokens is not None:

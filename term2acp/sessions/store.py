@@ -73,7 +73,7 @@ HANDOFF_INTERVAL = 0.0002  # seconds: the GIL switch interval while a store job 
 BARRIER_SPIN = 0.002
 BARRIER_QUIET = 0.002
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 MIGRATIONS = {
     1: """
     CREATE TABLE sessions (
@@ -113,6 +113,35 @@ MIGRATIONS = {
     # header values. NULL = none.
     3: """
     ALTER TABLE sessions ADD COLUMN mcp_servers TEXT
+    """,
+    # 4: checkpoints (issue 28, sessions/checkpoints.py): one row per prompt turn that
+    # reached the model (where its messages begin in ``history``, whether /undo took it
+    # back) and, per file it changed, what the file was before (``state``: file | link |
+    # absent | unrecorded, with the reason in ``why``) and a hash of what it left.
+    4: """
+    CREATE TABLE turns (
+        session_id TEXT NOT NULL,
+        number INTEGER NOT NULL,
+        message_id TEXT NOT NULL,
+        history_start INTEGER NOT NULL,
+        prompt TEXT,
+        state TEXT NOT NULL DEFAULT 'open',
+        notes TEXT,
+        PRIMARY KEY (session_id, number),
+        UNIQUE (session_id, message_id)
+    );
+    CREATE TABLE checkpoint_files (
+        session_id TEXT NOT NULL,
+        turn TEXT NOT NULL,
+        path TEXT NOT NULL,
+        state TEXT NOT NULL,
+        mode INTEGER,
+        content BLOB,
+        size INTEGER NOT NULL DEFAULT 0,
+        after TEXT,
+        why TEXT,
+        PRIMARY KEY (session_id, turn, path)
+    )
     """,
 }
 
@@ -555,6 +584,17 @@ def _read_journal(worker, sql, args):
     return [(kind, json.loads(payload)) for kind, payload in rows]
 
 
+def _fork(db, source_id, session_id, cwd, title, stamp):
+    db.execute("INSERT INTO sessions (id, cwd, title, created_at, updated_at, provider, model,"
+               " effort, mode, mcp_servers) SELECT ?, ?, ?, ?, ?, provider, model, effort, mode,"
+               " NULL FROM sessions WHERE id = ?",
+               (session_id, cwd, title, stamp, stamp, source_id))
+    db.execute("INSERT INTO history (session_id, seq, message) SELECT ?, seq, message"
+               " FROM history WHERE session_id = ?", (session_id, source_id))
+    db.execute("INSERT INTO journal (session_id, seq, kind, key, payload) SELECT ?, seq, kind,"
+               " key, payload FROM journal WHERE session_id = ?", (session_id, source_id))
+
+
 def _journal_put(db, session_id, kind, key, data):
     """Insert or replace the record ``key`` (keeps its original position)."""
     cur = db.execute("UPDATE journal SET payload = ? WHERE session_id = ? AND key = ?",
@@ -682,6 +722,13 @@ class Store:
         self._pending.append((sql, args))
         self._pending_sids.add(session_id)
 
+    # The tables other modules own (checkpoints, turns: sessions/checkpoints.py) go
+    # through these two: a queued write and a read that waits for what was queued before.
+    write = _write
+
+    def rows(self, sql, args=()):
+        return self._trip(_fetchall, (sql, args)).value
+
     def _trip(self, op, args=(), writes=True):
         """Send what is pending (and ``op``) to the store thread; wait cooperatively."""
         job = self._send(op, args, writes)
@@ -806,11 +853,22 @@ class Store:
                 "provider": provider, "model": model}
 
     def delete_session(self, session_id):
-        """Remove a session that never came to life (a failed session/new), committed."""
+        """Remove a session and everything stored with it (a failed session/new, or
+        session/delete), committed."""
         for table, column in (("journal", "session_id"), ("history", "session_id"),
+                              ("checkpoint_files", "session_id"), ("turns", "session_id"),
                               ("sessions", "id")):
             self._write(f"DELETE FROM {table} WHERE {column} = ?", (session_id,), session_id)
         self.commit()
+
+    def fork_session(self, source_id, session_id, cwd, title):
+        """A new session with ``source_id``'s choices, conversation and replay journal (not
+        its checkpoints: undo in the fork starts from the fork), committed."""
+        stamp = now()
+        self._write(_fork, (source_id, session_id, cwd, clean_text(title) if title else None,
+                            stamp), session_id)
+        self.commit()
+        return stamp
 
     def get_session(self, session_id):
         row = self._trip(_fetchone, ("SELECT id, cwd, title, updated_at, provider, model, effort,"

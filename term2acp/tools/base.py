@@ -152,6 +152,7 @@ class ToolContext:
                 raise ToolError(f"{real} is no longer a regular file; nothing was written.")
             if seen is not None and identity(st) != seen:
                 raise ToolError(changed_since_read(real))
+            self.before_write(real)  # the turn's checkpoint: what the file is now
             self.editor.write_text(real, text)
             after = _stat_at(dfd, name)
             if not _still(parent, os.fstat(dfd)) or (
@@ -162,6 +163,16 @@ class ToolContext:
         finally:
             os.close(dfd)
         return True
+
+    checkpoint = None  # callable(path): the turn's checkpoint (sessions/checkpoints.py)
+
+    def before_write(self, real):
+        """``real`` (canonical) is about to be written, replaced or removed: the turn's
+        checkpoint records what it is now (so /undo can put it back). Every tool that
+        changes a file calls this first; the shared write paths (``write_atomically``,
+        :meth:`write_via_editor`) do."""
+        if self.checkpoint is not None:
+            self.checkpoint(real)
 
     def approve(self, request):
         """Ask the client (through the session's gate); returns True only on an allow. A
@@ -213,6 +224,9 @@ class Tool:
     name = ""
     description = ""
     kind = "other"  # ACP ToolKind: read, edit, delete, move, search, execute, think, fetch, other
+    # True: every file the tool changes goes through ``ToolContext.before_write`` first (the
+    # file tools). Otherwise a tool of a changing kind is snapshotted around (checkpoints).
+    records_writes = False
     Params = Schema
     # A quiet tool is shown by the updates it emits itself (update_plan: the plan update);
     # its call appears in the editor only when it fails. Clients such as agent-shell draw

@@ -94,6 +94,7 @@ class _WriteTool(Tool):
     """What create_file and edit_file share: the plan, the checks and the write."""
 
     kind = "edit"
+    records_writes = True
     line = None  # the line of the reported location, if any
 
     def verb(self, args):

@@ -1,0 +1,242 @@
+"""Checkpoints: before a turn changes a file, what the file was.
+
+Every prompt turn that reaches the model is a row of ``turns`` (where its messages begin in
+the history, its user message, whether /undo took it back). While it runs, its
+:class:`TurnCheckpoint` records each file the first time the turn is about to change it,
+in ``checkpoint_files``:
+
+* the file tools call :meth:`TurnCheckpoint.before_write` from the shared write path
+  (``ToolContext.before_write``), so create, edit and patch writes are always recorded;
+* a tool that may change files some other way (a command: any kind but read, search,
+  think and fetch, unless the tool records its own writes) is wrapped in
+  :meth:`before_command` / :meth:`after_command`: in a git workspace a snapshot before and
+  after (``sessions/snapshots.py``, a repository of our own: the user's branches, index,
+  stash and working tree are never touched) names what it changed and holds what it was;
+  elsewhere the turn notes that its changes were not recorded, so /undo can say so.
+
+When the turn ends each recorded file gets a hash of what the turn left, which /undo
+compares to find files the user changed since. The rows go to the store with the
+session's other writes (no extra commit), so a crash loses nothing reported.
+
+Size: one session keeps at most ``checkpoint_max_mb`` of file contents; past that the
+oldest turns' contents are dropped (their /undo says so) and a single file above the
+bound is not recorded (named as such).
+"""
+
+import hashlib
+import json
+import logging
+import os
+import stat
+
+from term2acp.agent.modes import SAFE_KINDS
+from term2acp.sessions.snapshots import GitSnapshots, SnapshotError, repository_of
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_MB = 256
+
+
+def fingerprint(path):
+    """What is at ``path`` now: None (absent), ``sha256:<hex>`` of a regular file,
+    ``link:<target>``, or ``other`` (a directory, a device...)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return "other"
+    if stat.S_ISLNK(st.st_mode):
+        return "link:" + os.readlink(path)
+    if not stat.S_ISREG(st.st_mode):
+        return "other"
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+    except OSError:
+        return "other"
+    return "sha256:" + digest.hexdigest()
+
+
+def digest_of(state, content):
+    """The fingerprint of a recorded state (what :func:`fingerprint` says of it)."""
+    if state == "absent":
+        return None
+    if state == "link":
+        return "link:" + content.decode("utf-8", "surrogateescape")
+    return "sha256:" + hashlib.sha256(content).hexdigest()
+
+
+def max_bytes(settings):
+    return int(float(getattr(settings, "checkpoint_max_mb", DEFAULT_MAX_MB)) * 2**20)
+
+
+def private_dir(settings, session_id):
+    """Our per-session directory for git snapshots (removed with the session)."""
+    return os.path.join(settings.data_dir, "checkpoints", session_id)
+
+
+def records_itself(tool):
+    """The tool's writes reach :meth:`TurnCheckpoint.before_write` (the file tools)."""
+    return getattr(tool, "records_writes", False)
+
+
+def may_change_files(tool):
+    return getattr(tool, "kind", "other") not in SAFE_KINDS and not records_itself(tool)
+
+
+class TurnCheckpoint:
+    def __init__(self, session, settings, turn_id):
+        self.session = session
+        self.store = session.store
+        self.turn_id = turn_id  # the turn's user message id
+        self.root = session.root
+        self.limit = max_bytes(settings)
+        self.paths = {}  # path -> fingerprint the turn left (filled by finish)
+        self.notes = []
+        self._git = None
+        self._git_checked = False
+        self._settings = settings
+        self._tree = None  # the last snapshot, still the work tree's state
+
+    # ------------------------------------------------------------ the turn's row
+    @classmethod
+    def begin(cls, session, settings, message_id, prompt):
+        """The turn of the user message ``message_id`` begins (before its history)."""
+        start = getattr(session, "history_rows", 0)
+        session.store.write(
+            "INSERT OR IGNORE INTO turns (session_id, number, message_id, history_start, prompt)"
+            " VALUES (?, (SELECT COALESCE(MAX(number), 0) + 1 FROM turns WHERE session_id = ?),"
+            " ?, ?, ?)", (session.id, session.id, message_id, start, (prompt or "")[:200]),
+            session.id)
+        return cls(session, settings, message_id)
+
+    def finish(self):
+        """The turn ended (any way): what it left of each file, and its notes."""
+        for path in self.paths:
+            self.store.write("UPDATE checkpoint_files SET after = ? WHERE session_id = ? AND"
+                             " turn = ? AND path = ?",
+                             (fingerprint(path) or "absent", self.session.id, self.turn_id, path),
+                             self.session.id)
+        self.store.write("UPDATE turns SET state = 'done', notes = ? WHERE session_id = ? AND"
+                         " message_id = ? AND state = 'open'",
+                         (json.dumps(self.notes) if self.notes else None, self.session.id,
+                          self.turn_id), self.session.id)
+        if self.paths:
+            self._bound()
+
+    # ------------------------------------------------------------ file tools
+    def before_write(self, path):
+        """``path`` (canonical) is about to be written, replaced or removed."""
+        self._tree = None  # a later command's "before" must include this write
+        if path in self.paths:
+            return
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            self._put(path, "absent", None, b"")
+            return
+        except OSError as exc:
+            self._put(path, "unrecorded", None, b"", f"it could not be read ({exc.strerror})")
+            return
+        if stat.S_ISLNK(st.st_mode):
+            self._put(path, "link", None, os.fsencode(os.readlink(path)))
+        elif not stat.S_ISREG(st.st_mode):
+            self._put(path, "unrecorded", None, b"", "it is not a regular file")
+        elif st.st_size > self.limit:
+            self._put(path, "unrecorded", None, b"",
+                      f"it was larger than the checkpoint limit ({self.limit // 2**20} MiB)")
+        else:
+            try:
+                with open(path, "rb") as fh:
+                    data = fh.read()
+            except OSError as exc:
+                self._put(path, "unrecorded", None, b"", f"it could not be read ({exc.strerror})")
+                return
+            self._put(path, "file", stat.S_IMODE(st.st_mode), data)
+
+    def _put(self, path, state, mode, content, why=None):
+        self.paths[path] = None
+        self.store.write("INSERT OR IGNORE INTO checkpoint_files (session_id, turn, path, state,"
+                         " mode, content, size, why) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                         (self.session.id, self.turn_id, path, state, mode, content,
+                          len(content), why), self.session.id)
+
+    # ------------------------------------------------------------ commands
+    def _snapshots(self):
+        if not self._git_checked:
+            self._git_checked = True
+            dotgit = repository_of(self.root)
+            if dotgit is not None:
+                self._git = GitSnapshots(self.root, os.path.join(
+                    private_dir(self._settings, self.session.id), "git"), dotgit)
+        return self._git
+
+    def before_command(self, name):
+        """A tool that may change files some other way is about to run; returns the
+        snapshot to hand to :meth:`after_command` (None when there is none)."""
+        git = self._snapshots()
+        if git is None:
+            self._note(f"{name} ran and the workspace is not a git repository, so the files "
+                       "it changed were not recorded")
+            return None
+        before, self._tree = self._tree, None  # not the work tree's state while it runs
+        if before is not None:
+            return before
+        try:
+            return git.tree()
+        except (SnapshotError, OSError, ValueError) as exc:
+            self._note(f"the files {name} changed could not be recorded ({exc})")
+            return None
+
+    def after_command(self, name, before):
+        if before is None:
+            return
+        git = self._git
+        try:
+            after = git.tree()
+            changed = [c for c in git.changes(before, after) if c[0] not in self.paths]
+            blobs = git.blobs([blob for _p, mode, blob in changed if mode != "000000"])
+        except (SnapshotError, OSError, ValueError) as exc:
+            self._tree = None
+            self._note(f"the files {name} changed could not be recorded ({exc})")
+            return
+        self._tree = after
+        for path, mode, blob in changed:
+            if mode == "000000":
+                self._put(path, "absent", None, b"")
+            elif mode == "160000":
+                self._put(path, "unrecorded", None, b"", "it is a nested git repository")
+            elif blob not in blobs:
+                self._put(path, "unrecorded", None, b"", "its snapshot was lost")
+            elif mode == "120000":
+                self._put(path, "link", None, blobs[blob])
+            else:
+                self._put(path, "file", int(mode[-3:], 8), blobs[blob])
+
+    def _note(self, text):
+        if text not in self.notes:
+            self.notes.append(text)
+
+    # ------------------------------------------------------------ size
+    def _bound(self):
+        """Drop the contents of the session's oldest turns past the size limit; the git
+        snapshots of ours are dropped (and started again) past it too."""
+        sid = self.session.id
+        rows = self.store.rows(
+            "SELECT f.turn, SUM(f.size) FROM checkpoint_files f JOIN turns t ON t.session_id ="
+            " f.session_id AND t.message_id = f.turn WHERE f.session_id = ? AND f.state IN"
+            " ('file', 'link') GROUP BY f.turn ORDER BY MAX(t.number) DESC", (sid,))
+        total = 0
+        for turn, size in rows:
+            total += size or 0
+            if total > self.limit:
+                self.store.write("UPDATE checkpoint_files SET state = 'unrecorded', content ="
+                                 " NULL, size = 0, why = ? WHERE session_id = ? AND turn = ? AND"
+                                 " state IN ('file', 'link')",
+                                 (f"its checkpoint was dropped to keep the session's "
+                                  f"checkpoints under {self.limit // 2**20} MiB", sid, turn), sid)
+        if self._git is not None and self._git.size() > self.limit:
+            self._git.drop()

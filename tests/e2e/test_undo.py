@@ -1,0 +1,174 @@
+"""Checkpoints and /undo through the launcher, against the fake model server, v1 and v2:
+files put back (created ones removed), the turn out of the next model request, a shell
+change in a git workspace undone with the user's git state untouched, a file the user
+changed since left alone and named."""
+
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from tests.support import fake_llm as f
+
+BWRAP = shutil.which("bwrap") is not None
+
+
+@pytest.fixture
+def srv():
+    server = f.FakeLLMServer().start()
+    yield server
+    server.stop()
+
+
+def agent_on(acp_agent, server, protocol):
+    return acp_agent(args=("--provider", "openai", "--model", "m"), protocol=protocol,
+                     env={"OPENAI_BASE_URL": server.openai_url, "OPENAI_API_KEY": "sk-t-123456"})
+
+
+def calls(*tools):
+    """One model answer making the tool calls ``(name, arguments)``."""
+    chunks = [f.oa_tool(i, f"call_{i}", name, json.dumps(args))
+              for i, (name, args) in enumerate(tools)]
+    return f.openai_sse(*chunks, f.oa_finish("tool_calls"))
+
+
+def text(words):
+    return f.openai_sse(f.oa_text(words), f.oa_finish("stop"))
+
+
+def said(updates):
+    return "".join(u["content"]["text"] for u in updates
+                   if u["sessionUpdate"] == "agent_message_chunk")
+
+
+def read(path):
+    with open(path, encoding="utf-8") as fh:
+        return fh.read()
+
+
+def write(path, content):
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(content)
+
+
+def edit(path, old, new):
+    return ("edit_file", {"path": path, "edits": [{"old_text": old, "new_text": new}]})
+
+
+@pytest.mark.parametrize("protocol", [2, 1])
+def test_undo_puts_files_back_and_takes_the_turn_out_of_the_conversation(
+        acp_agent, acp_workspace, srv, protocol):
+    root = acp_workspace
+    write(f"{root}/a.txt", "one\ntwo\n")
+    write(f"{root}/gone.txt", "bye\n")
+    srv.enqueue(calls(("create_file", {"path": "new/made.txt", "content": "fresh\n"}),
+                      edit("a.txt", "two", "TWO")),
+                text("Done: made and edited."),
+                text("Hello again."))
+    agent = agent_on(acp_agent, srv, protocol)
+    sid = agent.new_session(root)
+    _, updates, _ = agent.prompt(sid, "please make SECRET-TASK changes", timeout=30)
+    assert read(f"{root}/a.txt") == "one\nTWO\n" and read(f"{root}/new/made.txt") == "fresh\n"
+
+    _, updates, _ = agent.prompt(sid, "/undo", timeout=30)
+    report = said(updates)
+    assert "Restored: a.txt" in report and "new/made.txt" in report, report
+    assert read(f"{root}/a.txt") == "one\ntwo\n"
+    assert not os.path.exists(f"{root}/new/made.txt")
+    assert read(f"{root}/gone.txt") == "bye\n"
+
+    agent.prompt(sid, "hi", timeout=30)
+    last = srv.requests[-1].json
+    sent = json.dumps(last["messages"])
+    assert "SECRET-TASK" not in sent and "made and edited" not in sent and "/undo" not in sent
+    assert "hi" in sent
+
+    _, updates, _ = agent.prompt(sid, "/undo", timeout=30)
+    assert "It changed no files" in said(updates)
+    _, updates, _ = agent.prompt(sid, "/undo", timeout=30)
+    assert said(updates).startswith("Nothing to undo")
+
+
+def test_undo_leaves_a_file_the_user_changed_since_and_names_it(acp_agent, acp_workspace, srv):
+    root = acp_workspace
+    write(f"{root}/a.txt", "one\n")
+    write(f"{root}/b.txt", "bee\n")
+    srv.enqueue(calls(edit("a.txt", "one", "ONE"), edit("b.txt", "bee", "BEE")),
+                text("Edited both."))
+    agent = agent_on(acp_agent, srv, 2)
+    sid = agent.new_session(root)
+    agent.prompt(sid, "edit them", timeout=30)
+    write(f"{root}/a.txt", "mine now\n")  # the user edits after the turn
+    _, updates, _ = agent.prompt(sid, "/undo", timeout=30)
+    report = said(updates)
+    assert "Left alone (changed since that turn" in report and "a.txt" in report
+    assert "Restored: b.txt" in report
+    assert read(f"{root}/a.txt") == "mine now\n" and read(f"{root}/b.txt") == "bee\n"
+
+
+def git(root, *args):
+    return subprocess.run(("git", *args), cwd=root, check=True, capture_output=True,
+                          text=True, env=dict(os.environ, GIT_CONFIG_GLOBAL=os.devnull,
+                                              GIT_CONFIG_NOSYSTEM="1",
+                                              GIT_OPTIONAL_LOCKS="0")).stdout
+
+
+def git_state(root):
+    """Everything of the user's git state the undo must not touch (read without the
+    index refresh ``git status`` would write)."""
+    return (git(root, "status", "--porcelain=v1", "--untracked-files=all"),
+            git(root, "rev-parse", "HEAD"), git(root, "symbolic-ref", "HEAD"),
+            git(root, "diff", "--cached"), git(root, "stash", "list"),
+            git(root, "for-each-ref"), open(f"{root}/.git/index", "rb").read(),
+            os.stat(f"{root}/.git/index").st_mtime_ns, sorted(os.listdir(f"{root}/.git")))
+
+
+@pytest.mark.skipif(not BWRAP and not os.environ.get("CI"), reason="bubblewrap is not installed")
+@pytest.mark.parametrize("protocol", [2, 1])
+def test_undo_of_a_shell_change_in_a_git_workspace_keeps_the_users_git_state(
+        acp_agent, acp_workspace, srv, protocol):
+    root = acp_workspace
+    git(root, "init", "-q", "-b", "work")
+    git(root, "config", "user.email", "u@example.com")
+    git(root, "config", "user.name", "U")
+    write(f"{root}/tracked.txt", "v1\n")
+    write(f"{root}/doomed.txt", "keep me\n")
+    write(f"{root}/.gitignore", "ignored/\n")
+    git(root, "add", ".")
+    git(root, "commit", "-q", "-m", "first")
+    write(f"{root}/tracked.txt", "v2 staged\n")
+    git(root, "add", "tracked.txt")  # something staged
+    write(f"{root}/tracked.txt", "v3 in the tree\n")  # and a different unstaged change
+    write(f"{root}/loose.txt", "untracked\n")
+    before = git_state(root)
+    command = ("echo changed > tracked.txt; rm doomed.txt; echo new > created.txt; "
+               "chmod +x loose.txt; echo x > loose.txt")
+    srv.enqueue(calls(("shell", {"command": command})), text("Ran it."))
+    agent = agent_on(acp_agent, srv, protocol)
+    sid = agent.new_session(root)
+    agent.prompt(sid, "run the script", timeout=30)
+    assert read(f"{root}/tracked.txt") == "changed\n" and not os.path.exists(f"{root}/doomed.txt")
+
+    _, updates, _ = agent.prompt(sid, "/undo", timeout=30)
+    report = said(updates)
+    assert "created.txt" in report and "doomed.txt" in report, report
+    assert read(f"{root}/tracked.txt") == "v3 in the tree\n"
+    assert read(f"{root}/doomed.txt") == "keep me\n"
+    assert read(f"{root}/loose.txt") == "untracked\n"
+    assert not os.access(f"{root}/loose.txt", os.X_OK)
+    assert not os.path.exists(f"{root}/created.txt")
+    assert git_state(root) == before
+
+
+@pytest.mark.skipif(not BWRAP and not os.environ.get("CI"), reason="bubblewrap is not installed")
+def test_undo_says_shell_changes_outside_git_were_not_recorded(acp_agent, acp_workspace, srv):
+    srv.enqueue(calls(("shell", {"command": "echo x > made-by-shell.txt"})), text("Ran."))
+    agent = agent_on(acp_agent, srv, 2)
+    sid = agent.new_session(acp_workspace)
+    agent.prompt(sid, "run", timeout=30)
+    _, updates, _ = agent.prompt(sid, "/undo", timeout=30)
+    report = said(updates)
+    assert "not a git repository" in report and "Not restored" in report, report
+    assert os.path.exists(f"{acp_workspace}/made-by-shell.txt")  # said, not silently skipped
