@@ -73,7 +73,7 @@ class Settings:
         self.provider = None
         self.model = None
         self.effort = "default"
-        self.mode = DEFAULT_MODE  # default session mode: read-only | ask | auto
+        self.mode = DEFAULT_MODE  # default session mode: read-only | plan | ask | auto
         self.data_dir = data_dir
         self.config_path = config_path
         self.max_line_bytes = 64 * 1024 * 1024

@@ -112,8 +112,9 @@ class InitCommand(Command):
     description = "Ask the agent to write or update AGENTS.md for this project"
 
     def run(self, argument, ctx):
-        if getattr(ctx.session, "mode", modes.AUTO) == modes.READ_ONLY:
-            return ("/init writes AGENTS.md, and the session is in read-only mode: switch the "
+        mode = getattr(ctx.session, "mode", modes.AUTO)
+        if mode in (modes.READ_ONLY, modes.PLAN):
+            return (f"/init writes AGENTS.md, and the session is in {mode} mode: switch the "
                     "mode to ask or auto (/mode ask) and run /init again.")
         text = INIT_PROMPT.format(root=ctx.root)
         if argument.strip():
@@ -153,8 +154,8 @@ class ModelCommand(_OptionCommand):
 class ModeCommand(_OptionCommand):
     name = "mode"
     option = "mode"
-    description = "Switch the mode: read-only, ask or auto"
-    hint = "read-only | ask | auto"
+    description = "Switch the mode: read-only, plan, ask or auto"
+    hint = "read-only | plan | ask | auto"
 
 
 class UndoCommand(Command):

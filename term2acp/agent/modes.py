@@ -3,6 +3,11 @@
 * ``read-only``: no writes and no commands. Calls of tools that could change anything
   (every kind but read, search, think and fetch) are refused without asking, and the
   model is told so in its instructions.
+* ``plan``: the same refusals, every fetch asks first, and the model has one more tool
+  (``finish_plan``, ``tools/plan.py``) that asks the user to start the work: "start,
+  auto", "start, ask for every change" or "keep planning"; starting switches the mode
+  and the work goes on in the same turn. Which calls are refused comes from each tool's
+  ``kind`` (its write/run classification), never from its name.
 * ``ask``: every such call asks the editor, whatever the tool's own policy says, and
   session grants ("allow for this session") are not consulted; but a tool that applies
   ask mode itself (``applies_ask_mode``: the shell, whose "commands that start with ..."
@@ -16,9 +21,11 @@ No mode runs commands unsandboxed or skips the fail-closed rules.
 from term2acp.core.approvals import ORDINARY, ApprovalRequest
 from term2acp.core.choices import MODE_IDS
 
-READ_ONLY, ASK, AUTO = MODE_IDS
+READ_ONLY, PLAN, ASK, AUTO = MODE_IDS
 MODES = (
     (READ_ONLY, "Read only", "Reads and searches only: no file changes, no commands"),
+    (PLAN, "Plan", "Reads, searches and writes a plan; changes nothing until you start the "
+                   "work"),
     (ASK, "Ask", "Asks before every file change and every command"),
     (AUTO, "Auto", "Changes files in the workspace and runs sandboxed commands; asks for "
                    "anything else"),
@@ -30,7 +37,17 @@ READ_ONLY_REFUSAL = (
     "commands) is not allowed. Do not retry it: answer from what you can read, or tell the "
     "user which change to make or to switch the mode to ask or auto.")
 
+PLAN_REFUSAL = (
+    "Refused: the session is in plan mode, so {name} (which could change files or run "
+    "commands) is not allowed yet. Keep reading and planning; when the plan is ready, call "
+    "finish_plan so the user can start the work.")
+
 _NOTES = {
+    PLAN: ("\n\nThe session is in PLAN mode: read and search to understand the task, keep "
+           "the steps with update_plan, and do not create or edit files or run commands "
+           "(such calls are refused). When the plan is ready, call finish_plan with a short "
+           "summary: the user then chooses to start the work (and the mode) or to keep "
+           "planning."),
     READ_ONLY: ("\n\nThe session is in READ-ONLY mode: you may read and search files, but "
                 "you must not create or edit files or run commands (such calls are refused). "
                 "Describe the changes you would make instead."),
@@ -52,23 +69,37 @@ def changes_things(tool):
     return getattr(tool, "kind", "other") not in SAFE_KINDS
 
 
+def offered(mode, tool):
+    """Whether the model is offered ``tool`` in ``mode`` (``Tool.modes``: None = all)."""
+    only = getattr(tool, "modes", None)
+    return only is None or mode in only
+
+
 def check(mode, tool, title, request):
     """Apply the mode to one call: ``(refusal text or None, approval request or None)``.
 
     ``request`` is what the tool's own policy asks (None: it would run without asking).
     """
+    if mode == PLAN and getattr(tool, "kind", "other") == "fetch":
+        return None, _ask_always(tool, title, request)  # web fetch after approval
     if not changes_things(tool):
         return None, request
     if mode == READ_ONLY:
         return READ_ONLY_REFUSAL.format(name=tool.name), None
+    if mode == PLAN:
+        return PLAN_REFUSAL.format(name=tool.name), None
     if mode == ASK:
         if getattr(tool, "applies_ask_mode", False):  # its own questions (tools/shell_policy)
             return None, request
-        if request is not None and request.variant == ORDINARY:
-            return None, request
-        # Grants are not consulted: one ordinary question, whatever the tool's policy.
-        base = request or ApprovalRequest()
-        return None, ApprovalRequest(variant=ORDINARY, path=None,
-                                     title=base.title or title or f"Run {tool.name}?",
-                                     content=list(base.content))
+        return None, _ask_always(tool, title, request)
     return None, request
+
+
+def _ask_always(tool, title, request):
+    if request is not None and request.variant == ORDINARY:
+        return request
+    # Grants are not consulted: one ordinary question, whatever the tool's policy.
+    base = request or ApprovalRequest()
+    return ApprovalRequest(variant=ORDINARY, path=None,
+                           title=base.title or title or f"Run {tool.name}?",
+                           content=list(base.content))

@@ -62,6 +62,7 @@ class Turn:
         self.greenlet = None  # the turn greenlet, where an abort must land
         self.asking = Semaphore()  # one question at a time, whichever call asks
         self.cost = 0.0
+        self.ended = False  # a call's result ends the turn after its round (ToolResult.end_turn)
         self.tokens = None  # summed over the turn's model rounds, once a provider reports
         self.context = ContextGuard(session, provider, settings)  # size, compaction
 
@@ -83,6 +84,8 @@ class Turn:
             if not calls:
                 return stop if stop in ("max_tokens", "refusal") else "end_turn"
             run_round(self, calls, getattr(self.settings, "max_parallel_tools", 1))
+            if self.ended:  # a tool ended the turn (plan mode's "keep planning")
+                return "end_turn"
         return "max_turn_requests"
 
     def _begin_checkpoint(self, text):
@@ -111,7 +114,9 @@ class Turn:
         request = pb.ModelRequest(model=session.model,
                                   system=self.system + modes.system_note(getattr(session, "mode", None)),
                                   messages=[],
-                                  tools=[tool.spec() for tool in self.tools.values()],
+                                  tools=[tool.spec() for tool in self.tools.values()
+                                         if modes.offered(getattr(session, "mode", None),
+                                                          tool)],
                                   effort=session.effort)
         request.messages = self.context.messages(request.system)
         message_id, thought_id = new_id("msg"), new_id("thought")
@@ -190,6 +195,7 @@ class Turn:
         gives the model its result (the real one when it had settled, else a note)."""
         record.answered = True
         self.calls.pop(record.id, None)
+        self.ended = self.ended or getattr(result, "end_turn", False)
         self.session.append_history(self._tool_message(record, result))
 
     def _tool_message(self, record, result):
@@ -231,6 +237,9 @@ class Turn:
             return self._fail(record, name or "unknown tool", None,
                               f"The arguments for {name} nest deeper than {MAX_DEPTH} levels. "
                               "Send flat JSON arguments.")
+        if tool is not None and not modes.offered(getattr(session, "mode", modes.AUTO), tool):
+            return self._fail(record, name, raw, f"{name} is not available in "
+                              f"{getattr(session, 'mode', modes.AUTO)} mode.")
         if tool is None:
             known = ", ".join(sorted(self.tools))
             return self._fail(record, name or "unknown tool", raw,
@@ -318,6 +327,8 @@ class Turn:
         ctx.images = getattr(session, "images", False)  # read_file may return images
         checkpoint = getattr(session, "checkpoint", None)
         ctx.checkpoint = checkpoint.before_write if checkpoint is not None else None
+        ctx.choose = lambda request: self._choose(record, request)
+        ctx.set_mode = self._set_mode
         return ctx
 
     def _nested_call(self, name, arguments):
@@ -326,6 +337,22 @@ class Turn:
         record = CallRecord(new_id("tc"), name, arguments)
         self.calls[record.id] = record
         return self.run_tool(record)
+
+    def _choose(self, record, request):
+        """``ctx.choose()``: the choice id the user allowed, or None (refused, cancelled)."""
+        decision = self.ask(record, request, nested=True)
+        if decision.abort_turn:
+            self._abort(decision.reason)
+        return decision.choice if decision.allowed else None
+
+    def _set_mode(self, mode):
+        """Switch the session's mode as the editor's picker does (reported, stored)."""
+        session = self.session
+        controls = getattr(session, "controls", None)
+        if controls is not None:
+            controls.set(session, "mode", mode)
+        else:
+            session.mode = mode
 
     def _approve_nested(self, record, request):
         """``ctx.approve()`` from inside a running tool: True only on an allow."""

@@ -16,6 +16,7 @@ OUTSIDE_EDIT = "outside_workspace_edit"
 MCP_TOOL = "mcp_tool"  # the first call of an MCP server tool (term2acp/mcp/adapter.py)
 NETWORK = "sandbox_network_access"  # a shell command asks for the host network
 COMMAND = "command"  # a shell command in ask mode (tools/shell_policy.py)
+PLAN_READY = "plan_ready"  # plan mode's finish_plan: start the work, and how (tools/plan.py)
 
 # (choice id, label, ACP permission option kind). Only choices with an ACP kind exist here:
 # unsandboxed-once and allow-remember are never offered, reject_always is never used.
@@ -57,6 +58,11 @@ CHOICES = {
         ("allow-command-prefix-session", "Allow commands that start with `{prefix}` for this "
                                          "session", "allow_always"),
         ("reject", "Reject", "reject_once"),
+    ),
+    PLAN_READY: (
+        ("plan-start-auto", "Start, auto", "allow_once"),
+        ("plan-start-ask", "Start, ask for every change", "allow_once"),
+        ("plan-keep", "Keep planning", "reject_once"),
     ),
 }
 

@@ -58,7 +58,7 @@ class LiveSession:
         self.provider_id = row.get("provider")
         self.model = row.get("model")
         self.effort = row.get("effort") or "default"
-        self.mode = row.get("mode") or "auto"  # agent/modes.py: read-only | ask | auto
+        self.mode = row.get("mode") or "auto"  # agent/modes.py: read-only | plan | ask | auto
         self.controls = None  # sessions.options.Controls, set by the front end
         self.context_window = None
         self.window_learned = None  # tokens, from an overflow error (agent/context.py)

@@ -11,7 +11,7 @@ resume restores it) and reports :class:`~term2acp.core.events.ConfigChanged`.
   A change applies from the next model request.
 * ``effort`` lists only what the chosen model supports; a model change resets it to a value
   the new model supports.
-* ``mode``: ``read-only``, ``ask`` or ``auto`` (see ``agent/modes.py``).
+* ``mode``: ``read-only``, ``plan``, ``ask`` or ``auto`` (see ``agent/modes.py``).
 """
 
 import logging

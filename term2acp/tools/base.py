@@ -77,6 +77,7 @@ class ToolResult:
     content: list = field(default_factory=list)
     raw_output: Any = None
     locations: list | None = None  # [{"path": abs, "line": int}] to replace the initial ones
+    end_turn: bool = False  # the turn ends after this call's round (plan mode's "keep planning")
 
 
 class ToolContext:
@@ -174,6 +175,9 @@ class ToolContext:
         if self.checkpoint is not None:
             self.checkpoint(real)
 
+    choose = None  # callable(ApprovalRequest) -> the choice id allowed, or None (the turn's)
+    set_mode = None  # callable(mode id): switch the session's mode, reported (the turn's)
+
     def approve(self, request):
         """Ask the client (through the session's gate); returns True only on an allow. A
         denial that ends the turn is raised instead, as a ``GreenletExit``
@@ -227,6 +231,7 @@ class Tool:
     # True: every file the tool changes goes through ``ToolContext.before_write`` first (the
     # file tools). Otherwise a tool of a changing kind is snapshotted around (checkpoints).
     records_writes = False
+    modes = None  # the session modes the tool is offered in (agent/modes.py); None: all
     Params = Schema
     # A quiet tool is shown by the updates it emits itself (update_plan: the plan update);
     # its call appears in the editor only when it fails. Clients such as agent-shell draw

@@ -62,3 +62,48 @@ class UpdatePlanTool(Tool):
         ctx.emit(ev.PlanUpdated(plan_id(ctx.session_id), entries))
         done = sum(1 for s in steps if s["status"] == "completed")
         return ToolResult(f"Plan updated: {done}/{len(steps)} steps completed.")
+
+
+class FinishPlanParams(Schema):
+    summary = fields.String(required=True, validate=validate.Length(min=1, max=20_000),
+                            metadata={"description": "The plan in brief: what will change "
+                                                     "and how, for the user to approve."})
+
+
+START = {"plan-start-auto": "auto", "plan-start-ask": "ask"}
+
+
+class FinishPlanTool(Tool):
+    """Plan mode's way out: the user chooses to start (and the mode) or to keep planning."""
+
+    name = "finish_plan"
+    kind = "think"
+    modes = frozenset({"plan"})
+    Params = FinishPlanParams
+    description = (
+        "Plan mode only: call it when your plan is ready (after reading what you need and "
+        "keeping the steps with update_plan). The user sees the summary and chooses to "
+        "start the work (then the mode allows changes and you carry the plan out right "
+        "away) or to keep planning (then the turn ends and the user tells you more).")
+
+    def title(self, args):
+        return "The plan is ready: start the work?"
+
+    def run(self, args, ctx):
+        from term2acp.core.approvals import PLAN_READY, ApprovalRequest
+
+        if ctx.choose is None or ctx.set_mode is None:
+            raise ToolError("finish_plan is not available here")
+        summary = args["summary"].strip()
+        choice = ctx.choose(ApprovalRequest(variant=PLAN_READY, title=self.title(args),
+                                            content=[{"type": "text", "text": summary}]))
+        mode = START.get(choice)
+        if mode is None:
+            return ToolResult("The user chose to keep planning: the turn ends here. Wait for "
+                              "what the user says next; stay in plan mode.", end_turn=True)
+        ctx.set_mode(mode)
+        how = "asks the user before every change and command" if mode == "ask" else \
+            "changes files in the workspace and runs sandboxed commands"
+        return ToolResult(f"The user approved the plan and switched the session to {mode} "
+                          f"mode (it {how}). Start the work now, following the plan, and keep "
+                          "the steps up to date with update_plan.")

@@ -18,7 +18,7 @@ import logging
 from term2acp.tools.base import Tool
 from term2acp.tools.edit import CreateFileTool, EditFileTool
 from term2acp.tools.files import ListDirectoryTool, ReadFileTool
-from term2acp.tools.plan import UpdatePlanTool
+from term2acp.tools.plan import FinishPlanTool, UpdatePlanTool
 from term2acp.tools.plugins import KINDS, TOOL_NAME
 from term2acp.tools.search import GlobTool, GrepTool
 
@@ -34,7 +34,7 @@ OPTIONAL_BUILTINS = ("term2acp.tools.shell:ShellTool", "term2acp.tools.processes
 def builtin_tools():
     """Fresh instances of every built-in tool whose module is importable."""
     tools = [ReadFileTool(), ListDirectoryTool(), GlobTool(), GrepTool(), CreateFileTool(),
-             EditFileTool(), UpdatePlanTool()]
+             EditFileTool(), UpdatePlanTool(), FinishPlanTool()]
     for target in OPTIONAL_BUILTINS:
         tool = _optional_builtin(target)
         if tool is not None:

@@ -110,6 +110,11 @@ class FakeLLMServer:
         self.defaults = {}  # path -> factory of the response when the script is empty
         self.models = None  # model ids GET /models lists (None: 404, as many servers do)
         self.listings = []  # GET /models requests (kept apart from ``requests``)
+        # A session's title request (term2acp/sessions/titles.py) is kept apart too, in
+        # ``title_requests``, and answered with ``title`` (None: a 400, so the session
+        # keeps the user's words), never with a scripted reply.
+        self.title = None
+        self.title_requests = []
         self.responder = None  # callable(Recorded) -> response, when the script is empty
         # (chars, over_system): chat requests whose message content (system included) is
         # over max(chars, system + over_system) get OpenAI's context_length_exceeded 400
@@ -170,6 +175,11 @@ class FakeLLMServer:
                     if not self._respond(sock, self._models_reply()):
                         return
                     continue
+                if is_title_request(request):
+                    self.title_requests.append(request)
+                    if not self._respond(sock, self._title_reply(request)):
+                        return
+                    continue
                 self.requests.append(request)
                 self._arrived.set()
                 response = self._over_limit(request) or self._next_response(request.path, request)
@@ -207,6 +217,13 @@ class FakeLLMServer:
         if factory is not None:
             return factory()
         return Status(400, {"error": {"message": "fake server: no scripted response left"}})
+
+    def _title_reply(self, request):
+        if self.title is None:
+            return Status(400, {"error": {"message": "fake server: no title in this test"}})
+        if request.path.endswith("/messages"):
+            return anthropic_sse(an_start(), an_text(0, self.title), an_end("end_turn"))
+        return openai_sse(oa_text(self.title), oa_finish("stop"))
 
     def _models_reply(self):
         if self.models is None:
@@ -312,6 +329,27 @@ def _event_bytes(name, data):
     text = data if isinstance(data, str) else json.dumps(data)
     prefix = f"event: {name}\n" if name else ""
     return f"{prefix}data: {text}\n\n".encode()
+
+
+TITLE_SYSTEM = "Write a short title"  # how term2acp/sessions/titles.py's request begins
+
+
+def is_title_request(request):
+    try:
+        body = request.json
+    except ValueError:
+        return False
+    if not isinstance(body, dict):
+        return False
+    system = body.get("system")  # Anthropic
+    if isinstance(system, list):
+        system = " ".join(p.get("text", "") for p in system if isinstance(p, dict))
+    if system is None:  # OpenAI: the first message
+        first = (body.get("messages") or [{}])[0]
+        system = first.get("content") if first.get("role") in ("system", "developer") else ""
+        if isinstance(system, list):
+            system = " ".join(p.get("text", "") for p in system if isinstance(p, dict))
+    return isinstance(system, str) and system.startswith(TITLE_SYSTEM)
 
 
 def chat_content_size(body):
