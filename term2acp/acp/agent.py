@@ -257,7 +257,8 @@ class AcpAgent:
                 prompt["image"] = {}
             answer = {"protocolVersion": m.PROTOCOL_VERSION, "info": dict(AGENT_INFO),
                       "capabilities": {"session": {"prompt": prompt,
-                                                   "mcp": {"stdio": {}, "http": {}}}},
+                                                   "mcp": {"stdio": {}, "http": {}},
+                                                   "fork": {}, "delete": {}}},
                       "authMethods": self._auth_methods(2)}
         if self.on_initialized is not None:
             self.on_initialized()
@@ -274,7 +275,8 @@ class AcpAgent:
                 "loadSession": True,
                 "promptCapabilities": prompt,
                 "mcpCapabilities": {"http": True, "sse": True},  # stdio is v1's baseline
-                "sessionCapabilities": {"list": {}, "resume": {}, "close": {}},
+                "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "fork": {},
+                                        "delete": {}},
                 "auth": {"logout": {}},
             },
             "authMethods": self._auth_methods(1),

@@ -7,6 +7,8 @@ SESSION_RESUME = "session/resume"
 SESSION_PROMPT = "session/prompt"
 SESSION_CANCEL = "session/cancel"
 SESSION_CLOSE = "session/close"
+SESSION_FORK = "session/fork"
+SESSION_DELETE = "session/delete"
 SESSION_SET_CONFIG_OPTION = "session/set_config_option"
 AUTH_LOGIN = "auth/login"
 AUTH_LOGOUT = "auth/logout"
@@ -26,10 +28,11 @@ FS_WRITE_TEXT_FILE = "fs/write_text_file"
 # keeps them equal): one read before the face is built is served in its own greenlet once
 # it is, so the reader never waits for the warm-up.
 V2_FACE = frozenset({SESSION_NEW, SESSION_LIST, SESSION_RESUME, SESSION_PROMPT, SESSION_CANCEL,
-                     SESSION_CLOSE, SESSION_SET_CONFIG_OPTION, AUTH_LOGIN, AUTH_LOGOUT})
+                     SESSION_CLOSE, SESSION_FORK, SESSION_DELETE, SESSION_SET_CONFIG_OPTION,
+                     AUTH_LOGIN, AUTH_LOGOUT})
 V1_FACE = frozenset({SESSION_NEW, SESSION_LOAD, SESSION_LIST, SESSION_RESUME, SESSION_PROMPT,
-                     SESSION_CANCEL, SESSION_CLOSE, AUTHENTICATE, LOGOUT, SESSION_SET_MODE,
-                     SESSION_SET_CONFIG_OPTION})
+                     SESSION_CANCEL, SESSION_CLOSE, SESSION_FORK, SESSION_DELETE, AUTHENTICATE,
+                     LOGOUT, SESSION_SET_MODE, SESSION_SET_CONFIG_OPTION})
 
 PROTOCOL_VERSION = 2  # the latest version we speak; 2 and above get the v2 face
 PROTOCOL_V1 = 1

@@ -1,4 +1,4 @@
-"""v2 session handlers: new, list, resume (+replay), prompt, cancel, close.
+"""v2 session handlers: new, list, resume (+replay), prompt, cancel, close, fork, delete.
 
 Runtime exceptions become JSON-RPC errors through ``acp/errors.py`` (shared with the v1
 face in ``acp/v1/``).
@@ -114,6 +114,27 @@ class SessionHandlers(ControlHandlers):
             raise InternalError("cancelling the session's work failed; the session was closed")
         return {}
 
+    @domain_errors
+    def fork_session(self, params):
+        """session/fork (both faces): a new session with the history and choices of
+        ``sessionId``, in the ``cwd`` the request names, without its grants."""
+        with self.manager.undo_new_on_failure():
+            session = self.manager.fork(params["session_id"], params["cwd"])
+            self.attach_forked(session, params["mcp_servers"])
+            result = self.setup_result(session, {"sessionId": session.id})
+        self.started(session)
+        return result
+
+    def attach_forked(self, session, mcp_servers):
+        session.sink = self._sink
+        self.manager.connect_mcp(session, mcp_servers)
+
+    @domain_errors
+    def delete_session(self, params):
+        """session/delete (both faces): a live session is closed first; unknown -> -32002."""
+        self.manager.delete(params["session_id"])
+        return {}
+
 
 # Built once, when this module is imported (before the first line is read, with the
 # warm-up's session layer), not when the face is: instances cost ~1 ms together, which the
@@ -125,6 +146,8 @@ _SCHEMAS = {
     m.SESSION_PROMPT: ss.PromptRequestSchema(),
     m.SESSION_CANCEL: ss.CancelNotificationSchema(),
     m.SESSION_CLOSE: ss.CloseSessionRequestSchema(),
+    m.SESSION_FORK: ss.ForkSessionRequestSchema(),
+    m.SESSION_DELETE: ss.DeleteSessionRequestSchema(),
     m.SESSION_SET_CONFIG_OPTION: cs.SetConfigOptionRequestSchema(),
     m.AUTH_LOGIN: cs.LoginRequestSchema(),
     m.AUTH_LOGOUT: cs.LogoutRequestSchema(),
@@ -142,6 +165,8 @@ def routes(face, route):
         m.SESSION_PROMPT: route(face.prompt, s[m.SESSION_PROMPT]),
         m.SESSION_CANCEL: route(face.cancel, s[m.SESSION_CANCEL], inline=True),
         m.SESSION_CLOSE: route(face.close_session, s[m.SESSION_CLOSE]),
+        m.SESSION_FORK: route(face.fork_session, s[m.SESSION_FORK]),
+        m.SESSION_DELETE: route(face.delete_session, s[m.SESSION_DELETE]),
         m.SESSION_SET_CONFIG_OPTION: route(face.set_config_option,
                                            s[m.SESSION_SET_CONFIG_OPTION]),
         m.AUTH_LOGIN: route(face.login, s[m.AUTH_LOGIN]),

@@ -236,6 +236,53 @@ class SessionManager:
             except Exception:  # noqa: BLE001 - the original failure is what the client hears
                 log.exception("could not remove the failed session %s", session_id)
 
+    def fork(self, source_id, cwd):
+        """session/fork: a new live session in ``cwd`` with the conversation, replay journal
+        and choices of ``source_id`` (live or stored), and no grants."""
+        root = validate_cwd(cwd)
+        source = self.live.get(source_id)
+        if source is not None:
+            source.recorder.flush()  # what it reported so far is what the fork replays
+        row = self.store.open().get_session(source_id)
+        if row is None:
+            raise SessionNotFound(source_id)
+        self._make_room()
+        session_id = str(uuid.uuid4())
+        title = f"{row['title']} (fork)" if row.get("title") else None
+        self.store.fork_session(source_id, session_id, root, title)
+        created = self._creating.get(gevent.getcurrent())
+        if created is not None:
+            created.append(session_id)  # discarded if the face's answer fails
+        try:
+            session = self._attach(self.store.get_session(session_id))
+            self._load_history(session)
+        except BaseException:
+            self.discard(session_id)
+            raise
+        return session
+
+    def delete(self, session_id):
+        """session/delete: close it if live here, then remove it and all it left: the
+        store's rows (conversation, journal, checkpoints), our snapshot directory, its lock
+        file. Raises SessionNotFound for an id the store does not know, SessionLocked when
+        another process has it open."""
+        from term2acp.sessions.checkpoints import private_dir
+
+        self._dormant.pop(session_id, None)
+        if self.store.open().get_session(session_id) is None and session_id not in self.live:
+            raise SessionNotFound(session_id)
+        if session_id in self.live:
+            self.close(session_id)
+        lock = SessionLock(self._locks, session_id)
+        lock.acquire()  # SessionLocked when another process has it live
+        try:
+            self.store.delete_session(session_id)
+            shutil.rmtree(private_dir(self.settings, session_id), ignore_errors=True)
+            with contextlib.suppress(OSError):
+                os.unlink(lock.path)
+        finally:
+            lock.release()
+
     def list(self, cwd=None, cursor=None):
         if cwd is not None:
             if not os.path.isabs(cwd):

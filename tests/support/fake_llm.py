@@ -111,8 +111,8 @@ class FakeLLMServer:
         self.models = None  # model ids GET /models lists (None: 404, as many servers do)
         self.listings = []  # GET /models requests (kept apart from ``requests``)
         # A session's title request (term2acp/sessions/titles.py) is kept apart too, in
-        # ``title_requests``, and answered with ``title`` (None: a 400, so the session
-        # keeps the user's words), never with a scripted reply.
+        # ``title_requests``, and answered with ``title`` (a string; or a response object;
+        # None: a 400, so the session keeps the user's words), never with a scripted reply.
         self.title = None
         self.title_requests = []
         self.responder = None  # callable(Recorded) -> response, when the script is empty
@@ -221,6 +221,8 @@ class FakeLLMServer:
     def _title_reply(self, request):
         if self.title is None:
             return Status(400, {"error": {"message": "fake server: no title in this test"}})
+        if not isinstance(self.title, str):
+            return self.title  # a response object, e.g. a Stall
         if request.path.endswith("/messages"):
             return anthropic_sse(an_start(), an_text(0, self.title), an_end("end_turn"))
         return openai_sse(oa_text(self.title), oa_finish("stop"))

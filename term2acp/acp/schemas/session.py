@@ -1,4 +1,4 @@
-"""session/new, list, resume, prompt, cancel, close."""
+"""session/new, list, resume, prompt, cancel, close, fork, delete."""
 
 from marshmallow import ValidationError, fields, pre_load
 
@@ -43,6 +43,11 @@ class NewSessionRequestSchema(_UnsupportedListsFirst):
     cwd = PathField(required=True)
 
 
+class ForkSessionRequestSchema(_UnsupportedListsFirst):
+    session_id = fields.String(required=True, validate=validate.Length(min=1, max=256))
+    cwd = PathField(required=True)
+
+
 class ListSessionsRequestSchema(WireSchema):
     cwd = PathField(allow_none=True, load_default=None)
     cursor = fields.String(allow_none=True, load_default=None)
@@ -73,3 +78,4 @@ class SessionIdSchema(WireSchema):
 
 CancelNotificationSchema = SessionIdSchema
 CloseSessionRequestSchema = SessionIdSchema
+DeleteSessionRequestSchema = SessionIdSchema

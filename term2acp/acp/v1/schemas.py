@@ -44,5 +44,8 @@ class ResumeSessionRequestSchema(_SessionSetup):
     cwd = PathField(required=True)
 
 
+ForkSessionRequestSchema = ResumeSessionRequestSchema  # sessionId, cwd, mcpServers
+
+
 class AuthenticateRequestSchema(WireSchema):
     method_id = fields.String(load_default=None, allow_none=True)

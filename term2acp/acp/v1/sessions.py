@@ -121,6 +121,18 @@ class V1SessionHandlers(ControlHandlers):
         return result
 
     list_sessions = SessionHandlers.list_sessions  # one implementation for both faces
+    fork_session = SessionHandlers.fork_session
+
+    def attach_forked(self, session, mcp_servers):
+        self._attach(session, mcp_servers)
+
+    @domain_errors
+    def delete_session(self, params):
+        try:
+            self.manager.delete(params["session_id"])
+        finally:
+            self._release(params["session_id"])
+        return {}
 
     @domain_errors
     def close_session(self, params):
