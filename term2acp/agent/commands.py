@@ -165,7 +165,7 @@ class UndoCommand(Command):
     in_history = False  # the undo is what the history shows
 
     def run(self, argument, ctx):
-        from term2acp.sessions.undo import undo_last
+        from term2acp.agent.undo import undo_last
 
         return undo_last(ctx.session)
 
@@ -177,7 +177,7 @@ class RenameCommand(Command):
     in_history = False
 
     def run(self, argument, ctx):
-        from term2acp.sessions.titles import rename
+        from term2acp.agent.titles import rename
 
         title = rename(ctx.session, argument)
         return f"Renamed the session to \u201c{title}\u201d." if title else \

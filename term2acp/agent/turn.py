@@ -90,7 +90,7 @@ class Turn:
 
     def _begin_checkpoint(self, text):
         """This prompt reaches the model: it is a turn /undo can take back."""
-        from term2acp.sessions.checkpoints import TurnCheckpoint
+        from term2acp.agent.checkpoints import TurnCheckpoint
 
         session = self.session
         message_id = getattr(session, "prompt_message_id", None)
@@ -101,7 +101,7 @@ class Turn:
     def _watch(self, tool):
         """Around a tool that may change files without telling the checkpoint (a command):
         returns what to call when it is done, or None."""
-        from term2acp.sessions.checkpoints import may_change_files
+        from term2acp.agent.checkpoints import may_change_files
 
         checkpoint = getattr(self.session, "checkpoint", None)
         if checkpoint is None or not may_change_files(tool):
@@ -111,12 +111,13 @@ class Turn:
 
     def _model_round(self):
         session = self.session
+        mode = getattr(session, "mode", None)
         request = pb.ModelRequest(model=session.model,
                                   system=self.system + modes.system_note(getattr(session, "mode", None)),
                                   messages=[],
                                   tools=[tool.spec() for tool in self.tools.values()
-                                         if modes.offered(getattr(session, "mode", None),
-                                                          tool)],
+                                         if getattr(tool, "modes", None) is None
+                                         or mode in tool.modes],  # modes.offered, inlined
                                   effort=session.effort)
         request.messages = self.context.messages(request.system)
         message_id, thought_id = new_id("msg"), new_id("thought")

@@ -266,7 +266,7 @@ class SessionManager:
         store's rows (conversation, journal, checkpoints), our snapshot directory, its lock
         file. Raises SessionNotFound for an id the store does not know, SessionLocked when
         another process has it open."""
-        from term2acp.sessions.checkpoints import private_dir
+        from term2acp.agent.checkpoints import private_dir
 
         self._dormant.pop(session_id, None)
         if self.store.open().get_session(session_id) is None and session_id not in self.live:
@@ -499,7 +499,7 @@ class SessionManager:
             log.exception("session %s: could not finish the turn's checkpoint", session.id)
         words, session.title_words = getattr(session, "title_words", None), None
         if words and checkpoint is not None and outcome.reason != FAILED:
-            from term2acp.sessions.titles import request_model_title
+            from term2acp.agent.titles import request_model_title
 
             request_model_title(session, words, self.settings)  # off the next prompt's path
         try:

@@ -17,7 +17,8 @@ V1_ANSWER = {
         "loadSession": True,
         "promptCapabilities": {"embeddedContext": True},
         "mcpCapabilities": {"http": True, "sse": True},
-        "sessionCapabilities": {"list": {}, "resume": {}, "close": {}},
+        "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "fork": {},
+                                "delete": {}},
         "auth": {"logout": {}},
     },
     "authMethods": [

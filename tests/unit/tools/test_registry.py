@@ -23,7 +23,7 @@ from tests.support.toolctx import tool_context, workspace
 
 EXAMPLE = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "plugin_example")
 BUILTINS = ["read_file", "list_directory", "glob", "grep", "create_file", "edit_file",
-            "update_plan"]
+            "update_plan", "finish_plan"]
 PLUGIN_MODULES = ("term2acp_example_tools", "t2a_broken_plugins")
 
 BROKEN_MODULE = '''
@@ -120,7 +120,7 @@ def ctx(tmp_path):
 def test_builtin_tools_are_fresh_tool_instances():
     tools = registry.builtin_tools()
     names = [tool.name for tool in tools]
-    assert names[:7] == BUILTINS
+    assert names[:len(BUILTINS)] == BUILTINS
     assert all(isinstance(tool, Tool) for tool in tools)
     assert registry.builtin_tools()[0] is not tools[0]
 
@@ -137,12 +137,12 @@ def test_optional_builtin_is_imported_lazily_by_dotted_name(monkeypatch):
     monkeypatch.setattr(registry, "OPTIONAL_BUILTINS", ("term2acp.tools.plugins:FunctionTool",
                                                         "term2acp.tools.files:ReadFileTool"))
     tools = registry.builtin_tools()
-    assert [type(tool).__name__ for tool in tools[7:]] == ["ReadFileTool"]  # FunctionTool() fails
+    assert [type(tool).__name__ for tool in tools[len(BUILTINS):]] == ["ReadFileTool"]  # FunctionTool() fails
 
 
 def test_load_tools_without_plugins_is_the_builtins():
     tools = registry.load_tools(Settings())
-    assert list(tools)[:7] == BUILTINS
+    assert list(tools)[:len(BUILTINS)] == BUILTINS
     assert all(name == tool.name for name, tool in tools.items())
 
 

@@ -30,7 +30,7 @@ import os
 import stat
 
 from term2acp.agent.modes import SAFE_KINDS
-from term2acp.sessions.snapshots import GitSnapshots, SnapshotError, repository_of
+from term2acp.agent.snapshots import GitSnapshots, SnapshotError, repository_of
 
 log = logging.getLogger(__name__)
 

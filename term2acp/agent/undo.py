@@ -16,7 +16,7 @@ import logging
 import os
 import secrets
 
-from term2acp.sessions.checkpoints import digest_of, fingerprint
+from term2acp.agent.checkpoints import digest_of, fingerprint
 
 log = logging.getLogger(__name__)
 
