@@ -100,6 +100,8 @@ class TurnCheckpoint:
         self._git_checked = False
         self._settings = settings
         self._tree = None  # the last snapshot, still the work tree's state
+        self._running = 0  # commands between before_command and after_command
+        self._lock = None  # one git call at a time (a round's calls run side by side)
 
     # ------------------------------------------------------------ the turn's row
     @classmethod
@@ -182,18 +184,31 @@ class TurnCheckpoint:
             self._note(f"{name} ran and the workspace is not a git repository, so the files "
                        "it changed were not recorded")
             return None
-        before, self._tree = self._tree, None  # not the work tree's state while it runs
-        if before is not None:
-            return before
-        try:
-            return git.tree()
-        except (SnapshotError, OSError, ValueError) as exc:
-            self._note(f"the files {name} changed could not be recorded ({exc})")
-            return None
+        with self._serial():
+            self._running += 1
+            before, self._tree = self._tree, None  # not the work tree's state while it runs
+            if before is not None:
+                return before
+            try:
+                return git.tree()
+            except (SnapshotError, OSError, ValueError) as exc:
+                self._note(f"the files {name} changed could not be recorded ({exc})")
+                return None
 
     def after_command(self, name, before):
-        if before is None:
-            return
+        with self._serial():
+            self._running -= 1
+            if before is not None:
+                self._after(name, before)
+
+    def _serial(self):
+        if self._lock is None:
+            from gevent.lock import Semaphore
+
+            self._lock = Semaphore()
+        return self._lock
+
+    def _after(self, name, before):
         git = self._git
         try:
             after = git.tree()
@@ -203,7 +218,7 @@ class TurnCheckpoint:
             self._tree = None
             self._note(f"the files {name} changed could not be recorded ({exc})")
             return
-        self._tree = after
+        self._tree = after if not self._running else None  # others still change it
         for path, mode, blob in changed:
             if mode == "000000":
                 self._put(path, "absent", None, b"")
