@@ -86,15 +86,15 @@ def test_options_have_the_right_categories_and_values(acp_agent, acp_workspace, 
     assert [v["value"] for v in options["effort"]["options"]] == ["default", "low", "medium",
                                                                    "high"]
     assert options["mode"]["currentValue"] == "auto"
-    assert [v["value"] for v in options["mode"]["options"]] == ["read-only", "ask", "auto"]
+    assert [v["value"] for v in options["mode"]["options"]] == ["read-only", "plan", "ask", "auto"]
     if protocol == 1:
         assert result["modes"]["currentModeId"] == "auto"
-        assert [m["id"] for m in result["modes"]["availableModes"]] == ["read-only", "ask", "auto"]
+        assert [m["id"] for m in result["modes"]["availableModes"]] == ["read-only", "plan", "ask", "auto"]
     else:
         assert "modes" not in result
     commands = seen_or_next(agent, result["sessionId"], "available_commands_update")
     names = [c["name"] for c in commands["availableCommands"]]
-    assert names[:4] == ["compact", "init", "model", "mode"]
+    assert names[:6] == ["compact", "init", "model", "mode", "undo", "rename"]
     hint = {"hint": "model id"} if protocol == 1 else {"type": "text", "hint": "model id"}
     assert commands["availableCommands"][2]["input"] == hint
     agent.close()
@@ -494,7 +494,8 @@ def test_plugin_commands_from_the_entry_point_group(acp_agent, acp_workspace, co
     sid = new_session(agent, acp_workspace)["sessionId"]
     listed = seen_or_next(agent, sid, "available_commands_update")["availableCommands"]
     names = [c["name"] for c in listed]
-    assert names == ["compact", "init", "model", "mode", "ask-model", "hello"]  # broken, taken: skipped
+    assert names == ["compact", "init", "model", "mode", "undo", "rename", "ask-model",
+                     "hello"]  # broken, taken: skipped
     assert [c["description"] for c in listed if c["name"] == "init"] == [
         "Ask the agent to write or update AGENTS.md for this project"]
     _, updates, end = agent.prompt(sid, "/hello Ada")

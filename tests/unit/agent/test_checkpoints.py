@@ -1,0 +1,153 @@
+"""agent/checkpoints.py, snapshots.py and undo.py on the real store and git, in process:
+the size bound, symlinks and modes, files outside the root, and that a snapshot never runs
+the user's git config (filters, fsmonitor) nor touches their repository."""
+
+import os
+import subprocess
+import uuid
+
+import pytest
+
+from term2acp.agent.checkpoints import TurnCheckpoint
+from term2acp.agent.undo import undo_last
+from term2acp.sessions.store import Store
+from term2acp.settings import Settings
+
+
+class Session:
+    def __init__(self, store, root):
+        self.id, self.root, self.store = str(uuid.uuid4()), root, store
+        self.history, self.history_rows = [], 0
+        store.create_session(self.id, root, "scripted", "scripted")
+
+    def commit(self):
+        self.store.commit(self.id)
+
+    def append_history(self, message):
+        self.history.append(message)
+        self.history_rows += 1
+        self.store.append_history(self.id, message)
+
+
+@pytest.fixture
+def env(tmp_path):
+    root = tmp_path / "work"
+    root.mkdir()
+    store = Store(str(tmp_path / "store.sqlite3")).open()
+    settings = Settings(data_dir=str(tmp_path / "home"))
+    yield Session(store, os.path.realpath(root)), settings
+    store.close()
+
+
+def turn(session, settings, text="do it"):
+    checkpoint = TurnCheckpoint.begin(session, settings, f"user_{uuid.uuid4().hex}", text)
+    session.append_history({"role": "user", "content": text})
+    return checkpoint
+
+
+def write(path, data):
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(data)
+
+
+def read(path):
+    with open(path, encoding="utf-8") as fh:
+        return fh.read()
+
+
+def test_a_file_over_the_bound_is_named_and_old_turns_are_dropped(env):
+    session, settings = env
+    settings.checkpoint_max_mb = 1 / 1024  # 1 KiB
+    big, small, old = (os.path.join(session.root, n) for n in ("big", "small", "old"))
+    write(old, "o" * 800)
+    first = turn(session, settings, "first")
+    first.before_write(old)
+    write(old, "changed")
+    first.finish()
+    write(big, "b" * 2000)
+    write(small, "s" * 800)
+    second = turn(session, settings, "second")
+    second.before_write(big)
+    second.before_write(small)
+    write(big, "B")
+    write(small, "S")
+    second.finish()
+    session.commit()
+    report = undo_last(session)
+    assert "big (it was larger than the checkpoint limit" in report
+    assert "Restored: small" in report and read(small) == "s" * 800 and read(big) == "B"
+    report = undo_last(session)  # the first turn's content went to keep the bound
+    assert "old (its checkpoint was dropped" in report and read(old) == "changed"
+    assert session.history == [] and session.history_rows == 0
+
+
+def test_modes_symlinks_and_deleted_files_come_back(env):
+    session, settings = env
+    script, link, gone = (os.path.join(session.root, n) for n in ("run.sh", "link", "gone"))
+    write(script, "#!/bin/sh\n")
+    os.chmod(script, 0o750)
+    os.symlink("run.sh", link)
+    write(gone, "x")
+    checkpoint = turn(session, settings)
+    for path in (script, link, gone):
+        checkpoint.before_write(path)
+    write(script, "changed")
+    os.chmod(script, 0o600)
+    os.unlink(link)
+    write(link, "now a file")
+    os.unlink(gone)
+    checkpoint.finish()
+    session.commit()
+    report = undo_last(session)
+    assert "Restored:" in report and "gone" in report
+    assert read(script) == "#!/bin/sh\n" and os.stat(script).st_mode & 0o777 == 0o750
+    assert os.readlink(link) == "run.sh" and read(gone) == "x"
+
+
+def test_a_file_outside_the_root_is_named_not_restored(env, tmp_path):
+    session, settings = env
+    outside = str(tmp_path / "outside.txt")
+    write(outside, "before")
+    checkpoint = turn(session, settings)
+    checkpoint.before_write(outside)
+    write(outside, "after")
+    checkpoint.finish()
+    session.commit()
+    report = undo_last(session)
+    assert f"{outside} (it is outside the workspace)" in report and read(outside) == "after"
+
+
+def git(root, *args):
+    return subprocess.run(("git", *args), cwd=root, check=True, capture_output=True, text=True,
+                          env=dict(os.environ, GIT_CONFIG_GLOBAL=os.devnull,
+                                   GIT_CONFIG_NOSYSTEM="1", GIT_OPTIONAL_LOCKS="0")).stdout
+
+
+def test_a_snapshot_never_runs_the_repositorys_config_and_honours_its_ignores(env, tmp_path):
+    session, settings = env
+    root = session.root
+    ran = tmp_path / "ran"
+    git(root, "init", "-q")
+    git(root, "config", "filter.evil.clean", f"touch {ran}; cat")
+    git(root, "config", "core.fsmonitor", f"touch {ran}")
+    write(os.path.join(root, ".gitattributes"), "*.txt filter=evil\n")
+    write(os.path.join(root, ".gitignore"), "build/\n")
+    write(os.path.join(root, ".git", "info", "exclude"), "*.log\n")
+    os.makedirs(os.path.join(root, "build"))
+    write(os.path.join(root, "a.txt"), "a")
+    write(os.path.join(root, "build", "out"), "o")
+    write(os.path.join(root, "x.log"), "l")
+    objects = sorted(os.listdir(os.path.join(root, ".git", "objects")))
+    checkpoint = turn(session, settings)
+    before = checkpoint.before_command("shell")
+    write(os.path.join(root, "a.txt"), "A")
+    write(os.path.join(root, "build", "out"), "O")
+    write(os.path.join(root, "x.log"), "L")
+    checkpoint.after_command("shell", before)
+    assert list(checkpoint.paths) == [os.path.join(root, "a.txt")]  # ignored ones are not
+    assert not ran.exists()
+    assert sorted(os.listdir(os.path.join(root, ".git", "objects"))) == objects
+    assert not os.path.exists(os.path.join(root, ".git", "index"))
+    checkpoint.finish()
+    session.commit()
+    assert "Restored: a.txt" in undo_last(session) and read(os.path.join(root, "a.txt")) == "a"
