@@ -13,8 +13,16 @@ root. No branch, index, stash, ref, hook or object of theirs is read or written,
 their repository; their config does not: no hook, filter, fsmonitor or alias of a
 repository the model can write to runs in our process. The index of our own keeps the
 stat data of the last snapshot, so a later snapshot only hashes the files that changed.
+
+The first snapshot of a session starts from a copy of the user's index when the root is
+their work tree (read, never written), with their object store as a read-only alternate:
+only files that differ from their index are hashed and written (ours), instead of every
+file. Entries marked assume-unchanged or skip-worktree would hide changes, so an index
+with any starts nothing (every file is hashed). A snapshot that fails (say, their objects
+were pruned since) starts our repository again once.
 """
 
+import contextlib
 import logging
 import os
 import shutil
@@ -42,19 +50,34 @@ def repository_of(root):
         path = parent
 
 
-def _user_exclude(dotgit):
-    """``info/exclude`` of the user's repository (``.git`` may be a file naming it)."""
-    gitdir = dotgit
-    if os.path.isfile(dotgit):
-        try:
-            with open(dotgit, encoding="utf-8") as fh:
-                line = fh.readline().strip()
-        except OSError:
-            return None
-        if not line.startswith("gitdir:"):
-            return None
-        gitdir = os.path.join(os.path.dirname(dotgit), line[len("gitdir:"):].strip())
-    exclude = os.path.join(gitdir, "info", "exclude")
+def _gitdir(dotgit):
+    """The user's git directory (``.git`` may be a file naming it), or None."""
+    if not os.path.isfile(dotgit):
+        return dotgit
+    try:
+        with open(dotgit, encoding="utf-8") as fh:
+            line = fh.readline().strip()
+    except OSError:
+        return None
+    if not line.startswith("gitdir:"):
+        return None
+    return os.path.join(os.path.dirname(dotgit), line[len("gitdir:"):].strip())
+
+
+def _common(gitdir):
+    """Where a (linked work tree's) git directory keeps the objects."""
+    try:
+        with open(os.path.join(gitdir, "commondir"), encoding="utf-8") as fh:
+            return os.path.normpath(os.path.join(gitdir, fh.read().strip()))
+    except OSError:
+        return gitdir
+
+
+def _user_exclude(gitdir):
+    """``info/exclude`` of the user's repository, if there is one."""
+    if gitdir is None:
+        return None
+    exclude = os.path.join(_common(gitdir), "info", "exclude")
     return exclude if os.path.isfile(exclude) else None
 
 
@@ -64,7 +87,10 @@ class GitSnapshots:
     def __init__(self, root, private, dotgit):
         self.root = root
         self.private = private
-        self.exclude = _user_exclude(dotgit)
+        gitdir = _gitdir(dotgit)
+        self.exclude = _user_exclude(gitdir)
+        # their index and objects, read only: when the root is their work tree
+        self.seed = gitdir if gitdir and os.path.dirname(dotgit) == root else None
         self._ready = False
 
     def _env(self, bare=False):
@@ -105,10 +131,40 @@ class GitSnapshots:
             os.makedirs(self.private, mode=0o700, exist_ok=True)
             self._git("init", "-q", "--bare", self.private, bare=True)
             self._git("config", "core.bare", "false", bare=True)
+            if self.seed is not None:
+                self._seed()
         self._ready = True
+
+    def _seed(self):
+        """Start from a copy of the user's index, their objects a read-only alternate."""
+        index, objects = os.path.join(self.seed, "index"), os.path.join(_common(self.seed),
+                                                                         "objects")
+        ours = os.path.join(self.private, "index")
+        if not os.path.isfile(index) or not os.path.isdir(objects):
+            return
+        try:
+            shutil.copyfile(index, ours)
+            with open(os.path.join(self.private, "objects", "info", "alternates"), "w",
+                      encoding="utf-8") as fh:
+                fh.write(objects + "\n")
+            tags = self._git("ls-files", "-v", "-z").split(b"\0")
+        except (OSError, SnapshotError):
+            tags = [b"?"]
+        if any(tag[:1] not in (b"H", b"") for tag in tags):  # hidden changes, or unreadable
+            with contextlib.suppress(OSError):
+                os.unlink(ours)
 
     def tree(self):
         """Snapshot the work tree now; returns the tree id."""
+        try:
+            return self._tree()
+        except SnapshotError:
+            if not self._ready:
+                raise
+            self.drop()  # start our repository again, once
+            return self._tree()
+
+    def _tree(self):
         self._prepare()
         self._git("add", "-A", "--ignore-errors", "--", ".")
         return self._git("write-tree").decode().strip()

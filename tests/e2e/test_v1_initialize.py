@@ -104,7 +104,8 @@ def test_version_2_and_above_get_todays_v2_answer(fresh, version):
         "protocolVersion": 2,
         "info": {"name": "term2", "title": "term2", "version": __version__},
         "capabilities": {"session": {"prompt": {"embeddedContext": {}},
-                                 "mcp": {"stdio": {}, "http": {}}}},
+                                 "mcp": {"stdio": {}, "http": {}},
+                                 "fork": {}, "delete": {}}},  # issue 28
         "authMethods": [dict(m, methodId=m.pop("id")) for m in
                         [dict(m) for m in V1_ANSWER["authMethods"]]],
     }

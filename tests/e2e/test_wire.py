@@ -22,7 +22,8 @@ def test_initialize_result_is_exact(spawn):
         "protocolVersion": 2,
         "info": {"name": "term2", "title": "term2", "version": __version__},
         "capabilities": {"session": {"prompt": {"embeddedContext": {}},
-                                 "mcp": {"stdio": {}, "http": {}}}},
+                                 "mcp": {"stdio": {}, "http": {}},
+                                 "fork": {}, "delete": {}}},  # issue 28
         # issue 15: sign-in (tests/e2e/test_auth.py); no terminal method without auth.terminal
         "authMethods": [
             {"type": "agent", "methodId": "openai",
@@ -110,8 +111,9 @@ def test_ids_of_every_json_type_are_echoed_exactly(agent, request_id):
 
 # auth/login, auth/logout and session/set_config_option exist since issue 15
 # (tests/e2e/test_auth.py, tests/e2e/test_controls.py); set_mode is v1-only.
-@pytest.mark.parametrize("method", ["session/load", "session/fork", "session/delete",
-                                    "session/set_mode", "fs/read_text_file", "_vendor/thing"])
+# session/fork and session/delete exist since issue 28 (tests/e2e/test_fork_delete.py).
+@pytest.mark.parametrize("method", ["session/load", "session/set_mode", "fs/read_text_file",
+                                    "_vendor/thing"])
 def test_unimplemented_methods_are_method_not_found(agent, method):
     error = error_of(agent.request(method, {}))
     assert error["code"] == -32601

@@ -151,3 +151,28 @@ def test_a_snapshot_never_runs_the_repositorys_config_and_honours_its_ignores(en
     checkpoint.finish()
     session.commit()
     assert "Restored: a.txt" in undo_last(session) and read(os.path.join(root, "a.txt")) == "a"
+
+
+@pytest.mark.parametrize("hidden", [False, True])
+def test_a_snapshot_seeded_from_the_users_index_still_sees_every_change(env, hidden):
+    session, settings = env
+    root = session.root
+    git(root, "init", "-q")
+    for name in ("a.txt", "b.txt"):
+        write(os.path.join(root, name), name)
+    git(root, "add", ".")
+    if hidden:  # an entry whose changes the index would hide: nothing is seeded
+        git(root, "update-index", "--assume-unchanged", "b.txt")
+    index = open(os.path.join(root, ".git", "index"), "rb").read()
+    checkpoint = turn(session, settings)
+    before = checkpoint.before_command("shell")
+    write(os.path.join(root, "b.txt"), "B!")
+    write(os.path.join(root, "c.txt"), "c")
+    checkpoint.after_command("shell", before)
+    assert sorted(checkpoint.paths) == [os.path.join(root, n) for n in ("b.txt", "c.txt")]
+    assert open(os.path.join(root, ".git", "index"), "rb").read() == index
+    checkpoint.finish()
+    session.commit()
+    assert "Restored: b.txt" in undo_last(session)
+    assert read(os.path.join(root, "b.txt")) == "b.txt" and not os.path.exists(
+        os.path.join(root, "c.txt"))
