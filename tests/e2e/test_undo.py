@@ -90,6 +90,25 @@ def test_undo_puts_files_back_and_takes_the_turn_out_of_the_conversation(
     _, updates, _ = agent.prompt(sid, "/undo", timeout=30)
     assert said(updates).startswith("Nothing to undo")
 
+    agent.close()  # replay (after a restart) shows the undone turns as undone
+    agent = agent_on(acp_agent, srv, protocol)
+    method, params = ("session/load", {"mcpServers": []}) if protocol == 1 else \
+        ("session/resume", {"replayFrom": {"type": "start"}})
+    start = len(agent.messages)
+    assert "result" in agent.request(method, dict(params, sessionId=sid, cwd=root))
+    replayed = [m["params"]["update"] for m in agent.messages[start:]
+                if m.get("method") == "session/update"]
+    if protocol == 1:  # a chunk per content block
+        prompts = [u["content"]["text"] for u in replayed
+                   if u["sessionUpdate"] == "user_message_chunk"]
+        prompts = [a + b if a.startswith("[undone") else b
+                   for a, b in zip([""] + prompts, prompts) if not b.startswith("[undone")]
+    else:  # one user_message with its blocks
+        prompts = ["".join(b.get("text", "") for b in u["content"]) for u in replayed
+                   if u["sessionUpdate"] == "user_message"]
+    assert "[undone by /undo] please make SECRET-TASK changes" in prompts, prompts
+    assert "[undone by /undo] hi" in prompts and "/undo" in prompts
+
 
 def test_undo_leaves_a_file_the_user_changed_since_and_names_it(acp_agent, acp_workspace, srv):
     root = acp_workspace
