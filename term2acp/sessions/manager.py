@@ -447,7 +447,9 @@ class SessionManager:
                                        settings=self.settings.mcp)
             turn = Turn(session, session.provider, tools, self.settings,
                         instructions.system_with_instructions(
-                            session, system_prompt(session.root, tools, self._note())))
+                            session, system_prompt(session.root, [
+                                name for name, tool in tools.items()  # not a mode's own
+                                if getattr(tool, "modes", None) is None], self._note())))
             outcome = Outcome(turn.run(text))
         except TurnCancelled:  # also TurnAborted (a stale or cancelled approval)
             outcome = Outcome(CANCELLED)

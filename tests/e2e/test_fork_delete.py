@@ -5,6 +5,8 @@ files in our home, and a later resume is a precise error."""
 
 import json
 import os
+import shutil
+import subprocess
 
 import pytest
 
@@ -59,17 +61,46 @@ def test_fork_carries_the_history_into_a_new_session_in_the_named_cwd(
     assert missing["error"]["code"] == -32002
 
 
+def test_a_fork_has_no_grants_of_its_source(acp_agent, acp_workspace, srv, tmp_path):
+    outside = os.path.realpath(tmp_path / "outside")
+    os.makedirs(outside)
+    with open(f"{outside}/n.txt", "w") as fh:
+        fh.write("notes\n")
+    read = calls(("read_file", {"path": f"{outside}/n.txt"}))
+    srv.enqueue(read, text("Read."), read, text("Read again."))
+    agent = start(acp_agent, srv, 2)
+    sid = agent.new_session(acp_workspace)
+    asked = []
+
+    def allow_folder(message):
+        asked.append(message)
+        return {"outcome": {"outcome": "selected", "optionId": "allow-folder-session"}}
+    agent.prompt(sid, "read it", timeout=30, on_request=allow_folder)
+    assert len(asked) == 1
+    fork_id = agent.request("session/fork", {"sessionId": sid, "cwd": acp_workspace})[
+        "result"]["sessionId"]
+    agent.prompt(fork_id, "read it again", timeout=30, on_request=allow_folder)
+    assert len(asked) == 2 and asked[1]["params"]["sessionId"] == fork_id  # asked again
+
+
 @PROTOCOLS
 def test_delete_removes_the_session_and_a_later_resume_is_an_error(
         acp_agent, acp_workspace, acp_env, srv, protocol):
     with open(f"{acp_workspace}/a.txt", "w") as fh:
         fh.write("one\n")
+    snapshots = shutil.which("bwrap") is not None
+    if snapshots:  # a command in a git workspace: our snapshot repository exists too
+        subprocess.run(("git", "init", "-q"), cwd=acp_workspace, check=True)
+        srv.enqueue(calls(("shell", {"command": "echo c > c.txt"})), text("Ran."))
     srv.enqueue(calls(("create_file", {"path": "b.txt", "content": "b\n"})), text("Made."))
     agent = start(acp_agent, srv, protocol)
     sid = agent.new_session(acp_workspace)
     keep = agent.new_session(acp_workspace)
+    if snapshots:
+        agent.prompt(sid, "run c", timeout=30)
+        assert os.path.isdir(os.path.join(acp_env["TERM2ACP_HOME"], "checkpoints", sid))
     agent.prompt(sid, "make b", timeout=30)
-    assert agent.request("session/delete", {"sessionId": sid}) ["result"] == {}  # live: closed
+    assert agent.request("session/delete", {"sessionId": sid})["result"] == {}  # live: closed
     listed = agent.request("session/list", {})["result"]["sessions"]
     assert [s["sessionId"] for s in listed] == [keep]
     home = acp_env["TERM2ACP_HOME"]
