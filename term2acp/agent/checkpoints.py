@@ -18,6 +18,9 @@ When the turn ends each recorded file gets a hash of what the turn left, which /
 compares to find files the user changed since. The rows go to the store with the
 session's other writes (no extra commit), so a crash loses nothing reported.
 
+Credential files (``core/sensitive.py``: ``.env`` and the like) are named, never copied:
+the store holds no secrets, so /undo cannot put them back and says so.
+
 Size: one session keeps at most ``checkpoint_max_mb`` of file contents; past that the
 oldest turns' contents are dropped (their /undo says so) and a single file above the
 bound is not recorded (named as such).
@@ -30,6 +33,7 @@ import os
 import stat
 
 from term2acp.agent.modes import SAFE_KINDS
+from term2acp.core.sensitive import is_sensitive
 from term2acp.agent.snapshots import GitSnapshots, SnapshotError, repository_of
 
 log = logging.getLogger(__name__)
@@ -160,6 +164,9 @@ class TurnCheckpoint:
             self._put(path, "file", stat.S_IMODE(st.st_mode), data)
 
     def _put(self, path, state, mode, content, why=None):
+        if state in ("file", "link") and is_sensitive(path):  # no secrets in the store
+            state, mode, content, why = "unrecorded", None, b"", (
+                "it is a credential file, of which term2 keeps no copy")
         self.paths[path] = None
         self.store.write("INSERT OR IGNORE INTO checkpoint_files (session_id, turn, path, state,"
                          " mode, content, size, why) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",

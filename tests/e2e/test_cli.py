@@ -39,7 +39,7 @@ def test_cli_refusals_exit_1_with_empty_stdout(agent_env, args, message):
 
 @pytest.mark.parametrize("toml, line", [
     ('mode = "readonly"\n',
-     'mode: "readonly" is not allowed; use one of: read-only, ask, auto'),
+     'mode: "readonly" is not allowed; use one of: read-only, plan, ask, auto'),
     ("[shell]\ntimout = 5\n",
      "shell.timout: unknown key; [shell] takes: timeout, max_timeout, network, "),
     ('max_turn_requests = "5"\n', 'max_turn_requests: must be a whole number, not a string ("5")'),

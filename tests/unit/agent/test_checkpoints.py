@@ -81,6 +81,20 @@ def test_a_file_over_the_bound_is_named_and_old_turns_are_dropped(env):
     assert session.history == [] and session.history_rows == 0
 
 
+def test_a_credential_file_is_named_never_copied(env):
+    session, settings = env
+    dotenv = os.path.join(session.root, ".env")
+    write(dotenv, "API_KEY=sk-secret-value-123")
+    checkpoint = turn(session, settings)
+    checkpoint.before_write(dotenv)
+    write(dotenv, "API_KEY=other")
+    checkpoint.finish()
+    session.commit()
+    rows = session.store.rows("SELECT content, why FROM checkpoint_files")
+    assert rows == [(b"", "it is a credential file, of which term2 keeps no copy")]
+    assert ".env (it is a credential file" in undo_last(session)
+
+
 def test_modes_symlinks_and_deleted_files_come_back(env):
     session, settings = env
     script, link, gone = (os.path.join(session.root, n) for n in ("run.sh", "link", "gone"))
