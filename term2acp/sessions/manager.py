@@ -440,16 +440,17 @@ class SessionManager:
             session.prompt_message_id = new_id("user")  # the turn's id for checkpoints
             session.emit(ev.UserMessage(session.prompt_message_id, blocks))
             session.emit(ev.SessionInfoChanged(title=title, updated_at=stamp))
-            tools = self.tools()
+            # A mode's own tools (plan mode's finish_plan) only in that mode: the request's
+            # tool budget (mcp/offer.py) and the prompt's list count what is offered.
+            tools = {name: tool for name, tool in self.tools().items()
+                     if getattr(tool, "modes", None) is None or session.mode in tool.modes}
             if session.mcp_servers:  # waits (bounded) for handshakes, tells failures once
                 tools = mcp.turn_tools(session, tools, new_id,
                                        call_timeout=self.settings.mcp.call_timeout,
                                        settings=self.settings.mcp)
             turn = Turn(session, session.provider, tools, self.settings,
                         instructions.system_with_instructions(
-                            session, system_prompt(session.root, [
-                                name for name, tool in tools.items()  # not a mode's own
-                                if getattr(tool, "modes", None) is None], self._note())))
+                            session, system_prompt(session.root, tools, self._note())))
             outcome = Outcome(turn.run(text))
         except TurnCancelled:  # also TurnAborted (a stale or cancelled approval)
             outcome = Outcome(CANCELLED)
