@@ -165,7 +165,7 @@ class ToolContext:
             os.close(dfd)
         return True
 
-    checkpoint = None  # callable(path): the turn's checkpoint (sessions/checkpoints.py)
+    checkpoint = None  # callable(path): the turn's checkpoint (agent/checkpoints.py)
 
     def before_write(self, real):
         """``real`` (canonical) is about to be written, replaced or removed: the turn's

@@ -44,7 +44,7 @@ class NewSessionRequestSchema(_UnsupportedListsFirst):
 
 
 class ForkSessionRequestSchema(_UnsupportedListsFirst):
-    session_id = fields.String(required=True, validate=validate.Length(min=1, max=256))
+    session_id = SessionIdField()
     cwd = PathField(required=True)
 
 
