@@ -30,6 +30,7 @@ class Server:
         self.pool = Pool(256)
         self.endpoint = Endpoint(None, self.writer.put, self.pool, max_line=settings.max_line_bytes,
                                  send_wait=self.writer.put_wait,
+                                 send_quick=self.writer.put_quick,
                                  backlogged=self.writer.backlogged)
         self.agent = AcpAgent(self._sessions, ClientProxy(self.endpoint), settings)
         self.agent.catalog = catalog  # authMethods name its providers' key variables

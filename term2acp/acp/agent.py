@@ -283,5 +283,5 @@ class AcpAgent:
         }
 
 
-def _route(handler, schema, inline=False):
-    return Route(handler, functools.partial(load, schema), inline)
+def _route(handler, schema, inline=False, quick=False):
+    return Route(handler, functools.partial(load, schema), inline, quick=quick)

@@ -43,12 +43,14 @@ class Route:
 
     ``load(params)`` turns raw params into handler arguments (raising :class:`RpcError`),
     ``handler(value)`` does the work and returns a JSON-serialisable result, ``inline``
-    runs it in the reader greenlet (only for short, non-blocking handlers).
+    runs it in the reader greenlet (only for short, non-blocking handlers). ``quick``: the
+    answer reports no state (a read), so it need not wait until what was reported before
+    it is stored, and may overtake queued lines (``Writer.put_quick``).
     """
 
-    __slots__ = ("handler", "load", "inline", "mark")
+    __slots__ = ("handler", "load", "inline", "mark", "quick")
 
-    def __init__(self, handler, load=None, inline=False, mark=None):
+    def __init__(self, handler, load=None, inline=False, mark=None, quick=False):
         self.handler = handler
         self.load = load or (lambda params: params)
         self.inline = inline
@@ -56,6 +58,7 @@ class Route:
         # handler runs in its own greenlet: what must take effect in reading order (a
         # session/close marks the session cancelled before an answer read after it).
         self.mark = mark
+        self.quick = quick
 
 
 def _reject_constant(name):
@@ -101,7 +104,8 @@ def _id_key(value):
 
 
 class Endpoint:
-    def __init__(self, router, send, pool=None, max_line=None, send_wait=None, backlogged=None):
+    def __init__(self, router, send, pool=None, max_line=None, send_wait=None, backlogged=None,
+                 send_quick=None):
         self.router = router
         # backlogged() -> True while the outbox is full (the client is not reading): the
         # reader then drops its id-less error answers instead of queueing them without
@@ -110,6 +114,7 @@ class Endpoint:
         self.dropped_errors = 0
         self._send_bytes = send  # never blocks: responses, errors, our requests
         self._send_wait = send_wait  # (bytes, tag): may wait for room (notifications)
+        self._send_quick = send_quick or send  # answers of quick routes (reads)
         # wire_mask(message) -> the text the DEBUG wire log shows of an incoming message
         # that carries secrets (the editor's MCP env and header values), or None: as read.
         self.wire_mask = lambda message: None
@@ -365,7 +370,12 @@ class Endpoint:
                 del self._active[key]
         if batched:
             return response
-        self.send(response)
+        if route.quick:
+            if wire_log.isEnabledFor(logging.DEBUG):
+                wire_log.debug("<- %s", json.dumps(response)[:4000])
+            self._send_quick(encode(response))
+        else:
+            self.send(response)
         return None
 
     @staticmethod

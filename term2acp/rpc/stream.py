@@ -97,6 +97,10 @@ class Writer:
     carry a ``tag``; the writer skips tagged items for which ``discard(tag)`` is true when
     it reaches them (a cancelled turn's message chunks), and their bytes free room at once
     when :meth:`sweep` runs.
+
+    Lines that report nothing the store must keep (the answer to ``session/list``) go
+    through :meth:`put_quick`: they are written without ``before_write``, even while it
+    waits (a write blocked on another process's lock), and may overtake queued lines.
     """
 
     def __init__(self, fd, on_failure=None, before_write=None, limit=DEFAULT_QUEUE_BYTES,
@@ -106,6 +110,7 @@ class Writer:
         # durability barrier); the composition root may set it later.
         self.before_write = before_write
         self._items = deque()  # (bytes, tag or None)
+        self._quick = deque()  # lines that need no before_write (put_quick)
         self._queued = 0  # bytes (plus a per-item overhead) in _items
         self._limit = limit
         self._discard = discard
@@ -135,6 +140,13 @@ class Writer:
         self._queued += len(data) + ITEM_OVERHEAD
         if self._queued >= self._limit:
             self._room.clear()
+        self._wake.set()
+
+    def put_quick(self, data):
+        """Queue one line that needs no ``before_write``; never blocks."""
+        if self.failed:
+            return
+        self._quick.append(data)
         self._wake.set()
 
     def put_wait(self, data, tag=None):
@@ -193,7 +205,10 @@ class Writer:
         return parts
 
     def _run(self):
-        while True:
+        while not self.failed:
+            if self._quick:
+                self._write_quick()
+                continue
             if not self._items:
                 if self._stopping:
                     return
@@ -204,22 +219,45 @@ class Writer:
             if not parts:
                 continue
             if self.before_write is not None:
-                try:
-                    self.before_write()
-                except Exception:  # noqa: BLE001 - never stop the writer
-                    log.exception("pre-write hook failed")
-            try:
-                self._write(parts[0] if len(parts) == 1 else b"".join(parts))
-            except OSError as exc:
-                self.failed = True
-                self._items.clear()
-                self._queued = 0
-                self._room.set()
-                if exc.errno not in (errno.EPIPE, errno.EBADF):
-                    log.warning("protocol writer failed: %s", exc)
-                if self._on_failure is not None:
-                    self._on_failure(exc)
-                return
+                self._before_write()
+            self._send(parts[0] if len(parts) == 1 else b"".join(parts))
+
+    def _before_write(self):
+        """Run ``before_write``; quick lines that come meanwhile are written at once."""
+        hook = gevent.spawn(self._call_before_write)
+        hook.name = "rpc-writer-barrier"
+        while not hook.dead:
+            self._wake.clear()
+            if self._quick:
+                self._write_quick()
+                continue
+            gevent.wait([hook, self._wake], count=1)
+
+    def _call_before_write(self):
+        try:
+            self.before_write()
+        except Exception:  # noqa: BLE001 - never stop the writer
+            log.exception("pre-write hook failed")
+
+    def _write_quick(self):
+        quick, self._quick = self._quick, deque()
+        self._send(b"".join(quick))
+
+    def _send(self, data):
+        if self.failed:
+            return
+        try:
+            self._write(data)
+        except OSError as exc:
+            self.failed = True
+            self._items.clear()
+            self._quick.clear()
+            self._queued = 0
+            self._room.set()
+            if exc.errno not in (errno.EPIPE, errno.EBADF):
+                log.warning("protocol writer failed: %s", exc)
+            if self._on_failure is not None:
+                self._on_failure(exc)
 
     def _write(self, data):
         view = memoryview(data)

@@ -52,3 +52,23 @@ def test_a_store_locked_by_another_process_says_so_and_the_next_prompt_recovers(
     _, updates, idle = agent.prompt(sid, "third", timeout=30)
     assert idle["params"]["update"]["stopReason"] == "end_turn"
     agent.close()
+
+
+def test_session_list_answers_while_a_write_waits_for_another_processs_lock(started, home,
+                                                                            tmp_path):
+    (tmp_path / "config.toml").write_text("store_busy_timeout = 30\n")
+    agent, sid = started([[{"text": "one"}], [{"text": "two"}]])
+    _, _, idle = agent.prompt(sid, "first")
+    assert idle["params"]["update"]["stopReason"] == "end_turn"
+    other = sqlite3.connect(str(home / "sessions.sqlite3"), isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another term2-acp process in a long write
+    try:
+        agent.prompt_async(sid, "second")  # its updates wait until they are stored
+        listed = agent.request("session/list", {}, timeout=10)  # not after the 30 s
+        assert [s["sessionId"] for s in listed["result"]["sessions"]] == [sid]
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    idle = agent.wait_update(state="idle", session_id=sid, timeout=30)
+    assert idle["stopReason"] == "end_turn"
+    agent.close()

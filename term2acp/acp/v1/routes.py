@@ -31,7 +31,7 @@ def routes(face, route):
     return {
         m.SESSION_NEW: route(face.new_session, s[m.SESSION_NEW]),
         m.SESSION_LOAD: route(face.load_session, s[m.SESSION_LOAD]),
-        m.SESSION_LIST: route(face.list_sessions, s[m.SESSION_LIST]),
+        m.SESSION_LIST: route(face.list_sessions, s[m.SESSION_LIST], quick=True),
         m.SESSION_RESUME: route(face.resume_session, s[m.SESSION_RESUME]),
         m.SESSION_PROMPT: route(face.prompt, s[m.SESSION_PROMPT]),
         m.SESSION_CANCEL: route(face.cancel, s[m.SESSION_CANCEL], inline=True),
