@@ -9,6 +9,11 @@ call that asks waits for its answer in the turn greenlet, in the model's order, 
 question at a time (``Turn.asking`` also holds back a question a running tool asks), while
 the workers already started keep running; once allowed it runs in a worker too.
 
+A call that changes files through the file tools (kind ``edit``, ``delete`` or ``move``)
+runs alone: it starts once every earlier call has ended, and later calls start once it
+has. A model may put a read, an edit of the same file and another read in one round, or a
+command that writes a file and an edit of it, and means them in that order.
+
 The results go into the model's history in the model's order, each as soon as every
 earlier one is in, so a cancel finds a consistent history. Each call's updates come from
 the one greenlet that runs it, so they stay in order for that call. A cancel (or any
@@ -29,6 +34,7 @@ from gevent.pool import Pool
 from term2acp.core.pacing import breathe
 
 KILL_TIMEOUT = 5.0  # seconds the workers of a cancelled round get to end (and reap)
+ALONE = frozenset({"edit", "delete", "move"})  # tool kinds that run alone in a round
 
 
 class RoundEnded(gevent.GreenletExit):
@@ -96,8 +102,13 @@ def run_round(turn, records, limit):
             if isinstance(step, Ready) and step.request is not None:
                 step = turn.approve_call(record, step)
             if isinstance(step, Ready):
+                alone = step.tool.kind in ALONE
+                if alone:
+                    pool.join()  # every earlier call has ended
                 worker = pool.spawn(turn.perform, record, step)  # waits for a free slot
                 worker.name = f"tool-{record.id}"
+                if alone:
+                    worker.join()  # and no later call starts before it ends
                 step = worker
             started.append((record, step))
             _answer_settled(turn, started, wait=False)

@@ -107,3 +107,22 @@ def test_cancel_ends_every_call_of_the_round(acp_agent, acp_workspace, server, p
     time.sleep(2.5)  # past the commands' own end: nothing of theirs may still run
     assert not any(os.path.exists(m) for m in markers)
     assert agent.close() == 0
+
+
+@pytest.mark.parametrize("protocol", [1, 2])
+def test_an_edit_in_a_round_runs_after_the_calls_before_it(acp_agent, acp_workspace, server,
+                                                          protocol):
+    """A command that writes a file and an edit of that file in one round: the edit waits
+    for the command (file changes run alone, in the model's order)."""
+    write = f.oa_tool(0, "call_0", "shell", json.dumps(
+        {"command": "sleep 0.5 && printf 'hello\\n' > made.txt"}))
+    edit = f.oa_tool(1, "call_1", "edit_file", json.dumps(
+        {"path": "made.txt", "edits": [{"old_text": "hello", "new_text": "bye"}]}))
+    server.enqueue(f.openai_sse(write, edit, f.oa_finish("tool_calls")),
+                   f.openai_sse(f.oa_text("done"), f.oa_finish("stop")))
+    agent, sid = start(acp_agent, acp_workspace, server, protocol)
+    agent.prompt(sid, "make it, then edit it", timeout=60)
+    with open(os.path.join(acp_workspace, "made.txt")) as fh:
+        assert fh.read() == "bye\n"
+    results = [m for m in server.requests[-1].json["messages"] if m["role"] == "tool"]
+    assert [r["tool_call_id"] for r in results] == ["call_0", "call_1"]
