@@ -32,7 +32,9 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 
+from term2acp.client import terminal
 from term2acp.client.render import Renderer
 
 
@@ -49,11 +51,18 @@ def agent_command(spec):
 class Connection:
     """Spawns the agent; the main thread handles every message from one queue."""
 
-    def __init__(self, argv, record=None):
+    def __init__(self, argv, record=None, log=None):
         # Its own process group: the terminal's Ctrl-C reaches only us, and we turn it
-        # into session/cancel. The agent still exits when our pipe to it closes.
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     start_new_session=True)
+        # into session/cancel. The agent still exits when our pipe to it closes. Its
+        # stderr (its log) goes to ``log``, not into the answer on the terminal.
+        self.log = log
+        err = open(log, "ab") if log else None
+        try:
+            self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=err, start_new_session=True)
+        finally:
+            if err is not None:
+                err.close()
         self.inbox = queue.Queue()
         self.record = open(record, "w", encoding="utf-8") if record else None
         self.next_id = 0
@@ -111,6 +120,7 @@ class Chat:
         self.approve = approve
         self.ask = ask
         self.session_id = None
+        self.commands = []  # the agent's slash commands, for /help
 
     def call(self, method, params, on_update=None):
         """Send a request; handle everything that arrives until its response."""
@@ -127,12 +137,30 @@ class Chat:
         method = message.get("method")
         if method == "session/update":
             update = message["params"]["update"]
+            if update.get("sessionUpdate") == "available_commands_update":
+                self.commands = update.get("availableCommands") or []
             (on_update or self.renderer.update)(update)
             return update
         if method == "session/request_permission" and "id" in message:
             self.conn.send({"jsonrpc": "2.0", "id": message["id"],
                             "result": {"outcome": self.permission(message["params"])}})
         return None
+
+    def drain(self, until_commands=2.0):
+        """Handle what the agent sent between turns; wait up to ``until_commands`` seconds
+        for the session's slash commands if they have not come yet (they follow its start)."""
+        deadline = time.monotonic() + until_commands
+        while True:
+            wait = deadline - time.monotonic() if not self.commands else 0
+            try:
+                message = self.conn.inbox.get(timeout=wait) if wait > 0 else \
+                    self.conn.inbox.get_nowait()
+            except queue.Empty:
+                return
+            if message is None:
+                self.conn.inbox.put(None)
+                return
+            self.dispatch(message)
 
     def permission(self, params):
         options = params.get("options") or []
@@ -142,6 +170,9 @@ class Chat:
             return {"outcome": "selected", "optionId": chosen["optionId"]} if chosen \
                 else {"outcome": "cancelled"}
         self.renderer._newline()
+        # what the call would change comes with the question, before the answer is needed
+        for item in ((params.get("subject") or {}).get("toolCall") or {}).get("content") or []:
+            self.renderer.show_diff(item)
         print(f"\n{params.get('title')}\n{params.get('description') or ''}", file=sys.stderr)
         for n, option in enumerate(options, 1):
             print(f"  {n}. {option['name']}", file=sys.stderr)
@@ -156,6 +187,7 @@ class Chat:
 
     def turn(self, text):
         """Run one prompt to its idle update; Ctrl-C cancels it. Returns the stop reason."""
+        self.renderer.begin_turn()
         self.call("session/prompt", {"sessionId": self.session_id,
                                      "prompt": [{"type": "text", "text": text}]})
         cancelled = False
@@ -187,13 +219,19 @@ def main(argv=None):
     for flag in ("--provider", "--model", "--effort"):
         if args[flag]:
             command += [flag, args[flag]]
-    conn = Connection(command, args["--record"])
+    log = terminal.agent_log()
+    conn = Connection(command, args["--record"], log)
     renderer = Renderer()
     chat = Chat(conn, renderer, args["--approve"] if sys.stdin.isatty() or args["--approve"] != "ask"
                 else "never")
     try:
         return run(chat, args, cwd)
-    except (AgentGone, RuntimeError) as exc:
+    except AgentGone as exc:
+        print(f"term2-acp-chat: {exc}; its last words (in {log}):", file=sys.stderr)
+        for line in terminal.last_lines(log):
+            terminal.note(f"  {line}")
+        return 1
+    except RuntimeError as exc:
         print(f"term2-acp-chat: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
@@ -215,13 +253,16 @@ def run(chat, args, cwd):
         params = {"sessionId": chat.session_id, "cwd": cwd}
         if args["--replay"]:
             params["replayFrom"] = {"type": "start"}
-        chat.call("session/resume", params,
-                  on_update=lambda u: chat.renderer.update(dict(u, _replay=True)))
+        started = chat.call("session/resume", params,
+                            on_update=lambda u: chat.renderer.update(dict(u, _replay=True)))
     else:
-        chat.session_id = chat.call("session/new", {"cwd": cwd})["sessionId"]
+        started = chat.call("session/new", {"cwd": cwd})
+        chat.session_id = started["sessionId"]
+    terminal.note(terminal.banner(started, chat.session_id, cwd, chat.conn.log))
     if args["<prompt>"]:
         reason = chat.turn(args["<prompt>"])
         return 0 if reason in ("end_turn", "max_tokens", "max_turn_requests") else 1
+    terminal.line_editing()
     while True:
         try:
             text = input("> " if sys.stdin.isatty() else "")
@@ -229,6 +270,10 @@ def run(chat, args, cwd):
             return 0
         if not text.strip():
             return 0
+        if text.strip() == "/help":
+            chat.drain()  # the commands update follows the session's answer
+            print(terminal.help_text(chat.commands))
+            continue
         chat.turn(text)
 
 

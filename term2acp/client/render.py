@@ -13,6 +13,10 @@ class Renderer:
         self.color = out.isatty() if color is None else color
         self.tools = {}  # toolCallId -> title
         self.mode = None  # "text" | "thought" | None: what the current line is
+        self.spoke = False  # the agent said something this turn (a failure's own message)
+
+    def begin_turn(self):
+        self.spoke = False
 
     def _paint(self, code, text):
         return f"{code}{text}{RESET}" if self.color else text
@@ -33,6 +37,7 @@ class Renderer:
             handler(update)
 
     def _agent_message_chunk(self, u):
+        self.spoke = True
         if self.mode != "text":
             self._newline()
             self.mode = "text"
@@ -70,6 +75,9 @@ class Renderer:
         for item in u.get("content") or []:
             self._tool_content(item, status)
 
+    def show_diff(self, item):
+        self._tool_content(item, "pending")
+
     def _tool_content(self, item, status):
         if item.get("type") == "diff" and item.get("patch"):
             for line in item["patch"]["text"].splitlines():
@@ -88,8 +96,10 @@ class Renderer:
             self._newline()
             reason = u.get("stopReason")
             if reason and reason != "end_turn":
-                detail = (u.get("_meta") or {}).get("term2", {}).get("error", "")
-                self._write(self._paint(RED, f"[{reason}] {detail}".rstrip()) + "\n")
+                # a failure is said once: by the agent's message when it sent one
+                detail = "" if self.spoke else (u.get("_meta") or {}).get("term2", {}).get("error", "")
+                shown = "failed" if reason.startswith("_") else reason  # _term2_error
+                self._write(self._paint(RED, f"[{shown}] {detail}".rstrip()) + "\n")
 
     def _usage_update(self, u):
         pass

@@ -108,3 +108,54 @@ def test_chat_ctrl_c_cancels_the_turn_and_keeps_the_session(pty_chat):
     child.expect("second reply")
     child.sendline("")
     child.expect(pexpect.EOF)
+
+
+def test_chat_failure_is_said_once_and_the_agent_log_stays_out_of_the_answer(
+        agent_env, workspace, tmp_path):
+    import subprocess
+
+    script = write_script(tmp_path, [[{"text": "partial "}, {"error": "the model is down"}]])
+    env = dict(agent_env, TERM2ACP_SCRIPT=str(script), TERM2ACP_LOG_LEVEL="DEBUG")
+    proc = subprocess.run(CHAT + ["--agent", AGENT, "--provider", "scripted", "--cwd", workspace,
+                                  "hi"], env=env, capture_output=True, timeout=30,
+                          stdin=subprocess.DEVNULL)
+    out, err = proc.stdout.decode(), proc.stderr.decode()
+    assert proc.returncode == 1
+    assert (out + err).count("the model is down") == 1, (out, err)
+    assert "[failed]" in out
+    log = os.path.join(agent_env["TERM2ACP_HOME"], "chat-agent.log")
+    assert "term2acp" in open(log).read()  # the agent's DEBUG log went to the file...
+    assert "term2acp." not in out + err  # ...not into the answer
+    assert f"model scripted · session " in err and workspace in err
+
+
+def test_chat_daily_use_help_history_and_the_diff_with_the_question(pty_chat, workspace,
+                                                                   tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    target = outside / "made.txt"
+    child = pty_chat([[{"text": "first answer"}],
+                      [{"tool_call": {"name": "create_file", "arguments": {
+                          "path": str(target), "content": "brand new line\n"}}}],
+                      [{"text": "all done"}]])
+    child.expect("model scripted · session ")
+    child.expect("> ")
+    child.sendline("/help")
+    child.expect("Ctrl-C cancels")
+    child.expect("/compact")
+    child.expect("> ")
+    child.sendline("write the file")
+    child.expect("first answer")
+    child.expect("> ")
+    child.send("\x1b[A")  # up arrow: the last prompt again, edited in place (readline)
+    child.sendline("")
+    child.expect(r"\+brand new line")  # the diff, shown before the question needs an answer
+    child.expect("Allow once")
+    child.expect("choose a number")
+    child.sendline("1")
+    child.expect("all done")
+    assert "^[[A" not in child.before
+    child.expect("> ")
+    child.sendline("")
+    child.expect(pexpect.EOF)
+    assert target.read_text() == "brand new line\n"
