@@ -545,7 +545,8 @@ class ContextGuard:
     def _thought(self, text):
         """A word of the agent's own (a model loading, a long wait): a thought, never text
         of the answer, nor anything the model sees."""
-        self.session.emit(ev.ThoughtChunk(f"thought_{uuid.uuid4().hex[:16]}", text))
+        # its own line: v1 clients join every thought chunk of a turn into one block
+        self.session.emit(ev.ThoughtChunk(f"thought_{uuid.uuid4().hex[:16]}", text + "\n"))
 
     def cap_result(self, text, default):
         return cap_result(text, result_cap(self.window(), default))
