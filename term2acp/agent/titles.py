@@ -50,8 +50,9 @@ def rename(session, text):
 
 def request_model_title(session, prompt, settings):
     """After the session's first turn: ask the model for a title in the background."""
-    if not getattr(settings, "model_titles", True) or session.provider is None:
-        return
+    if not getattr(settings, "model_titles", True) or session.provider is None \
+            or getattr(session.provider, "serial", False):
+        return  # an in-process model would make the next prompt wait: the words stay
     answer = next((m.get("content") for m in reversed(session.history)
                    if m.get("role") == "assistant" and m.get("content")), "")
     greenlet = session.group.spawn(_make_title, session, session.provider, prompt, answer)

@@ -118,6 +118,9 @@ class ModelRequest(_Record):
 
 class Provider:
     name = ""
+    # True: one request at a time (an in-process model): a side request, such as a
+    # session's title (agent/titles.py), would hold the next prompt's request, so none is sent
+    serial = False
 
     def stream(self, request):
         raise NotImplementedError

@@ -207,6 +207,7 @@ def _max_tokens(configured):
 
 class LocalProvider(Provider):
     name = "local"
+    serial = True  # one model, one request at a time (its lock)
 
     def __init__(self, settings=None, model_path=None):
         env = settings.env if settings is not None else os.environ
