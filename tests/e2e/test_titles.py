@@ -36,7 +36,9 @@ def test_the_model_titles_the_session_after_its_first_turn(acp_agent, acp_worksp
     agent = start(acp_agent, srv, protocol)
     sid = agent.new_session(acp_workspace)
     agent.prompt(sid, "please   fix the parser\nbug in src", timeout=30)
-    agent.wait_update("session_info_update", session_id=sid, title="Parser bug fix", timeout=20)
+    if "Parser bug fix" not in titles(agent, sid):  # it may come before v1's prompt answer
+        agent.wait_update("session_info_update", session_id=sid, title="Parser bug fix",
+                          timeout=20)
     assert titles(agent, sid) == ["please fix the parser bug in src", "Parser bug fix"]
     request = srv.title_requests[0].json
     assert "please" in request["messages"][-1]["content"] and not request.get("tools")
