@@ -100,6 +100,9 @@ class Server:
         from term2acp.sandbox import bwrap
 
         status = bwrap.probe()
+        from term2acp.sandbox import reaper
+
+        reaper.sweep(self.settings.data_dir)  # what agents that died left running
         if status.available:
             self.sandbox_note = ("available: writes only inside the workspace root, no network, "
                                  "credentials hidden")

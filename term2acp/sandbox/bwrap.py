@@ -21,7 +21,7 @@ import threading
 from dataclasses import dataclass, replace
 
 from term2acp.core import executables, scratch
-from term2acp.sandbox import cgroup, process, view
+from term2acp.sandbox import cgroup, process, reaper, view
 from term2acp.settings import SandboxSettings
 
 log = logging.getLogger(__name__)
@@ -169,17 +169,19 @@ def _prepare(argv, root, settings, network, loopback, tty):
         raise SandboxUnavailable(availability.reason)
     if network is None:
         network = bool(settings.shell.network)
-    enter = None
-    if loopback is not None and not network:
-        enter = loopback.enter_hook(availability)
-    full = _for_settings(argv, root, settings, availability, network, enter is not None, tty)
-    executables.note_root(root)  # a root the sandbox runs in (``/`` was refused above)
+    executables.note_root(root)  # a root the sandbox runs in (``/`` is refused by the view)
     try:
         executables.check(availability.bwrap, [root])
     except executables.Unsafe as exc:
         raise SandboxUnavailable(str(exc)) from None
+    enter = None
+    if loopback is not None and not network:
+        enter = loopback.enter_hook(availability)
+    full = _for_settings(argv, root, settings, availability, network, enter is not None, tty)
+    data_dir = getattr(settings, "data_dir", "")
     options = {"cwd": root, "env": scrub_env(settings.env, tty), "limits": limits_of(settings),
-               "stdin": process.TTY if tty else process.NULL}
+               "stdin": process.TTY if tty else process.NULL,
+               "on_launch": lambda pid: reaper.record(data_dir, pid)}
     return full, enter, options
 
 

@@ -12,7 +12,8 @@ Nothing a command starts may outlive the agent, even a ``kill -9`` of it: the ch
 a parent-death signal (``PR_SET_PDEATHSIG``: SIGKILL) before it execs, set last so no
 credential change clears it, and checked against the agent having died before it was
 set. bubblewrap (``--die-with-parent``) passes it on to the sandbox's pid 1, whose death
-ends the whole pid namespace; the cgroup sweep (``cgroup.py``) is the second line.
+ends the whole pid namespace; the start-up sweeps of a dead agent's records
+(``reaper.py``, every host) and run cgroups (``cgroup.py``) are the second line.
 
 Why the ``os.close`` swap: gevent >= 25.8 routes ``os.close`` through the hub so that
 watchers on the descriptor are closed first. ``sh`` forks and then closes descriptors in
@@ -88,18 +89,20 @@ class _Idle(Exception):
 
 
 def run(argv, cwd=None, env=None, on_output=None, timeout=None, pass_fds=(), limits=None,
-        stdin=NULL, enter=None):
+        stdin=NULL, enter=None, on_launch=None):
     """Run ``argv`` to completion and return ``Exit(exit_code, signal_name)``.
 
     ``on_output(bytes)`` receives stdout and stderr interleaved, in chunks of at most
     ``CHUNK`` bytes. ``stdin``: ``NULL`` (``/dev/null``) or ``TTY``. ``pass_fds`` are
     inherited by the child. ``limits`` (a ``cgroup.Limits``) caps tasks and memory (see
     ``sandbox/cgroup.py``); ``enter()`` runs in the child just before it execs (the
-    session's namespaces, ``sandbox/loopback.py``). Raises ``ProcessTimeout`` after
+    session's namespaces, ``sandbox/loopback.py``); ``on_launch(pid)`` is called once it
+    is started (``sandbox/reaper.py`` records it). Raises ``ProcessTimeout`` after
     killing the group, ``LaunchError`` if it cannot start. If the calling greenlet is
     killed, the process group is SIGKILLed before it unwinds.
     """
-    child = start(argv, cwd, env, on_output, pass_fds, limits, stdin, enter)
+    child = start(argv, cwd, env, on_output, pass_fds, limits, stdin, enter,
+                  on_launch=on_launch)
     try:
         with gevent.Timeout(timeout, _Expired):
             outcome = child.wait()
@@ -114,7 +117,7 @@ def run(argv, cwd=None, env=None, on_output=None, timeout=None, pass_fds=(), lim
 
 
 def start(argv, cwd=None, env=None, on_output=None, pass_fds=(), limits=None, stdin=NULL,
-          enter=None, on_exit=None):
+          enter=None, on_exit=None, on_launch=None):
     """Start ``argv`` and return its :class:`Process` (the arguments are ``run``'s;
     ``stdin`` may also be ``PIPE``; ``on_exit(Exit)`` is called once it has exited and
     all its output was delivered)."""
@@ -129,7 +132,10 @@ def start(argv, cwd=None, env=None, on_output=None, pass_fds=(), limits=None, st
             group.close()
         raise
     ends.close_child()
-    return Process(proc, ends, group, on_output or _discard, on_exit)
+    child = Process(proc, ends, group, on_output or _discard, on_exit)
+    if on_launch is not None:
+        on_launch(child.pid)
+    return child
 
 
 _live = [0]  # started and not yet reaped, in this process (every session)

@@ -52,6 +52,6 @@ def journal(records):
         elif kind == "terminal" and not payload.get("exit"):
             # a foreground or background command that was running then died with the
             # agent (sandbox/process.py: parent-death signal, pid namespace, and the
-            # start-up sweep of a dead agent's cgroups), so it was killed: SIGKILL
+            # start-up sweeps of a dead agent's records and cgroups), so it was killed
             fixed = dict(payload, exit={"exit_code": None, "signal": "SIGKILL"})
             yield kind, "terminal:" + payload["terminal_id"], fixed

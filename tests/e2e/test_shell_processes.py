@@ -193,3 +193,26 @@ def test_kill_9_of_the_agent_leaves_no_sandboxed_process(spawn_any, server, work
     agent.proc.wait(5)
     # the tokens are in the sandboxes' bwrap command lines too: those are gone as well
     assert gone(background, timeout=2) and gone(foreground, timeout=2)
+
+
+def test_an_agents_start_up_ends_what_a_dead_agent_left(spawn_any, server, agent_env):
+    """A sandbox whose parent-death signal never came (recorded by an agent that is gone)
+    is killed when the next agent on the same data directory starts."""
+    import subprocess
+
+    token = "sleep 93.%d" % random.randrange(10**6)
+    left = subprocess.Popen(["/bin/sh", "-c", f"exec {token}"])
+    try:
+        with open(f"/proc/{left.pid}/stat", "rb") as fh:
+            start = fh.read().rsplit(b")", 1)[1].split()[19].decode()
+        folder = os.path.join(agent_env["TERM2ACP_HOME"], "sandboxes")
+        os.makedirs(folder)
+        with open(os.path.join(folder, "999999999-1"), "w") as fh:  # an agent that is gone
+            fh.write(f"{left.pid} {start}\n")
+        agent = agent_on(spawn_any, server, 2)
+        assert left.wait(10) == -signal.SIGKILL  # bounded; the warm-up sweeps
+        assert os.listdir(folder) == []
+        assert agent.close() == 0
+    finally:
+        left.kill()
+        left.wait()
