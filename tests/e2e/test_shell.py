@@ -166,7 +166,7 @@ def test_shell_attacks_write_nothing_outside_the_root(started, workspace, target
     command = ATTACKS[attack].format(target=target) + "; echo finished"
     agent, sid = started([[shell(command)], [{"text": "ok"}]])
     _, updates, _ = agent.prompt(sid, "go", timeout=30)
-    assert "finished" in terminal_output(updates)
+    assert "finished" in terminal_output(updates), updates
     assert os.listdir(target) == []  # checked on the host filesystem
     assert not os.path.exists(os.path.join(os.path.dirname(workspace), "pwned-sibling"))
     agent.close()
