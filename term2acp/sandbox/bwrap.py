@@ -51,6 +51,7 @@ class Availability:
     bwrap: str = ""
     disable_userns: bool = True
     tmpfs_size: bool = True  # bwrap >= 0.8 bounds tmpfs mounts (--size)
+    transient: bool = False  # the probe ran out of time (a loaded machine): asked again
 
     def warning(self):
         return unavailable_message(self.reason)
@@ -71,10 +72,12 @@ _probe_lock = threading.Lock()
 
 
 def probe(refresh=False):
-    """Run ``bwrap … true`` once per bwrap path and cache the :class:`Availability`."""
+    """Run ``bwrap … true`` once per bwrap path and cache the :class:`Availability` (a
+    probe that ran out of time is not kept: a machine busy for a while must not lose the
+    shell for the agent's life; the next call probes again)."""
     path = bwrap_path()
     with _probe_lock:
-        if refresh or path not in _probes:
+        if refresh or path not in _probes or _probes[path].transient:
             _probes[path] = _probe(path)
             if not _probes[path].available:
                 log.warning("%s", _probes[path].warning())
@@ -108,9 +111,12 @@ def _probe(path):
                 candidate = replace(candidate, tmpfs_size=False)
             else:
                 break
-        return Availability(False, reason, path)
+        return Availability(False, reason, path, transient=reason.startswith(_TIMED_OUT))
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+_TIMED_OUT = "timed out: "
 
 
 def _try(candidate, scratch):
@@ -125,7 +131,7 @@ def _try(candidate, scratch):
     except process.LaunchError as exc:
         return False, f"cannot run {candidate.bwrap}: {exc.strerror}"
     except process.ProcessTimeout:
-        return False, f"{candidate.bwrap} did not finish within {PROBE_TIMEOUT:g}s"
+        return False, f"{_TIMED_OUT}{candidate.bwrap} did not finish within {PROBE_TIMEOUT:g}s"
     if result.exit_code == 0:
         return True, ""
     text = out.decode("utf-8", "replace").strip().splitlines()

@@ -128,3 +128,22 @@ def test_a_bwrap_without_size_still_sandboxes_with_unbounded_tmpfs(tree, monkeyp
     result = sandbox.run(["/bin/sh", "-c", "echo ok > /tmp/x && cat /tmp/x"], tree.root,
                          tree.settings(), on_output=out.extend, timeout=30)
     assert result.exit_code == 0 and out == b"ok\n"
+
+
+@needs_sandbox()
+def test_a_probe_that_runs_out_of_time_is_asked_again(monkeypatch):
+    """A machine busy for a while must not lose the shell for the agent's life."""
+    real = bwrap._try
+    monkeypatch.setattr(bwrap, "_try", lambda candidate, folder: (
+        False, f"{bwrap._TIMED_OUT}{candidate.bwrap} did not finish within 10s"))
+    slow = bwrap.probe(refresh=True)
+    assert not slow.available and slow.transient and "did not finish" in slow.reason
+    monkeypatch.setattr(bwrap, "_try", real)
+    assert bwrap.probe().available  # not kept: probed again
+
+
+def test_a_failed_probe_is_kept(monkeypatch):
+    monkeypatch.setenv(bwrap.BWRAP_ENV, "/bin/false")
+    first = bwrap.probe(refresh=True)
+    assert not first.available and not first.transient
+    assert bwrap.probe() is first
