@@ -11,6 +11,7 @@ import time
 import pytest
 
 from tests.support.scripts import write_script
+from tests.support.clock import within
 
 SECRET = "-----BEGIN OPENSSH PRIVATE KEY----- b3BlbnNzaC1rZXktdjEAAAAA"
 HANG = [{"hang": True}]
@@ -104,9 +105,9 @@ def test_hostile_patterns_never_stall_the_agent(started, workspace, attack):
     assert [s["sessionId"] for s in listed["result"]["sessions"]] == [sid]
     cancelled_at = time.monotonic()
     agent.notify("session/cancel", {"sessionId": sid})
-    idle = agent.wait_update(state="idle", timeout=5)
+    idle = agent.wait_update(state="idle", timeout=within(5))
     assert idle["stopReason"] == "cancelled"
-    assert settles(agent.proc.pid, within=2 - (time.monotonic() - cancelled_at) + 0.5)
+    assert settles(agent.proc.pid, within=within(2.5) - (time.monotonic() - cancelled_at))
     done = [u for u in statuses([m["params"]["update"] for m in agent.messages
                                  if m.get("method") == "session/update"])]
     assert done and all(u["status"] in ("completed", "cancelled") for u in done)
@@ -124,12 +125,12 @@ def test_one_long_search_answers_requests_and_cancels_mid_call(started, workspac
     assert [s["sessionId"] for s in listed["result"]["sessions"]] == [sid]
     cancelled_at = time.monotonic()
     agent.notify("session/cancel", {"sessionId": sid})
-    idle = agent.wait_update(state="idle", timeout=5)
+    idle = agent.wait_update(state="idle", timeout=within(5))
     assert idle["stopReason"] == "cancelled"
     [grep] = statuses([m["params"]["update"] for m in agent.messages
                        if m.get("method") == "session/update"])
     assert grep["status"] == "cancelled"  # ended inside the search, not after it
-    assert settles(agent.proc.pid, within=2 - (time.monotonic() - cancelled_at) + 0.5)
+    assert settles(agent.proc.pid, within=within(2.5) - (time.monotonic() - cancelled_at))
     agent.close()
 
 
