@@ -12,17 +12,21 @@ def _text(text):
     return {"type": "text", "text": text}
 
 
-def patch_text(path, old, new):
-    """A ``diff --git`` section for one file (absolute path behind the a/ b/ prefixes)."""
+def patch_text(path, old, new, old_path=None):
+    """A ``diff --git`` section for one file (absolute path behind the a/ b/ prefixes);
+    ``old_path``: the file was moved from there."""
     # imported with the turn layer (warmup.py), not with the session layer
     from difflib import unified_diff
 
     old_lines = [] if old is None else old.splitlines(keepends=True)
     new_lines = [] if new is None else new.splitlines(keepends=True)
-    src = "/dev/null" if old is None else f"a{path}"
+    before = old_path or path
+    src = "/dev/null" if old is None else f"a{before}"
     dst = "/dev/null" if new is None else f"b{path}"
-    head = [f"diff --git a{path} b{path}\n"]
-    if old is None:
+    head = [f"diff --git a{before} b{path}\n"]
+    if old_path:
+        head += [f"rename from {old_path}\n", f"rename to {path}\n"]
+    elif old is None:
         head.append("new file mode 100644\n")
     elif new is None:
         head.append("deleted file mode 100644\n")
@@ -42,10 +46,14 @@ def tool_content(items):
             out.append({"type": "content", "content": _text(item["text"])})
         elif kind == "diff":
             old, new, path = item.get("old"), item.get("new"), item["path"]
-            operation = "add" if old is None else "delete" if new is None else "modify"
-            out.append({"type": "diff",
-                        "changes": [{"operation": operation, "path": path, "fileType": "text"}],
-                        "patch": {"format": "git_patch", "text": patch_text(path, old, new)}})
+            moved = item.get("old_path")
+            operation = "move" if moved else "add" if old is None else \
+                "delete" if new is None else "modify"
+            change = {"operation": operation, "path": path, "fileType": "text"}
+            if moved:
+                change["oldPath"] = moved
+            out.append({"type": "diff", "changes": [change], "patch": {
+                "format": "git_patch", "text": patch_text(path, old, new, moved)}})
         elif kind == "terminal":
             out.append({"type": "terminal", "terminalId": item["terminal_id"]})
     return out

@@ -131,6 +131,11 @@ class ToolContext:
                             "in); nothing was read. Try again.")
         return io.BytesIO(text.encode("utf-8"))
 
+    def editor_writes(self, real):
+        """True when :meth:`write_via_editor` would write ``real`` through the editor."""
+        editor = self.editor
+        return editor is not None and editor.can_write and self._inside(real)
+
     def write_via_editor(self, real, text, exclusive, seen=None):
         """Write ``text`` through the editor (ACP ``fs/write_text_file``) so it shows and
         tracks the change; False when the write must be local instead (see

@@ -34,6 +34,7 @@ class EditPlan(Plan):
     old: str | None = None  # the current text; None: the file does not exist
     new: str | None = None  # the text to write
     count: int = 0  # replacements (edit_file)
+    notes: list | None = None  # what the result should mention (a forgiving match)
     diff: dict | None = None  # the one diff item: shown with the request and in the result
     seen: tuple | None = None  # base.identity() of the file read (None: it did not exist)
 
@@ -225,7 +226,8 @@ class EditFileTool(_WriteTool):
         old, seen = read_existing(ctx, real)
         if old is None:
             raise ToolError(f"{shown} does not exist. Use create_file to create it.")
-        plan.new, plan.count = apply_edits(old, args["edits"], shown)
+        plan.notes = []
+        plan.new, plan.count = apply_edits(old, args["edits"], shown, plan.notes)
         plan.old, plan.seen = old, seen
         plan.diff = diff_item(real, old, plan.new)
 
@@ -235,12 +237,15 @@ class EditFileTool(_WriteTool):
         edits = len(args["edits"])
         return ToolResult(
             f"Edited {display_path(ctx, real)}: {edits} edit{'s' * (edits != 1)}, {count} "
-            f"replacement{'s' * (count != 1)}; first change at line {line}.",
+            f"replacement{'s' * (count != 1)}; first change at line {line}."
+            + "".join(f"\n{note}" for note in plan.notes or ()),
             content=[plan.diff], locations=[{"path": real, "line": line}])
 
 
-def apply_edits(text, edits, shown):
-    """Apply every edit in memory: (new text, replacements), or ToolError naming the edit."""
+def apply_edits(text, edits, shown, notes=None):
+    """Apply every edit in memory: (new text, replacements), or ToolError naming the edit.
+    An ``old_text`` found nowhere exactly may match once with whitespace normalised
+    (:mod:`term2acp.tools.matching`); ``notes`` then gets a line saying so."""
     crlf = "\r\n" in text
     total = 0
     for number, edit in enumerate(edits, 1):
@@ -252,7 +257,9 @@ def apply_edits(text, edits, shown):
             raise ToolError(f"{label}: old_text and new_text are identical. Nothing was changed.")
         count = text.count(old)
         if count == 0:
-            raise ToolError(_no_match(label, shown, text, old, number > 1))
+            text = _forgiving(label, shown, text, edit, crlf, number > 1, notes)
+            total += 1
+            continue
         if count > 1 and not edit["replace_all"]:
             raise ToolError(
                 f"{label}: old_text matches {count} places in {shown} (lines "
@@ -261,6 +268,32 @@ def apply_edits(text, edits, shown):
         text = text.replace(old, new) if edit["replace_all"] else text.replace(old, new, 1)
         total += count if edit["replace_all"] else 1
     return text, total
+
+
+def _forgiving(label, shown, text, edit, crlf, after_others, notes):
+    """``text`` with the one whitespace-normalised match of the edit replaced, keeping the
+    file's indentation; ToolError when there is none or more than one."""
+    from term2acp.tools import matching
+
+    old, new = edit["old_text"], edit["new_text"]
+    body = text.replace("\r\n", "\n") if crlf else text
+    found = matching.candidates(body, old.replace("\r\n", "\n"))
+    if not found:
+        raise ToolError(_no_match(label, shown, text, old, after_others))
+    if len(found) > 1:
+        raise ToolError(
+            f"{label}: old_text matches nowhere exactly, and {len(found)} places in {shown} "
+            f"once whitespace is normalised:\n{matching.describe(body, found)}\nNothing was "
+            "changed. Copy old_text exactly from one of them, with enough lines to be unique.")
+    cand = found[0]
+    replacement = matching.reindent(old.replace("\r\n", "\n"), new.replace("\r\n", "\n"),
+                                    cand.indent)
+    body = body[:cand.start] + replacement + body[cand.end:]
+    if notes is not None:
+        notes.append(f"Note: {label} matched lines {cand.first_line}-{cand.last_line} only "
+                     "after normalising whitespace (indentation or trailing spaces); "
+                     "new_text was applied with the file's indentation. Check the diff.")
+    return body.replace("\n", "\r\n") if crlf else body
 
 
 def _match_lines(text, needle, limit=10):

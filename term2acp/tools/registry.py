@@ -15,6 +15,7 @@ import importlib
 import importlib.metadata
 import logging
 
+from term2acp.tools.apply_patch import ApplyPatchTool
 from term2acp.tools.base import Tool
 from term2acp.tools.edit import CreateFileTool, EditFileTool
 from term2acp.tools.files import ListDirectoryTool, ReadFileTool
@@ -34,7 +35,7 @@ OPTIONAL_BUILTINS = ("term2acp.tools.shell:ShellTool", "term2acp.tools.processes
 def builtin_tools():
     """Fresh instances of every built-in tool whose module is importable."""
     tools = [ReadFileTool(), ListDirectoryTool(), GlobTool(), GrepTool(), CreateFileTool(),
-             EditFileTool(), UpdatePlanTool(), FinishPlanTool()]
+             EditFileTool(), ApplyPatchTool(), UpdatePlanTool(), FinishPlanTool()]
     for target in OPTIONAL_BUILTINS:
         tool = _optional_builtin(target)
         if tool is not None:

@@ -393,3 +393,30 @@ def test_an_outside_edit_without_a_plan_is_refused_before_reading(ctx, outside, 
     with pytest.raises(ToolError, match="this call was not approved"):
         tool.run(args, ctx)
     assert content(os.path.join(outside, "target.txt")) == SECRET
+
+
+# ---------------------------------------------------------------- forgiving match
+def test_edit_file_shifted_indentation_applies_with_the_files_indentation(ctx, root):
+    path = write(root, "a.py", "class A:\n    def f(self):   \n        return 1\n\n    x = 2\n")
+    result = call(EditFileTool(), ctx, path="a.py", edits=edits(
+        ("def f(self):\n    return 1\n", "def f(self):\n    if True:\n        return 3\n")))
+    assert content(path) == ("class A:\n    def f(self):\n        if True:\n            return 3\n"
+                             "\n    x = 2\n")
+    assert "matched lines 2-3 only after normalising whitespace" in result.text
+
+
+def test_edit_file_forgiving_match_keeps_crlf(ctx, root):
+    path = write(root, "w.txt", "top\r\n  a\r\n  b\r\n")
+    call(EditFileTool(), ctx, path="w.txt", edits=edits(("a\nb", "a\nB")))
+    assert content(path) == "top\r\n  a\r\n  B\r\n"
+
+
+def test_edit_file_several_normalised_candidates_fail_and_show_them(ctx, root):
+    path = write(root, "b.py", "if a:\n    go()\n    stop()\nif b:\n  go()\n  stop()\n")
+    with pytest.raises(ToolError) as err:
+        call(EditFileTool(), ctx, path="b.py", edits=edits(("      go()\n      stop()", "x")))
+    message = str(err.value)
+    assert "2 places in b.py once whitespace is normalised" in message
+    assert "lines 2-3:\n        go()" in message and "lines 5-6:\n      go()" in message
+    assert "Nothing was changed" in message
+    assert content(path).startswith("if a:\n    go()")
