@@ -90,9 +90,10 @@ _UNSUPPORTED = (
 )
 
 
-def compile_grep(pattern, fixed=False, ignore_case=False):
-    """An RE2 program for grep: multi-line anchors, never matching across a newline."""
-    opts = options(never_nl=True, never_capture=True, literal=fixed,
+def compile_grep(pattern, fixed=False, ignore_case=False, multiline=False):
+    """An RE2 program for grep: multi-line anchors, never matching across a newline unless
+    ``multiline`` (then ``\\n``, ``\\s`` and classes may; ``.`` only with ``(?s)``)."""
+    opts = options(never_nl=not multiline, never_capture=True, literal=fixed,
                    case_sensitive=not ignore_case)
     source = subject(pattern) if fixed else b"(?m)" + subject(pattern)
     try:

@@ -1,33 +1,41 @@
-"""Search tools: glob (find paths) and grep (find lines), both honouring .gitignore.
+"""Search tools: glob (find paths) and grep (find text), both honouring .gitignore.
 
 Both walk the tree with :class:`term2acp.tools.tree.TreeWalk`: by directory fds, each
 open checked once at the moment it happens, symlinks never followed, ``.git`` skipped,
 credential files skipped (counted in a note), ``.gitignore`` rules pruning unless
 ``no_ignore`` is set. Every pattern is matched by RE2 (:mod:`term2acp.tools.patterns`),
-which never backtracks; grep searches a file in slices of lines and the walk's
-:class:`~term2acp.tools.tree.Pacer` yields to the hub between them and bounds the whole
-search in time.
+which never backtracks; grep searches a file in bounded slices
+(:mod:`term2acp.tools.grepping`) and the walk's :class:`~term2acp.tools.tree.Pacer`
+yields to the hub between them and bounds the whole search in time.
+
+Why our own walker and not the ripgrep wheel (``bench/search`` measures both on a
+100,000-file tree): ripgrep is one to two orders of magnitude faster, but it reads files
+by path, so the time-of-use guarantee (a directory swapped for a symlink mid-search is
+never entered) would hold only inside a sandbox built per search around exactly the
+searched tree, the credential masks and the ancestors' .gitignore files; that costs a
+bubblewrap start per call, needs bubblewrap (grep works without it), and gives ignore
+rules that differ from glob's and list_directory's. The searches models make are
+bounded by head_limit and stop early; the walk is kept lean instead.
 """
 
 import os
-import stat
 
 from marshmallow import Schema, fields, validate
 
 from term2acp.tools.base import Tool, ToolError, ToolResult
-from term2acp.tools.files import SNIFF
+from term2acp.tools.filetypes import TYPES, UnknownType, glob_for
+from term2acp.tools.grepping import (MAX_GREP_BYTES, MAX_LINE_CHARS, content_lines,  # noqa: F401
+                                     cut, line_numbers, matching_lines, matching_spans,
+                                     read_regular_fd, searchable)
 from term2acp.tools.paths import (FILE_FLAGS, display_path, located, open_checked, read_plan,
                                   readable_path)
 from term2acp.tools.patterns import PatternError, compile_grep, path_matcher
 from term2acp.tools.tree import MAX_WALK, Pacer, TreeWalk, ignorer_for
 
-MAX_MATCHES = 200  # grep lines reported
-MAX_GREP_BYTES = 2 * 1024 * 1024  # larger files are skipped by grep
-MAX_LINE_CHARS = 300  # a reported grep line is cut here
-# One RE2 call costs at worst about 35 ns per byte per program instruction (when its DFA
-# gives up and it falls back to the NFA), so each call gets WORK / program size bytes.
-WORK = 2_000_000  # byte-instructions per RE2 call (about 70 ms at worst)
-MIN_SLICE, MAX_SLICE = 512, 64 * 1024
+MAX_MATCHES = 200  # grep output lines by default (content mode)
+MAX_FILES = 500  # grep files listed by default (files_with_matches, count)
+MAX_HEAD = 2000  # the largest head_limit
+MAX_CONTEXT = 20  # context lines on each side
 
 
 class _SearchTool(Tool):
@@ -54,17 +62,21 @@ class GlobParams(Schema):
         "description": "Directory to search. Default: the workspace root."})
     max_results = fields.Integer(load_default=200, validate=validate.Range(min=1, max=2000),
                                  metadata={"description": "Most paths to return. Default: 200."})
+    sort = fields.String(load_default="path", validate=validate.OneOf(("path", "newest")),
+                         metadata={"description": "path (default) or newest: most recently "
+                                                  "modified first."})
     no_ignore = fields.Boolean(load_default=False, metadata={
         "description": "Also search files excluded by .gitignore."})
 
 
 class GlobTool(_SearchTool):
     name = "glob"
+    kind = "search"  # reads names only; no side effect
     Params = GlobParams
     description = (
-        "Find files and directories by glob pattern, sorted by path; directories end in /. "
-        "Skips .git and files excluded by .gitignore unless no_ignore is true. Symlinks are "
-        "listed but not followed.")
+        "Find files and directories by glob pattern, sorted by path or, with sort=newest, "
+        "most recently modified first; directories end in /. Skips .git and files excluded "
+        "by .gitignore unless no_ignore is true. Symlinks are listed but not followed.")
 
     def title(self, args):
         where = f" in {args['path']}" if args.get("path") else ""
@@ -81,18 +93,32 @@ class GlobTool(_SearchTool):
                             "directories (use path for the directory, pattern for names).")
         matches = _matcher(pattern)
         walk = TreeWalk(top, ignorer_for(ctx, top), args["no_ignore"])
-        found, limit, more = [], args["max_results"], 0
+        newest, cut_at = args["sort"] == "newest", len(top.rstrip("/")) + 1
+        found, limit, total = [], args["max_results"], 0
         for visit in walk:
-            if matches(os.path.relpath(visit.path, top)):
-                if len(found) < limit:
-                    found.append(display_path(ctx, visit.path) + "/" * visit.is_dir)
-                else:
-                    more += 1
-        lines = found or [f"No paths match {pattern} in {display_path(ctx, top)}."]
-        if more:
-            lines.append(f"[{more} more matches not shown; narrow the pattern or raise "
-                         "max_results.]")
+            if not matches(visit.path[cut_at:]):
+                continue
+            total += 1
+            if newest:  # every match competes: keep its time, sort once at the end
+                found.append((-_mtime(visit), visit.path, visit.is_dir))
+            elif len(found) < limit:
+                found.append((0, visit.path, visit.is_dir))
+        if newest:
+            found.sort()
+        lines = [display_path(ctx, path) + "/" * is_dir for _, path, is_dir in found[:limit]]
+        lines = lines or [f"No paths match {pattern} in {display_path(ctx, top)}."]
+        if total > limit:
+            lines.append(f"[{total - limit} more matches not shown; narrow the pattern or "
+                         "raise max_results.]")
         return ToolResult("\n".join(lines + walk_notes(walk)), locations=[{"path": top}])
+
+
+def _mtime(visit):
+    try:
+        return os.stat(os.path.basename(visit.path), dir_fd=visit.dir_fd,
+                       follow_symlinks=False).st_mtime_ns
+    except OSError:
+        return 0
 
 
 def _matcher(pattern):
@@ -122,32 +148,66 @@ def walk_notes(walk, changed=0):
     return notes
 
 
+MODES = ("content", "files_with_matches", "count")
+
+
 class GrepParams(Schema):
     pattern = fields.String(required=True, validate=validate.Length(min=1), metadata={
         "description": "Regular expression in RE2 syntax (Python re without backreferences "
-                       "or lookaround; a match never spans lines), or plain text with "
-                       "fixed_strings."})
+                       "or lookaround), or plain text with fixed_strings. A match stays on "
+                       "one line unless multiline is true."})
     path = fields.String(load_default=".", metadata={
         "description": "File or directory to search. Default: the workspace root."})
+    output_mode = fields.String(load_default="content", validate=validate.OneOf(MODES),
+                                metadata={"description": (
+                                    "content (default): matching lines as path:line: text; "
+                                    "files_with_matches: only the paths; count: path: "
+                                    "number of matches.")})
+    context = fields.Integer(load_default=0, validate=validate.Range(min=0, max=MAX_CONTEXT),
+                             metadata={"description": "Lines of context before and after "
+                                                      "each match (content mode), like rg -C."})
+    before = fields.Integer(load_default=None, validate=validate.Range(min=0, max=MAX_CONTEXT),
+                            metadata={"description": "Lines before each match (rg -B); "
+                                                     "overrides context."})
+    after = fields.Integer(load_default=None, validate=validate.Range(min=0, max=MAX_CONTEXT),
+                           metadata={"description": "Lines after each match (rg -A); "
+                                                    "overrides context."})
+    multiline = fields.Boolean(load_default=False, metadata={
+        "description": "Let a match span lines (\\n, \\s, [^x] match newlines; . does "
+                       "only with (?s)), like rg -U."})
     fixed_strings = fields.Boolean(load_default=False, metadata={
         "description": "Treat pattern as plain text, not a regular expression."})
     ignore_case = fields.Boolean(load_default=False, metadata={
         "description": "Match case-insensitively."})
+    type = fields.String(load_default=None, metadata={
+        "description": "Only files of this language, as rg -t: " + ", ".join(sorted(TYPES))
+                       + "."})
     include = fields.String(load_default=None, metadata={
         "description": "Only search files matching this glob, e.g. *.py or *.{ts,tsx}."})
     exclude = fields.String(load_default=None, metadata={
         "description": "Skip files and directories matching this glob, e.g. tests or *.min.js."})
+    head_limit = fields.Integer(load_default=None, validate=validate.Range(min=1, max=MAX_HEAD),
+                                metadata={"description": (
+                                    f"Most output entries (lines in content mode, files "
+                                    f"otherwise). Default: {MAX_MATCHES} lines, "
+                                    f"{MAX_FILES} files.")})
+    offset = fields.Integer(load_default=0, validate=validate.Range(min=0), metadata={
+        "description": "Skip this many output entries first (to page through results)."})
     no_ignore = fields.Boolean(load_default=False, metadata={
         "description": "Also search files excluded by .gitignore."})
 
 
 class GrepTool(_SearchTool):
     name = "grep"
+    kind = "search"  # reads files only; no side effect
     Params = GrepParams
     description = (
-        f"Search file contents line by line. Output lines are path:line: text, at most "
-        f"{MAX_MATCHES} matches. Skips .git, files excluded by .gitignore (unless no_ignore), "
-        f"binary files, files over {MAX_GREP_BYTES // 2**20} MiB and symlinks.")
+        "Search file contents (ripgrep-like, RE2 regular expressions). output_mode content "
+        "prints path:line: text (context lines as path-line- text, groups split by --), "
+        "files_with_matches the paths, count the matches per file; page with head_limit and "
+        "offset. Filter files with type, include, exclude. Skips .git, files excluded by "
+        f".gitignore (unless no_ignore), binary files, files over "
+        f"{MAX_GREP_BYTES // 2**20} MiB and symlinks.")
 
     def title(self, args):
         where = f" in {args['path']}" if args.get("path") not in (None, ".") else ""
@@ -155,146 +215,118 @@ class GrepTool(_SearchTool):
 
     def run(self, args, ctx, plan=None):
         try:
-            regex = compile_grep(args["pattern"], args["fixed_strings"], args["ignore_case"])
+            regex = compile_grep(args["pattern"], args["fixed_strings"], args["ignore_case"],
+                                 args["multiline"])
         except PatternError as exc:
             raise ToolError(str(exc)) from None
         top = self._top(args, ctx, plan)
-        pacer, state = Pacer(), {"binary": 0, "big": 0, "changed": 0}
+        search = _Search(args, ctx, regex)
         walk = None
         if os.path.isdir(top):
-            walk = self._walk(args, ctx, top, pacer)
-            reads = self._files(args, walk, top, state)
+            walk = self._walk(args, top, ctx, search.pacer)
+            reads = self._files(args, walk, top, search.state)
         else:  # one file: opened (and checked) once
-            read = read_regular_fd(lambda: open_checked(top, FILE_FLAGS), state)
+            read = read_regular_fd(lambda: open_checked(top, FILE_FLAGS), search.state)
             if read is None:
                 raise ToolError(f"{display_path(ctx, top)} is not a regular file; grep "
                                 "searches regular files and directories.")
             reads = [(top, read)]
-        hits = []
         try:
             for path, read in reads:
-                data = _searchable(read, state)
-                for lineno, line in matching_lines(regex, data, MAX_MATCHES + 1 - len(hits),
-                                                   pacer):
-                    hits.append(f"{display_path(ctx, path)}:{lineno}: {_cut(line)}")
-                if len(hits) > MAX_MATCHES or not pacer.tick():
+                if not search.add(path, read) or not search.pacer.tick():
                     break
         finally:
             if walk is not None:
                 reads.close()  # the walk's directory fds, now (also on cancel)
-        return ToolResult(self._report(args, ctx, top, hits, state, walk, pacer),
-                          locations=[{"path": top}])
+        return ToolResult(search.report(top, walk), locations=[{"path": top}])
 
-    def _walk(self, args, ctx, top, pacer):
+    def _walk(self, args, top, ctx, pacer):
         prune = None
+        cut_at = len(top.rstrip("/")) + 1
         if args["exclude"]:
             exclude = _matcher(args["exclude"])
-            prune = lambda path, is_dir: exclude(os.path.relpath(path, top))  # noqa: E731
+            prune = lambda path, is_dir: exclude(path[cut_at:])  # noqa: E731
         return TreeWalk(top, ignorer_for(ctx, top), args["no_ignore"], prune, pacer)
 
     def _files(self, args, walk, top, state):
         """``(path, read_regular_fd result)`` of each file to search, read as it comes."""
-        include = _matcher(args["include"]) if args["include"] else None
+        filters = [_matcher(args["include"])] if args["include"] else []
+        if args["type"]:
+            try:
+                filters.append(_matcher(glob_for(args["type"])))
+            except UnknownType as exc:
+                raise ToolError(str(exc)) from None
+        cut_at = len(top.rstrip("/")) + 1
         for visit in walk:
             if not visit.is_file:
                 continue
-            if include is None or include(os.path.relpath(visit.path, top)):
+            rel = visit.path[cut_at:]
+            if all(accept(rel) for accept in filters):
                 yield visit.path, read_regular_fd(visit.open, state)
 
-    def _report(self, args, ctx, top, hits, state, walk, pacer):
-        shown = display_path(ctx, top)
-        lines = hits[:MAX_MATCHES] or [f"No matches for {args['pattern']} in {shown}."]
-        if len(hits) > MAX_MATCHES:
-            lines.append(f"[showing the first {MAX_MATCHES} matches; narrow the search with "
-                         "path, include or a more specific pattern.]")
+
+class _Search:
+    """One grep call's hits, paged by offset and head_limit, and what it skipped."""
+
+    def __init__(self, args, ctx, regex):
+        self.args, self.ctx, self.regex = args, ctx, regex
+        self.mode = args["output_mode"]
+        default = MAX_MATCHES if self.mode == "content" else MAX_FILES
+        self.limit = args["head_limit"] or default
+        self.wanted = args["offset"] + self.limit + 1  # one more says "there is more"
+        context = args["context"]
+        self.before = context if args["before"] is None else args["before"]
+        self.after = context if args["after"] is None else args["after"]
+        self.entries = []
+        self.pacer = Pacer()
+        self.state = {"binary": 0, "big": 0, "changed": 0}
+
+    def add(self, path, read):
+        """Search one file; False once enough entries are in."""
+        data = searchable(read, self.state)
+        if not data:
+            return True
+        find = matching_spans if self.args["multiline"] else matching_lines
+        room = self.wanted - len(self.entries) if self.mode == "content" else 1 << 30
+        if self.mode == "files_with_matches":
+            room = 1
+        spans = list(find(self.regex, data, room, self.pacer))
+        if not spans:
+            return True
+        shown = display_path(self.ctx, path)
+        if self.mode == "files_with_matches":
+            self.entries.append(shown)
+        elif self.mode == "count":
+            self.entries.append(f"{shown}: {len(spans)}")
+        else:
+            ranges = list(line_numbers(data, spans, self.pacer))
+            self.entries += content_lines(shown, data, ranges, self.before, self.after)
+            if self.before or self.after:
+                self.entries.append("--")  # between files, as between groups
+        return len(self.entries) < self.wanted
+
+    def report(self, top, walk):
+        entries = self.entries
+        if entries and entries[-1] == "--":
+            entries.pop()
+        offset = self.args["offset"]
+        lines = entries[offset:offset + self.limit]
+        shown = display_path(self.ctx, top)
+        if not lines:
+            lines = [f"No matches for {self.args['pattern']} in {shown}."
+                     if not entries else f"No results after offset {offset} ({len(entries)} "
+                     "in all)."]
+        if len(entries) > offset + self.limit:
+            unit = "lines" if self.mode == "content" else "files"
+            lines.append(f"[showing {unit} {offset + 1}-{offset + self.limit}; more follow: "
+                         f"call again with offset={offset + self.limit}, or narrow the "
+                         "search with path, type, include or a more specific pattern.]")
+        state = self.state
         if state["binary"] or state["big"]:
             lines.append(f"[skipped {state['binary']} binary files and {state['big']} files "
                          f"over {MAX_GREP_BYTES // 2**20} MiB.]")
         if walk is not None:
             lines += walk_notes(walk, state["changed"])
-        elif pacer.expired:
-            lines.append(f"[search stopped after {pacer.budget:.0f} s.]")
+        elif self.pacer.expired:
+            lines.append(f"[search stopped after {self.pacer.budget:.0f} s.]")
         return "\n".join(lines)
-
-
-def read_regular_fd(opener, state, limit=MAX_GREP_BYTES):
-    """``(data, size)`` of the regular file ``opener()`` opens (data None above ``limit``);
-    None for anything else, or when it changed while being opened (counted)."""
-    try:
-        fd = opener()
-    except OSError:
-        state["changed"] += 1
-        return None
-    with os.fdopen(fd, "rb") as fh:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            return None
-        return (fh.read(limit) if st.st_size <= limit else None), st.st_size
-
-
-def _searchable(read, state):
-    """UTF-8 bytes of a file worth searching (bad bytes as U+FFFD), else b"": ``read`` is
-    what :func:`read_regular_fd` returned for it."""
-    if read is None:
-        return b""
-    if read[0] is None:
-        state["big"] += 1
-        return b""
-    if b"\0" in read[0][:SNIFF]:
-        state["binary"] += 1
-        return b""
-    try:
-        read[0].decode("utf-8")
-        return read[0]
-    except UnicodeDecodeError:
-        return read[0].decode("utf-8", errors="replace").encode("utf-8")
-
-
-def matching_lines(regex, data, limit, pacer):
-    """``(line number, line text)`` for each line of ``data`` with a match, at most ``limit``.
-
-    Each RE2 call searches a bounded slice (see WORK) of whole lines (a match never spans
-    lines), or a window of a line longer than that; the pacer yields between calls.
-    """
-    step = max(MIN_SLICE, min(MAX_SLICE, WORK // max(1, regex.programsize)))
-    lineno, counted, pos, size = 1, 0, 0, len(data)
-    while pos < size and limit > 0 and pacer.tick():
-        end = size if pos + step >= size else data.rfind(b"\n", pos, pos + step)
-        if end == -1:  # the line at pos is longer than a slice
-            end = data.find(b"\n", pos)
-            start = _search_long(regex, data, pos, size if end == -1 else end, step, pacer)
-        else:
-            match = regex.search(data, pos, end)
-            start = None if match is None else match.start()
-        if start is None:
-            pos = end + 1 if end != -1 else size
-            continue
-        lineno += data.count(b"\n", counted, start)
-        counted = start
-        first, last = data.rfind(b"\n", 0, start) + 1, data.find(b"\n", start)
-        last = size if last == -1 else last
-        yield lineno, data[first:last].decode("utf-8").rstrip("\r")
-        limit -= 1
-        pos = last + 1
-
-
-def _search_long(regex, data, pos, end, step, pacer):
-    """Where the first match in the long line ``data[pos:end]`` starts, or None.
-
-    Windows of ``step`` bytes overlap by a quarter, so a match up to ``step // 4`` bytes
-    long is always found; a longer match that straddles two windows can be missed.
-    Anchors and word boundaries still see the whole line.
-    """
-    advance = step - step // 4
-    while pos < end and pacer.tick():
-        match = regex.search(data, pos, min(end, pos + step))
-        if match is not None:
-            return match.start()
-        if pos + step >= end:
-            return None
-        pos += advance
-    return None
-
-
-def _cut(line):
-    return line if len(line) <= MAX_LINE_CHARS else line[:MAX_LINE_CHARS] + "…"

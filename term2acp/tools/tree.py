@@ -150,6 +150,9 @@ class TreeWalk:
         self.pacer = pacer or Pacer()
         self.home = home_dir()
         self.skip_sensitive = not is_sensitive(top, self.home)
+        # Outside the home directory only dot-names can be credential files (.env*), so
+        # the full check runs for those alone; in or above home it runs for every entry.
+        self.near_home = is_within(self.home, top) or is_within(top, self.home)
         self.truncated = False
         self.changed = self.sensitive = self.deep = 0
 
@@ -192,7 +195,8 @@ class TreeWalk:
             return True
         if not self.no_ignore and ignorer.ignored(path, is_dir):
             return True
-        if self.skip_sensitive and is_sensitive(path, self.home):
+        if self.skip_sensitive and (self.near_home or name[:1] == ".") \
+                and is_sensitive(path, self.home):
             self.sensitive += 1
             return True
         return False

@@ -206,7 +206,7 @@ def test_walk_fds_are_closed_after_early_stops_and_kills(ctx, root, monkeypatch)
         gevent.idle()  # gevent defers os.close to the hub
         return len(os.listdir("/proc/self/fd"))
     before = open_fds()
-    assert "[showing the first 200 matches" in run(GrepTool(), ctx, pattern="hit")
+    assert "[showing lines 1-200; more follow" in run(GrepTool(), ctx, pattern="hit")
     assert open_fds() == before
     monkeypatch.setattr(tree, "SLICE", 0.0)
     worker = gevent.spawn(run, GrepTool(), ctx, pattern="nothing")

@@ -171,7 +171,7 @@ def test_grep_caps_matches_and_cuts_long_lines(ctx, root):
     lines = grep(ctx, "match")
     assert len(lines) == search.MAX_MATCHES + 1
     assert lines[0] == "long.txt:1: match" + "x" * (search.MAX_LINE_CHARS - 5) + "…"
-    assert lines[-1].startswith("[showing the first 200 matches")
+    assert lines[-1].startswith("[showing lines 1-200; more follow: call again with offset=200")
 
 
 def test_grep_does_not_follow_symlinks_out_of_the_root(ctx, root, outside):
@@ -212,3 +212,73 @@ def test_search_tools_spec_describes_every_parameter(tool):
     spec = json.loads(json.dumps(tool.spec()))
     assert tool.kind == "search" and spec["description"]
     assert all(prop.get("description") for prop in spec["parameters"]["properties"].values())
+
+
+# ---------------------------------------------------------------- ripgrep-class grep
+CODE = {"a.py": "import os\n\ndef f():\n    return 1\n\n\ndef g():\n    return 2\n",
+        "b.js": "function f() {\n  return 1;\n}\n", "c.txt": "def nothing\n"}
+
+
+def test_grep_output_modes(ctx, root):
+    tree(root, CODE)
+    assert grep(ctx, "return", output_mode="files_with_matches") == ["a.py", "b.js"]
+    assert grep(ctx, "def ", output_mode="count") == ["a.py: 2", "c.txt: 1"]
+    assert grep(ctx, "def ", output_mode="count", type="py") == ["a.py: 2"]
+
+
+def test_grep_context_lines_and_group_separators(ctx, root):
+    tree(root, CODE)
+    assert grep(ctx, "return", path="a.py", context=1) == [
+        "a.py-3- def f():", "a.py:4:     return 1", "a.py-5- ",
+        "--", "a.py-7- def g():", "a.py:8:     return 2"]
+    assert grep(ctx, "def f", before=0, after=1, type="py") == [
+        "a.py:3: def f():", "a.py-4-     return 1"]
+    assert grep(ctx, "return", context=1, type="js") == [
+        "b.js-1- function f() {", "b.js:2:   return 1;", "b.js-3- }"]
+
+
+def test_grep_multiline_spans_lines_and_prints_each(ctx, root):
+    tree(root, CODE)
+    assert grep(ctx, r"def g\(\):\n\s+return", multiline=True) == [
+        "a.py:7: def g():", "a.py:8:     return 2"]
+    assert grep(ctx, r"def g\(\):\n\s+return") == ["No matches for def g\\(\\):\\n\\s+return in .."]
+    assert grep(ctx, r"f\(\).*\n.*return", multiline=True, output_mode="count") == [
+        "a.py: 1", "b.js: 1"]
+
+
+def test_grep_multiline_finds_a_match_across_slices(ctx, root):
+    body = "".join(f"line {i}\n" for i in range(40_000)) + "BEGIN\nmiddle\nEND\n" + "x\n" * 10
+    tree(root, {"big.txt": body})
+    assert grep(ctx, r"BEGIN\nmiddle\nEND", multiline=True) == [
+        "big.txt:40001: BEGIN", "big.txt:40002: middle", "big.txt:40003: END"]
+
+
+def test_grep_head_limit_and_offset_page_through(ctx, root):
+    tree(root, {f"f{i:02}.txt": "hit\n" for i in range(12)})
+    first = grep(ctx, "hit", output_mode="files_with_matches", head_limit=5)
+    assert first[:5] == [f"f{i:02}.txt" for i in range(5)]
+    assert "call again with offset=5" in first[5]
+    second = grep(ctx, "hit", output_mode="files_with_matches", head_limit=5, offset=10)
+    assert second == ["f10.txt", "f11.txt"]
+    assert grep(ctx, "hit", offset=50) == ["No results after offset 50 (12 in all)."]
+
+
+def test_grep_unknown_type_lists_the_known_ones(ctx, root):
+    tree(root, CODE)
+    with pytest.raises(ToolError, match="unknown file type 'cobol'; known types: c, cpp"):
+        grep(ctx, "x", type="cobol")
+
+
+def test_glob_newest_first(ctx, root):
+    tree(root, {"old.py": "", "mid.py": "", "new.py": "", "x/newest.txt": ""})
+    for age, name in enumerate(("new.py", "mid.py", "old.py")):
+        os.utime(os.path.join(root, name), (1_000_000 - age * 100, 1_000_000 - age * 100))
+    assert glob(ctx, "*.py", sort="newest") == ["new.py", "mid.py", "old.py"]
+    assert glob(ctx, "*.py", sort="newest", max_results=1) == [
+        "new.py", "[2 more matches not shown; narrow the pattern or raise max_results.]"]
+    assert glob(ctx, "*.py") == ["mid.py", "new.py", "old.py"]
+
+
+def test_the_walks_dot_name_shortcut_covers_every_name_wide_credential_glob():
+    from term2acp.core.sensitive import NAME_GLOBS
+    assert all(g.startswith(".") for g in NAME_GLOBS)  # tree.TreeWalk checks only dot-names
