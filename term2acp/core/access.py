@@ -41,8 +41,8 @@ class AccessState:
         """Record what an allow ``choice`` of ``request`` grants for the session (an
         ``core.approvals.ApprovalRequest``; a choice that grants nothing records nothing)."""
         path, prefix = request.path, request.prefix
-        if choice == "allow-tool-session" and request.grant:
-            self.allow_tool(request.grant)
+        if choice in ("allow-tool-session", "allow-host-session") and request.grant:
+            self.allow_tool(request.grant)  # an MCP tool, or a web host ("web", host)
         elif choice == "allow-network-session":
             self.network = True
         elif choice == "allow-network-prefix-session" and prefix:

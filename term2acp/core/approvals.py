@@ -17,6 +17,8 @@ MCP_TOOL = "mcp_tool"  # the first call of an MCP server tool (term2acp/mcp/adap
 NETWORK = "sandbox_network_access"  # a shell command asks for the host network
 COMMAND = "command"  # a shell command in ask mode (tools/shell_policy.py)
 PLAN_READY = "plan_ready"  # plan mode's finish_plan: start the work, and how (tools/plan.py)
+WEB_HOST = "web_host"  # web_fetch of a public host (term2acp/tools/web_fetch.py)
+WEB_PRIVATE = "web_private"  # web_fetch of a loopback or private address: never remembered
 
 # (choice id, label, ACP permission option kind). Only choices with an ACP kind exist here:
 # unsandboxed-once and allow-remember are never offered, reject_always is never used.
@@ -63,6 +65,15 @@ CHOICES = {
         ("plan-start-auto", "Start, auto", "allow_once"),
         ("plan-start-ask", "Start, ask for every change", "allow_once"),
         ("plan-keep", "Keep planning", "reject_once"),
+    ),
+    WEB_HOST: (
+        ("allow-once", "Allow once", "allow_once"),
+        ("allow-host-session", "Allow this host for the session", "allow_always"),
+        ("reject", "Reject", "reject_once"),
+    ),
+    WEB_PRIVATE: (
+        ("allow-once", "Allow once", "allow_once"),
+        ("reject", "Reject", "reject_once"),
     ),
 }
 

@@ -22,6 +22,7 @@ from term2acp.tools.files import ListDirectoryTool, ReadFileTool
 from term2acp.tools.plan import FinishPlanTool, UpdatePlanTool
 from term2acp.tools.plugins import KINDS, TOOL_NAME
 from term2acp.tools.search import GlobTool, GrepTool
+from term2acp.tools.web_fetch import WebFetchTool
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +36,8 @@ OPTIONAL_BUILTINS = ("term2acp.tools.shell:ShellTool", "term2acp.tools.processes
 def builtin_tools():
     """Fresh instances of every built-in tool whose module is importable."""
     tools = [ReadFileTool(), ListDirectoryTool(), GlobTool(), GrepTool(), CreateFileTool(),
-             EditFileTool(), ApplyPatchTool(), UpdatePlanTool(), FinishPlanTool()]
+             EditFileTool(), ApplyPatchTool(), WebFetchTool(), UpdatePlanTool(),
+             FinishPlanTool()]
     for target in OPTIONAL_BUILTINS:
         tool = _optional_builtin(target)
         if tool is not None:

@@ -1,0 +1,151 @@
+"""One bounded HTTP GET for web_fetch, and the page as text for the model.
+
+Where a request goes is decided before it is made (:mod:`term2acp.tools.web_fetch`):
+the caller passes the address it approved, and the connection goes to that address (the
+name is not looked up again, so a second answer of the DNS cannot move the request
+elsewhere); TLS still verifies the certificate against the host name. Proxies and TLS
+are the providers' (:mod:`term2acp.providers.net`): ``HTTPS_PROXY``/``HTTP_PROXY``/
+``NO_PROXY`` with a ``CONNECT`` tunnel (then the proxy resolves the name), the system CAs
+or ``SSL_CERT_FILE``. Redirects are not followed here: each one comes back to the caller
+as a new URL to check.
+
+The body is read up to :data:`MAX_BYTES` (after gzip/deflate decoding too); HTML becomes
+Markdown (``html-to-markdown``, a maintained MIT library with a Rust core, imported when
+the first page is converted), text and JSON stay as they are, anything else is refused
+by its type.
+"""
+
+import http.client
+import re
+import zlib
+from dataclasses import dataclass
+from urllib.parse import urljoin, urlsplit
+
+from term2acp import __version__
+from term2acp.providers.net import Target, open_socket, proxy_for, ssl_context
+
+MAX_BYTES = 5 * 1024 * 1024  # of the (decoded) body
+CONNECT_SECONDS = 10.0
+HEADERS = {
+    "User-Agent": f"term2acp/{__version__} (web_fetch)",
+    "Accept": "text/html,application/xhtml+xml,text/*;q=0.9,application/json;q=0.9,*/*;q=0.1",
+    "Accept-Encoding": "gzip, deflate",
+}
+TEXT_TYPES = ("application/json", "application/xml", "application/javascript",
+              "application/x-javascript", "application/ecmascript", "application/x-yaml",
+              "application/yaml", "application/toml", "application/x-sh", "application/sql",
+              "application/ld+json", "application/rss+xml", "application/atom+xml")
+HTML_TYPES = ("text/html", "application/xhtml+xml")
+_META_CHARSET = re.compile(rb"""<meta[^>]+charset=["']?([A-Za-z0-9_.:-]+)""", re.I)
+
+
+class FetchError(Exception):
+    """The page could not be fetched or shown; the message is for the model."""
+
+
+@dataclass
+class Reply:
+    status: int
+    url: str
+    location: str | None  # an absolute redirect target
+    content_type: str
+    charset: str | None
+    body: bytes
+
+
+def get(url, address):
+    """GET ``url`` with the connection pinned to ``address`` (an IP string; ignored when
+    a proxy is used); the redirect target is returned, never followed."""
+    target = Target(url)
+    proxy = proxy_for(target)
+    host, port = (proxy[0], proxy[1]) if proxy else (target.host, target.port)
+    if target.scheme == "https":
+        conn = http.client.HTTPSConnection(host, port, timeout=CONNECT_SECONDS,
+                                           context=ssl_context())
+    else:
+        conn = http.client.HTTPConnection(host, port, timeout=CONNECT_SECONDS)
+    if proxy:
+        conn.set_tunnel(target.host, target.port, headers=proxy[2])
+        conn._create_connection = open_socket  # http.client's per-connection hook
+    else:
+        conn._create_connection = lambda _addr, timeout, source=None: open_socket(
+            (address, port), timeout, source)
+    try:
+        path = urlsplit(url)._replace(scheme="", netloc="", fragment="").geturl() or "/"
+        conn.request("GET", path, headers=HEADERS)
+        raw = conn.getresponse()
+        location = raw.getheader("Location")
+        if 300 <= raw.status < 400 and location:
+            return Reply(raw.status, url, urljoin(url, location.strip()), "", None, b"")
+        content_type = raw.getheader("Content-Type") or ""
+        body = _read(raw, (raw.getheader("Content-Encoding") or "").strip().lower())
+        mime, _, params = content_type.partition(";")
+        charset = re.search(r"charset=\"?([^\";\s]+)", params, re.I)
+        return Reply(raw.status, url, None, mime.strip().lower(),
+                     charset.group(1) if charset else None, body)
+    finally:
+        conn.close()
+
+
+def _read(raw, encoding):
+    data = raw.read(MAX_BYTES + 1)
+    if len(data) > MAX_BYTES and not encoding:
+        raise FetchError(f"the page is larger than {MAX_BYTES // 2**20} MiB; web_fetch reads "
+                         "at most that much.")
+    if encoding in ("gzip", "x-gzip", "deflate"):
+        inflater = zlib.decompressobj(47 if encoding != "deflate" else zlib.MAX_WBITS)
+        try:
+            data = inflater.decompress(data, MAX_BYTES + 1)
+        except zlib.error:
+            raise FetchError(f"the page's {encoding} body is corrupt.") from None
+        if len(data) > MAX_BYTES:
+            raise FetchError(f"the page is larger than {MAX_BYTES // 2**20} MiB once "
+                             "decompressed; web_fetch reads at most that much.")
+    elif encoding not in ("", "identity"):
+        raise FetchError(f"the server sent the body in an encoding web_fetch cannot read "
+                         f"({encoding}).")
+    return data
+
+
+def kind_of(reply):
+    """"html", "text" or None (binary) for a reply's body."""
+    mime = reply.content_type
+    if mime in HTML_TYPES:
+        return "html"
+    if mime.startswith("text/") or mime in TEXT_TYPES or mime.endswith(("+json", "+xml")):
+        return "text"
+    if not mime or mime == "application/octet-stream":  # no type said: look at the bytes
+        head = reply.body[:8192]
+        if b"\0" in head:
+            return None
+        if head.lstrip()[:15].lower().startswith((b"<!doctype html", b"<html")):
+            return "html"
+        try:
+            head.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            if exc.start < len(head) - 4:  # not just a character cut at the end
+                return None
+        return "text"
+    return None
+
+
+def decode(reply):
+    charset = reply.charset
+    if charset is None and kind_of(reply) == "html":
+        found = _META_CHARSET.search(reply.body[:4096])
+        charset = found.group(1).decode("ascii", "replace") if found else None
+    try:
+        return reply.body.decode(charset or "utf-8", errors="replace")
+    except LookupError:  # an unknown charset name
+        return reply.body.decode("utf-8", errors="replace")
+
+
+def to_markdown(html, url):
+    """The page as Markdown: scripts, styles and navigation dropped, links absolute."""
+    import gevent
+    from html_to_markdown import ConversionOptions, convert
+
+    options = ConversionOptions(base_url=url, extract_metadata=False)
+    # the conversion is one native call; the hub's thread pool keeps it off the hub
+    result = gevent.get_hub().threadpool.spawn(convert, html, options).get()
+    return getattr(result, "content", result) or ""
