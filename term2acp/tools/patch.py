@@ -216,10 +216,10 @@ def apply_hunks(text, hunks, shown):
     final_newline = lines[-1] == "" and len(lines) > 1
     if final_newline:
         lines.pop()
-    edits, cursor, loose = [], 0, []
+    edits, cursor, loose, views = [], 0, [], _Views(lines)
     for hunk in hunks:
         if hunk.header:
-            at = _seek(lines, [hunk.header], cursor, False)
+            at = _seek(views, [hunk.header], cursor, False)
             if at is None:
                 raise PatchError(_header_missing(hunk, shown, cursor))
             cursor = at[0] + 1
@@ -227,12 +227,12 @@ def apply_hunks(text, hunks, shown):
             edits.append((cursor if hunk.header else len(lines), 0, hunk.new))
             continue
         old = hunk.old
-        found = _seek(lines, old, cursor, hunk.at_end)
+        found = _seek(views, old, cursor, hunk.at_end)
         if found is None and old[-1] == "" and len(old) > 1:  # a trailing blank context line
             old = old[:-1]
-            found = _seek(lines, old, cursor, hunk.at_end)
+            found = _seek(views, old, cursor, hunk.at_end)
         if found is None:
-            raise PatchError(_not_found(hunk, lines, cursor, shown))
+            raise PatchError(_not_found(hunk, views, cursor, shown))
         at, level = found
         if level:
             loose.append(hunk.number)
@@ -258,27 +258,45 @@ def _replacement(hunk, lines, at, count):
     return out
 
 
-def _seek(lines, pattern, start, at_end):
+class _Views:
+    """A file's lines as each matching level sees them, normalised once per file."""
+
+    def __init__(self, lines):
+        self.lines = lines
+        self._views = {0: lines}
+
+    def __getitem__(self, level):
+        view = self._views.get(level)
+        if view is None:
+            norm = _LEVELS[level]
+            view = self._views[level] = [norm(line) for line in self.lines]
+        return view
+
+
+def _seek(views, pattern, start, at_end):
     """``(index, level)`` of the first place at or after ``start`` where ``pattern``
     matches at the loosest level needed (0 exact), or None. ``at_end`` tries the end of
     the file first."""
-    size = len(pattern)
-    if size > len(lines):
+    size, total = len(pattern), len(views.lines)
+    if size > total:
         return None
-    last = len(lines) - size
+    last = total - size
     for level, norm in enumerate(_LEVELS):
         want = pattern if norm is None else [norm(p) for p in pattern]
-        starts = ([last] if at_end else []) + list(range(start, last + 1))
-        first = want[0]
-        for i in starts:
-            if i < start:
-                continue
-            line = lines[i] if norm is None else norm(lines[i])
-            if line != first:
-                continue
-            got = lines[i:i + size] if norm is None else [norm(s) for s in lines[i:i + size]]
-            if got == want:
-                return i, level
+        lines, first = views[level], want[0]
+        starts = ([last] if at_end and last >= start else []) + [start]
+        for begin in starts:
+            i = begin
+            while i <= last:
+                try:
+                    i = lines.index(first, i, last + 1)
+                except ValueError:
+                    break
+                if lines[i:i + size] == want:
+                    return i, level
+                if at_end and begin == last:
+                    break
+                i += 1
     return None
 
 
@@ -289,16 +307,17 @@ def _header_missing(hunk, shown, cursor):
             "the file after '@@', or a bare '@@' with enough context lines.")
 
 
-def _not_found(hunk, lines, cursor, shown):
+def _not_found(hunk, views, cursor, shown):
     """Why a hunk's old lines are not in the file: the closest place and its first
     differing line, so the model can fix the hunk without re-reading blindly."""
-    old = hunk.old
-    norm = _LEVELS[-1]
-    want = [norm(p) for p in old]
+    old, lines, loose = hunk.old, views.lines, views[len(_LEVELS) - 1]
+    want = [_LEVELS[-1](p) for p in old]
     best, best_len = None, 0
     for i in range(cursor, len(lines)):
+        if loose[i] != want[0]:
+            continue
         run = 0
-        while run < len(old) and i + run < len(lines) and norm(lines[i + run]) == want[run]:
+        while run < len(old) and i + run < len(lines) and loose[i + run] == want[run]:
             run += 1
         if run > best_len:
             best, best_len = i, run
