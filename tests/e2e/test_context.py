@@ -197,7 +197,7 @@ def test_twelve_long_prompts_with_the_scripted_provider(acp_agent, workspace, tm
 
 def test_config_window_compacts_before_any_overflow_v1_agent_message(acp_agent, workspace, tmp_path):
     path, record = scripted(tmp_path)
-    (tmp_path / "config.toml").write_text("context_window = 1500\n")
+    (tmp_path / "config.toml").write_text("context_window = 2200\n")
     agent = start(acp_agent, 1, {"protocolVersion": 1, "clientInfo": {"name": "t", "version": "1"}},
                   {"TERM2ACP_SCRIPT": str(path)}, ("--provider", "scripted"))
     sid = agent.new_session(workspace)
