@@ -77,7 +77,14 @@ def check_url(url):
         raise ToolError(f"{url!r} has an invalid port.") from None
     if host in METADATA_NAMES:
         raise ToolError(f"{host} is a cloud metadata service; web_fetch never reads it.")
-    addresses = _resolve(host, port)
+    try:
+        addresses = _resolve(host, port)
+    except ToolError:
+        if literal_or_local(host) or not _proxied(url):
+            raise
+        # Only the proxy can resolve this name (a network without outside DNS): it is
+        # asked about as a public host, and the proxy connects.
+        return Place(url.strip(), host, (parts.scheme, host, port), "", False)
     for ip in addresses:
         metadata = str(ip) in METADATA_ADDRESSES
         if metadata or ip.is_link_local or ip.is_multicast:
@@ -86,6 +93,20 @@ def check_url(url):
             raise ToolError(f"{host} resolves to {ip}, {what}; web_fetch never reads it.")
     private = any(not ip.is_global for ip in addresses)
     return Place(url.strip(), host, (parts.scheme, host, port), str(addresses[0]), private)
+
+
+def literal_or_local(host):
+    return host == "localhost" or host.endswith(".localhost") or host.replace(".", "").isdigit() \
+        or ":" in host
+
+
+def _proxied(url):
+    from term2acp.providers.net import Target, proxy_for
+
+    try:
+        return proxy_for(Target(url)) is not None
+    except ProviderError:
+        return False
 
 
 def _resolve(host, port):

@@ -111,3 +111,21 @@ def test_a_body_over_the_cap_is_refused(ctx, web, monkeypatch):
     monkeypatch.setattr(webpage, "MAX_BYTES", 10)
     with pytest.raises(ToolError, match="larger than 0 MiB"):
         fetch(ctx, web.url("/page"))
+
+
+def test_a_name_only_the_proxy_resolves_goes_through_it_as_a_public_host(ctx, web, monkeypatch):
+    from tests.support.proxy import ConnectProxy
+
+    proxy = ConnectProxy(hosts={"docs.invalid": "127.0.0.1"}).start()
+    try:
+        monkeypatch.setenv("HTTP_PROXY", proxy.url)
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+        tool = WebFetchTool()
+        args = tool.load({"url": f"http://docs.invalid:{web.port}/data"})
+        plan = tool.approval(args, ctx)
+        assert plan.request.variant == WEB_HOST and plan.request.grant == ("web", "docs.invalid")
+        assert tool.run(args, ctx, plan).text.endswith('{"a": 1}')
+        assert [target for target, _ in proxy.tunnels] == [f"docs.invalid:{web.port}"]
+    finally:
+        proxy.stop()
