@@ -117,11 +117,24 @@ TOOL_NOTES = (
 )
 
 
-def system_prompt(root, tool_names, sandbox_note):
+# For small local models (a provider's ``brief_prompt``): a few hundred million parameters
+# follow a few rules, not a page of them, and every token of the prompt costs CPU time.
+BRIEF = """\
+You are term2, a coding agent in the user's editor. Use the tools to look before you \
+answer: search and read files before editing them; never invent file contents. Make small \
+changes in the project's style and never undo the user's changes. If a tool call fails or \
+is refused, adapt instead of repeating it. Be brief; say what you changed.
+"""
+
+
+def system_prompt(root, tool_names, sandbox_note, brief=False):
     """The system prompt of a session with the tools ``tool_names`` (stable parts first;
-    the per-session facts last)."""
+    the per-session facts last); ``brief`` for small local models."""
     import platform
 
+    if brief:
+        return (BRIEF + f"Workspace root: {root}\nTools: {', '.join(sorted(tool_names))}.\n"
+                f"Shell sandbox: {sandbox_note}")
     names = set(tool_names)
     notes = [f"- {note}" for name, note in TOOL_NOTES if name in names]
     others = sorted(names - {name for name, _ in TOOL_NOTES})

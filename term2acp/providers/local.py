@@ -208,6 +208,7 @@ def _max_tokens(configured):
 class LocalProvider(Provider):
     name = "local"
     serial = True  # one model, one request at a time (its lock)
+    brief_prompt = True  # a small model on the CPU gets agent.prompt's brief system prompt
 
     def __init__(self, settings=None, model_path=None):
         env = settings.env if settings is not None else os.environ

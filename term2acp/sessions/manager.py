@@ -450,7 +450,9 @@ class SessionManager:
                                        settings=self.settings.mcp)
             turn = Turn(session, session.provider, tools, self.settings,
                         instructions.system_with_instructions(
-                            session, system_prompt(session.root, tools, self._note())))
+                            session, system_prompt(
+                                session.root, tools, self._note(),
+                                brief=getattr(session.provider, "brief_prompt", False))))
             outcome = Outcome(turn.run(text))
         except TurnCancelled:  # also TurnAborted (a stale or cancelled approval)
             outcome = Outcome(CANCELLED)
