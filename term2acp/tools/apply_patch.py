@@ -227,7 +227,10 @@ def _write_all(ctx, changes):
                 local.delete(change.real, change.seen)
         try:
             for target, text, seen, old in through_editor:
-                ctx.write_via_editor(target, text, seen is None, seen)
+                if not ctx.write_via_editor(target, text, seen is None, seen):
+                    raise ToolError(f"{display_path(ctx, target)} can no longer be written "
+                                    "through the editor (a command started meanwhile); "
+                                    "nothing of the patch was applied. Call it again.")
                 written.append((target, old))
             local.commit()
         except (ToolError, EditorError):
@@ -236,14 +239,22 @@ def _write_all(ctx, changes):
 
 
 def _restore_editor(ctx, written):
-    """Put back what the editor wrote before a later write failed."""
+    """Put back what the editor wrote before a later write failed (through the same
+    checked paths: the editor for old text, a checked directory fd for a new file)."""
+    from term2acp.tools.atomic import open_dirs
+
     for target, old in reversed(written):
         try:
             if old is None:
-                os.unlink(target)
+                parent, name = os.path.split(target)
+                dfd = open_dirs(ctx, parent)
+                try:
+                    os.unlink(name, dir_fd=dfd)
+                finally:
+                    os.close(dfd)
             else:
-                ctx.editor.write_text(target, old)
-        except (OSError, EditorError):
+                ctx.write_via_editor(target, old, False)
+        except (OSError, ToolError):
             pass  # the failure being raised names the patch as not applied; best effort here
 
 

@@ -133,8 +133,7 @@ class ToolContext:
 
     def editor_writes(self, real):
         """True when :meth:`write_via_editor` would write ``real`` through the editor."""
-        editor = self.editor
-        return editor is not None and editor.can_write and self._inside(real)
+        return self._delegates(real, lambda editor: editor.can_write)
 
     def write_via_editor(self, real, text, exclusive, seen=None):
         """Write ``text`` through the editor (ACP ``fs/write_text_file``) so it shows and

@@ -18,7 +18,7 @@ import os
 import secrets
 import stat
 
-from term2acp.tools.atomic import _open_dirs, _unlink_quietly, _why, _write_new
+from term2acp.tools.atomic import _unlink_quietly, _why, _write_new, open_dirs
 from term2acp.tools.base import ToolError, changed_since_read, identity
 from term2acp.tools.paths import display_path
 
@@ -34,7 +34,7 @@ class _Change:
         self.ctx, self.real, self.seen = ctx, real, seen
         self.data = data  # None: a deletion
         parent, self.name = os.path.split(real)
-        self.dfd = _open_dirs(ctx, parent)
+        self.dfd = open_dirs(ctx, parent)
         self.tmp = self.backup = None
         self.done = False
 
