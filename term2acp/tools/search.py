@@ -9,13 +9,13 @@ which never backtracks; grep searches a file in bounded slices
 yields to the hub between them and bounds the whole search in time.
 
 Why our own walker and not the ripgrep wheel (``bench/search`` measures both on a
-100,000-file tree): ripgrep is one to two orders of magnitude faster, but it reads files
-by path, so the time-of-use guarantee (a directory swapped for a symlink mid-search is
-never entered) would hold only inside a sandbox built per search around exactly the
-searched tree, the credential masks and the ancestors' .gitignore files; that costs a
-bubblewrap start per call, needs bubblewrap (grep works without it), and gives ignore
-rules that differ from glob's and list_directory's. The searches models make are
-bounded by head_limit and stop early; the walk is kept lean instead.
+100,000-file tree): ripgrep scans a whole tree faster, but not by an order of magnitude
+here, and it reads files by path, so the time-of-use guarantee (a directory swapped for a
+symlink mid-search is never entered) would hold only inside a sandbox built per search
+around exactly the searched tree, the credential masks and the ancestors' .gitignore
+files; that needs bubblewrap (grep works without it), a process per call, and gives
+ignore rules that differ from glob's and list_directory's. The searches models make are
+bounded by head_limit and stop early, where the walker answers in milliseconds.
 """
 
 import os
