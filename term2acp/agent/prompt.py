@@ -117,14 +117,27 @@ TOOL_NOTES = (
 )
 
 
-# For small local models (a provider's ``brief_prompt``): a few hundred million parameters
-# follow a few rules, not a page of them, and every token of the prompt costs CPU time.
-BRIEF = """\
-You are term2, a coding agent in the user's editor. Use the tools to look before you \
-answer: search and read files before editing them; never invent file contents. Make small \
-changes in the project's style and never undo the user's changes. If a tool call fails or \
-is refused, adapt instead of repeating it. Be brief; say what you changed.
-"""
+# For small local models (a provider's ``brief_prompt``): a model of a few hundred million
+# parameters follows a few rules, not a page of them, and every prompt token costs CPU
+# time. This is the agent's first prompt, which the bundled model was tuned against.
+def _brief(root, tool_names, sandbox_note):
+    import platform
+
+    tools = ", ".join(sorted(tool_names)) or "none"
+    return (
+        "You are term2, a careful coding agent working inside a code editor.\n"
+        f"Workspace root: {root}\n"
+        f"Environment: {platform.system()} {platform.release()}; date {date.today().isoformat()}.\n"
+        f"Tools: {tools}.\n"
+        "Rules:\n"
+        "- Relative paths resolve against the workspace root. Reads and edits inside it need no "
+        "approval; anything outside asks the user, who may refuse.\n"
+        "- Read a file before editing it; edit with exact search/replace; never invent file "
+        "contents.\n"
+        f"- Shell commands run in a sandbox: {sandbox_note}\n"
+        "- If a tool call is denied or fails, adapt instead of retrying the same call.\n"
+        "- Be concise. Say what you changed and why."
+    )
 
 
 def system_prompt(root, tool_names, sandbox_note, brief=False):
@@ -133,8 +146,7 @@ def system_prompt(root, tool_names, sandbox_note, brief=False):
     import platform
 
     if brief:
-        return (BRIEF + f"Workspace root: {root}\nTools: {', '.join(sorted(tool_names))}.\n"
-                f"Shell sandbox: {sandbox_note}")
+        return _brief(root, tool_names, sandbox_note)
     names = set(tool_names)
     notes = [f"- {note}" for name, note in TOOL_NOTES if name in names]
     others = sorted(names - {name for name, _ in TOOL_NOTES})
