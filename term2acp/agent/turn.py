@@ -293,8 +293,8 @@ class Turn:
         """Run a prepared (and, if it asked, allowed) call; its settled ToolResult."""
         session, tool, args, ctx, plan = self.session, ready.tool, ready.args, ready.ctx, ready.plan
         self._report(record, "in_progress")
-        if session.stopping:  # cancel/close arrived after the approval (or while reporting)
-            self._finish(record, ToolResult(approvals.CANCELLED, is_error=True))
+        if session.stopping:  # cancel/close arrived after the approval (or while reporting):
+            self._report(record, "cancelled")  # it never ran (the model hears "Not run")
             self._abort(approvals.CANCELLED)
         # No commit here: the store holds no transaction between its thread's trips, and
         # the protocol writer's barrier commits what the in_progress update reports before
