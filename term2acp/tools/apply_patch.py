@@ -85,6 +85,7 @@ class PatchPlan(Plan):
 class ApplyPatchTool(Tool):
     name = "apply_patch"
     kind = "edit"  # writes files (side effect: changes the workspace, never runs anything)
+    records_writes = True  # every file goes through ctx.before_write (tools/changeset.py)
     Params = ApplyPatchParams
     description = (
         "Add, update, delete and move files with one patch. Use it for multi-line changes, "

@@ -129,6 +129,8 @@ class ChangeSet:
         change.stage()
 
     def commit(self):
+        for change in self.changes:  # the turn's checkpoint: what each file is now (/undo)
+            self.ctx.before_write(change.real)
         done = []
         try:
             for change in self.changes:

@@ -191,3 +191,40 @@ def test_undo_says_shell_changes_outside_git_were_not_recorded(acp_agent, acp_wo
     report = said(updates)
     assert "not a git repository" in report and "Not restored" in report, report
     assert os.path.exists(f"{acp_workspace}/made-by-shell.txt")  # said, not silently skipped
+
+
+PATCH = """*** Begin Patch
+*** Update File: a.txt
+@@
+ one
+-two
++TWO
+*** Add File: added.txt
++new file
+*** Delete File: gone.txt
+*** Update File: old.txt
+*** Move to: moved.txt
+@@
+-keep
++kept
+*** End Patch"""
+
+
+@pytest.mark.parametrize("protocol", [2, 1])
+def test_undo_puts_back_what_apply_patch_changed(acp_agent, acp_workspace, srv, protocol):
+    root = acp_workspace
+    write(f"{root}/a.txt", "one\ntwo\n")
+    write(f"{root}/gone.txt", "bye\n")
+    write(f"{root}/old.txt", "keep\n")
+    srv.enqueue(calls(("apply_patch", {"input": PATCH})), text("Patched."))
+    agent = agent_on(acp_agent, srv, protocol)
+    sid = agent.new_session(root)
+    agent.prompt(sid, "patch it", timeout=30)
+    assert read(f"{root}/a.txt") == "one\nTWO\n" and read(f"{root}/added.txt") == "new file\n"
+    assert read(f"{root}/moved.txt") == "kept\n"
+    assert not os.path.exists(f"{root}/gone.txt") and not os.path.exists(f"{root}/old.txt")
+
+    _, updates, _ = agent.prompt(sid, "/undo", timeout=30)
+    assert read(f"{root}/a.txt") == "one\ntwo\n", said(updates)
+    assert read(f"{root}/gone.txt") == "bye\n" and read(f"{root}/old.txt") == "keep\n"
+    assert not os.path.exists(f"{root}/added.txt") and not os.path.exists(f"{root}/moved.txt")
