@@ -8,7 +8,8 @@ mode. Broken TOML is reported with its line and column.
 To add a key:
 
 1. one field in the section's schema below (``ConfigSchema`` for top-level keys, or
-   ``ShellSchema``, ``SandboxSchema``, ``McpSchema``, ``ProviderSchema``; a new ``[table]``
+   ``ShellSchema``, ``SandboxSchema``, ``McpSchema``, ``ProviderSchema`` (and
+   ``BuiltinProviderSchema`` when the built-in providers take it), ``PriceSchema``; a new ``[table]``
    is a new schema nested in ``ConfigSchema``), built with the field makers below so a
    wrong type is refused with a clear message;
 2. its default as an attribute of the same name on the settings object
@@ -156,29 +157,93 @@ class ProviderSchema(Section):
     connect_timeout = seconds()
     max_retries = count(minimum=0)
     headers = _StringTable()
+    api = text(("responses", "chat"))  # type openai (providers/openai.py)
+    prompt_cache_key = switch()  # type openai
+    prompt_cache = switch()  # type anthropic (providers/anthropic.py)
+    cache_ttl = text(("5m", "1h"))  # type anthropic
+
+
+class BuiltinProviderSchema(Section):
+    """``[providers.openai]`` / ``[providers.anthropic]``: options of a built-in provider
+    (its key and URL come from the environment)."""
+
+    timeout = seconds()
+    connect_timeout = seconds()
+    max_retries = count(minimum=0)
+    headers = _StringTable()
+    api = text(("responses", "chat"))
+    prompt_cache_key = switch()
+    prompt_cache = switch()
+    cache_ttl = text(("5m", "1h"))
+
+
+ONLY_FOR = {"openai": ("prompt_cache", "cache_ttl"), "anthropic": ("api", "prompt_cache_key")}
+TUNABLE = ("openai", "anthropic")  # built-in providers a [providers.<name>] table tunes
 
 
 class _Providers(fields.Field):
-    """``[providers.<name>]`` tables; a built-in provider's name is refused, since the
-    table would replace that provider instead of configuring it."""
+    """``[providers.<name>]`` tables: a provider of its own, or the options of the
+    built-in ``openai`` / ``anthropic`` (the other built-in names are refused)."""
 
     schema = ProviderSchema()
+    builtin = BuiltinProviderSchema()
 
     def _deserialize(self, value, attr, data, **kwargs):
         if not isinstance(value, dict):
             raise ValidationError("must be tables: [providers.<name>]")
         loaded, errors = {}, {}
         for name, table in value.items():
-            if name in BUILTIN_PROVIDERS:
+            if name in BUILTIN_PROVIDERS and name not in TUNABLE:
                 errors[name] = [f'"{name}" is a built-in provider (set it up with its '
                                 "environment variables); give this one another name"]
             elif not isinstance(table, dict):
                 errors[name] = ["must be a table: [providers.<name>]"]
             else:
                 try:
-                    loaded[name] = self.schema.load(table)
+                    loaded[name] = (self.builtin if name in TUNABLE else self.schema).load(table)
                 except ValidationError as exc:
                     errors[name] = exc.messages
+                    continue
+                kind = name if name in TUNABLE else loaded[name].get("type", "openai")
+                wrong = [key for key in ONLY_FOR[kind] if key in loaded[name]]
+                if wrong:
+                    errors[name] = {key: [f"applies to type {'anthropic' if kind == 'openai' else 'openai'} "
+                                          "providers only"] for key in wrong}
+        if errors:
+            raise ValidationError(errors)
+        return loaded
+
+
+class PriceSchema(Section):
+    """``[prices."<model>"]``: USD per million tokens (providers/prices.py)."""
+
+    input = Typed((int, float), "a number", convert=float, required=True,
+                  validate=validate.Range(min=0, error="must be at least 0"))
+    output = Typed((int, float), "a number", convert=float, required=True,
+                   validate=validate.Range(min=0, error="must be at least 0"))
+    cache_read = Typed((int, float), "a number", convert=float,
+                       validate=validate.Range(min=0, error="must be at least 0"))
+    cache_write = Typed((int, float), "a number", convert=float,
+                        validate=validate.Range(min=0, error="must be at least 0"))
+
+
+class _Prices(_Providers):
+    """``[prices."<model>"]`` tables, one a model id (a ``_Providers`` for problems())."""
+
+    schema = PriceSchema()
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if not isinstance(value, dict):
+            raise ValidationError('must be tables: [prices."<model>"]')
+        loaded, errors = {}, {}
+        for name, table in value.items():
+            if not isinstance(table, dict):
+                errors[name] = ['must be a table: [prices."<model>"]']
+                continue
+            try:
+                loaded[name] = self.schema.load(table)
+            except ValidationError as exc:
+                errors[name] = exc.messages
         if errors:
             raise ValidationError(errors)
         return loaded
@@ -206,6 +271,7 @@ class ConfigSchema(Section):
     sandbox = fields.Nested(SandboxSchema)
     mcp = fields.Nested(McpSchema)
     providers = _Providers()
+    prices = _Prices()
 
     @post_load
     def _no_timeout(self, data, **kwargs):
@@ -251,8 +317,10 @@ def problems(messages, schema=SCHEMA, prefix=""):
                 yield from problems(value, field.schema, name + ".")
             elif isinstance(field, _Providers):
                 for provider, errors in sorted(value.items()):
+                    table = field.builtin if provider in TUNABLE and key == "providers" \
+                        else field.schema
                     if isinstance(errors, dict):
-                        yield from problems(errors, field.schema, f"{name}.{provider}.")
+                        yield from problems(errors, table, f"{name}.{provider}.")
                     else:
                         yield from ((f"{name}.{provider}", m) for m in errors)
             else:

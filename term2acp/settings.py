@@ -94,6 +94,7 @@ class Settings:
         self.sandbox = SandboxSettings()
         self.mcp = McpSettings()
         self.providers = {}  # name -> dict from the config file
+        self.prices = {}  # model id -> {input, output, cache_read, cache_write} (USD / Mtok)
         self.env = dict(env or {})
 
     @classmethod
@@ -122,7 +123,7 @@ class Settings:
         except ConfigError as exc:
             raise SettingsError(str(exc)) from None
         for key, value in (data or {}).items():
-            if key == "providers" or not isinstance(value, dict):
+            if key in ("providers", "prices") or not isinstance(value, dict):
                 setattr(self, key, value)
             else:  # a [section]: its keys replace the section object's defaults
                 section = getattr(self, key)

@@ -106,6 +106,8 @@ def _state(e):
             usage["thoughtTokens"] = tokens["thought"]
         if tokens.get("cached"):
             usage["cachedReadTokens"] = tokens["cached"]
+        if tokens.get("cache_write"):
+            usage["cachedWriteTokens"] = tokens["cache_write"]
         update["usage"] = usage
     if failed:
         update["_meta"] = {"term2": {"error": outcome.error or "unknown error"}}

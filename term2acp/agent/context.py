@@ -454,7 +454,8 @@ def _ask(session, provider, text, max_tokens, stats, window=None):
         budget = min(budget, max(max_tokens, window - estimate(SUMMARY_SYSTEM, messages) - 64))
     request = pb.ModelRequest(model=session.model, system=SUMMARY_SYSTEM, messages=messages,
                               tools=[], effort=getattr(session, "effort", "default"),
-                              max_output_tokens=budget, purpose="compaction")
+                              max_output_tokens=budget, purpose="compaction",
+                              cache_key=getattr(session, "id", None))
     parts = []
     stats[0] += 1
     for item in provider.stream(request):

@@ -2,7 +2,7 @@
 
 * ``read-only``: no writes and no commands. Calls of tools that could change anything
   (every kind but read, search, think and fetch) are refused without asking, and the
-  model is told so in its instructions.
+  model is told so (a context note, agent/notes.py).
 * ``plan``: the same refusals, every fetch asks first, and the model has one more tool
   (``finish_plan``, ``tools/plan.py``) that asks the user to start the work: "start,
   auto", "start, ask for every change" or "keep planning"; starting switches the mode
@@ -42,27 +42,8 @@ PLAN_REFUSAL = (
     "commands) is not allowed yet. Keep reading and planning; when the plan is ready, call "
     "finish_plan so the user can start the work.")
 
-_NOTES = {
-    PLAN: ("\n\nThe session is in PLAN mode: read and search to understand the task, keep "
-           "the steps with update_plan, and do not create or edit files or run commands "
-           "(such calls are refused). When the plan is ready, call finish_plan with a short "
-           "summary: the user then chooses to start the work (and the mode) or to keep "
-           "planning."),
-    READ_ONLY: ("\n\nThe session is in READ-ONLY mode: you may read and search files, but "
-                "you must not create or edit files or run commands (such calls are refused). "
-                "Describe the changes you would make instead."),
-    ASK: ("\n\nThe session is in ASK mode: the user approves every file change and every "
-          "command before it runs."),
-}
-
-
 def normal(mode):
     return mode if mode in MODE_IDS else AUTO
-
-
-def system_note(mode):
-    """What the model is told about the mode (appended to the system prompt)."""
-    return _NOTES.get(mode, "")
 
 
 def changes_things(tool):

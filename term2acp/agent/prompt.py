@@ -140,11 +140,12 @@ def _brief(root, tool_names, sandbox_note):
     )
 
 
-def system_prompt(root, tool_names, sandbox_note, brief=False):
-    """The system prompt of a session with the tools ``tool_names`` (stable parts first;
-    the per-session facts last); ``brief`` for small local models."""
-    import platform
-
+def system_prompt(tool_names, brief=False, root="", sandbox_note=""):
+    """The system prompt of a session with the tools ``tool_names``: the same text for
+    every request of a session (and every session with those tools), so a prompt cache
+    keeps it; the workspace, the platform, the date, the mode, the sandbox's state and
+    AGENTS.md reach the model as context notes (agent/notes.py). ``brief`` for small
+    local models (in process, no prompt cache to keep: the prompt they were tuned on)."""
     if brief:
         return _brief(root, tool_names, sandbox_note)
     names = set(tool_names)
@@ -159,8 +160,7 @@ def system_prompt(root, tool_names, sandbox_note, brief=False):
         + "\n- Paths are relative to the workspace root. Reads and edits inside it need no "
           "approval; anything outside it asks the user, who may refuse. Credential files "
           "(.env, ~/.ssh, ...) always ask.\n"
-        + f"\n# This session\nWorkspace root: {root}\n"
-        f"Environment: {platform.system()} {platform.release()}; date "
-        f"{date.today().isoformat()}.\n"
-        f"Shell sandbox: {sandbox_note}"
+        + "\nThe workspace root, the platform, today's date, the session's mode and the shell "
+          "sandbox's state are in the <context> notes of the conversation; a later note "
+          "replaces an earlier one."
     )

@@ -19,9 +19,9 @@ import logging
 import gevent
 from gevent.lock import Semaphore
 
-from term2acp.agent import commands, modes
+from term2acp.agent import commands, modes, notes
 from term2acp.agent.rounds import CallRecord, Ready, run_round
-from term2acp.agent.context import ContextGuard
+from term2acp.agent.context import ContextGuard, model_messages
 from term2acp.agent.prompt import scrub_text
 from term2acp.core import approvals
 from term2acp.core import events as ev
@@ -78,6 +78,10 @@ class Turn:
         message = {"role": "user", "content": user_text}
         if getattr(user_text, "images", None):  # agent/content.py: images for the model
             message["images"] = list(user_text.images)
+        note = notes.pending(self.session)  # what changed since the last request, first
+        if note is not None:
+            message["content"] = f"{note['content']}\n\n{user_text}"
+            message["notes"] = note["notes"]
         self.session.append_history(message)
         for _ in range(self.settings.max_turn_requests):
             stop, calls = self._model_round()
@@ -112,16 +116,19 @@ class Turn:
     def _model_round(self):
         session = self.session
         mode = getattr(session, "mode", None)
-        request = pb.ModelRequest(model=session.model,
-                                  system=self.system + modes.system_note(getattr(session, "mode", None)),
-                                  messages=[],
+        request = pb.ModelRequest(model=session.model, system=self.system, messages=[],
                                   tools=[tool.spec() for tool in self.tools.values()
                                          if getattr(tool, "modes", None) is None
                                          or mode in tool.modes],  # modes.offered, inlined
-                                  effort=session.effort)
+                                  effort=session.effort, cache_key=session.id)
+        # A mode switch or a new day during the turn, or notes a compaction folded away:
+        # a note message where it happened (the prompt's own note is in its message).
+        notes.add_pending(session)
         request.messages = self.context.messages(request.system)
+        if notes.add_pending(session) is not None:
+            request.messages = model_messages(session.history)
         message_id, thought_id = new_id("msg"), new_id("thought")
-        text, thought, calls, stop = [], [], [], None
+        text, thought, calls, stop, replay = [], [], [], None, None
         # What was written so far (the user message, a tool's result) goes to the store
         # thread without waiting: its trip overlaps the request to the model. The thread
         # commits it in a transaction of its own, so none stays open while the model
@@ -143,6 +150,8 @@ class Turn:
                     calls.append(item)
                 elif kind is pb.Usage:
                     self._usage(item)
+                elif kind is pb.Replay:
+                    replay = {"kind": item.kind, "items": item.items}
                 elif kind is pb.Stop:
                     stop = item.reason
         finally:
@@ -151,6 +160,8 @@ class Turn:
                        "thought": scrub_text("".join(thought)) or None,
                        "tool_calls": [{"id": c.call_id, "name": c.name,
                                        "arguments": _bounded(c.arguments)} for c in calls]}
+            if replay is not None:
+                message["replay"] = replay
             if text or thought or calls:
                 session.append_history(message)
             records = []
@@ -177,14 +188,22 @@ class Turn:
             yield from items
 
     def _usage(self, usage):
-        counts = (usage.input_tokens, usage.output_tokens, usage.thought_tokens, usage.cached_tokens)
-        self.tokens = [a + b for a, b in zip(self.tokens or (0, 0, 0, 0), counts)]
-        if usage.cost_usd is not None:
-            self.cost += float(usage.cost_usd)
+        counts = (usage.input_tokens, usage.output_tokens, usage.thought_tokens,
+                  usage.cached_tokens, usage.cache_write_tokens)
+        self.tokens = [a + b for a, b in zip(self.tokens or (0,) * 5, counts)]
+        amount = usage.cost_usd
+        if amount is None:  # priced from the table (providers/prices.py) when it knows
+            from term2acp.providers import prices
+
+            cache = getattr(self.provider, "cache", None)
+            amount = prices.cost(self.session.model, usage, getattr(self.settings, "prices", None),
+                                 long_cache=isinstance(cache, dict) and cache.get("ttl") == "1h")
+        if amount is not None:
+            self.cost += float(amount)
         size = self.context.window()  # learned, configured, catalog or provider (context.py)
         if size:
-            cost = {"amount": round(self.session.cost + self.cost, 6), "currency": "USD"} \
-                if (self.session.cost + self.cost) else None
+            total = self.session.cost + self.cost
+            cost = {"amount": round(total, 6), "currency": "USD"} if total else None
             used = usage.input_tokens + usage.output_tokens
             self.session.emit(ev.UsageReported(used=used, size=size, cost=cost))
 

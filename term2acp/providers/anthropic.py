@@ -5,26 +5,34 @@ proxies, TLS and timeouts live there) and decodes the SSE events here: text, thi
 signature deltas, ``tool_use`` blocks with ``input_json`` deltas, usage, error events.
 
 Extended thinking: when thinking is on, the API requires the assistant turn that made the
-tool calls being answered to be resent with its signed thinking blocks. The neutral
-history keeps thought text only, so the provider remembers the signed blocks of its own
-recent tool-calling turns (keyed by the first tool call id) and re-attaches them; when
-they are unknown (e.g. after a restart), thinking is switched off for that request.
+tool calls being answered to be resent with its signed thinking blocks. They come out of
+the stream as a :class:`~term2acp.providers.base.Replay` the turn stores with the
+assistant message, and go back in front of that message's blocks, byte for byte, in every
+later request (also after a restart); when they are missing (a history from before they
+were stored, or from another provider), thinking is switched off for that request.
+
+Prompt caching: ``cache_control`` breakpoints on the last tool (the tool list), on the
+system prompt, and on the last block of the latest two user turns (the rolling one: the
+latest is written, the one before is what the previous request wrote, read back even
+when a round of parallel tool calls put more than the server's 20-block look-back in
+between). Four in all, the API's limit. ``cache_ttl = "1h"`` asks for the longer-lived
+cache (written at twice the input price instead of 1.25 times).
 """
 
-import collections
 import json
 import logging
 
 from term2acp.providers.base import (
     Provider,
     ProviderError,
+    Replay,
     Stop,
     TextDelta,
     ThoughtDelta,
     ToolCall,
     Usage,
 )
-from term2acp.providers.errors import MalformedResponse
+from term2acp.providers.errors import MalformedResponse, ProviderNotConfigured
 from term2acp.providers.http import HTTPClient
 from term2acp.providers.openai import resolve_credentials, sse_json
 
@@ -36,21 +44,22 @@ THINKING_BUDGETS = {"low": 1024, "medium": 4096, "high": 16384, "xhigh": 32000}
 STOP_REASONS = {"end_turn": "end_turn", "stop_sequence": "end_turn", "pause_turn": "end_turn",
                 "tool_use": "tool_use", "max_tokens": "max_tokens",
                 "model_context_window_exceeded": "max_tokens", "refusal": "refusal"}
-SIGNED_TURNS_KEPT = 256
+REPLAY_KIND = "anthropic"
+CACHE_TTLS = ("5m", "1h")
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
 
 
 # ---------------------------------------------------------------- request building
-def anthropic_messages(messages, signed=None):
-    """Neutral history -> Messages API turns; ``signed`` maps a call id to thinking blocks."""
+def anthropic_messages(messages, signed=False):
+    """Neutral history -> Messages API turns; ``signed``: with the stored thinking blocks."""
     out = []
     for message in messages:
         role = message["role"]
         if role == "user":
             _append(out, "user", _image_blocks(message) + _user_blocks(message["content"]))
         elif role == "assistant":
-            _append(out, "assistant", _assistant_blocks(message, signed or {}))
+            _append(out, "assistant", _assistant_blocks(message, signed))
         elif role == "tool":
             block = {"type": "tool_result", "tool_use_id": message["tool_call_id"],
                      "is_error": bool(message.get("is_error"))}
@@ -89,13 +98,20 @@ def _user_blocks(content):
 
 def _assistant_blocks(message, signed):
     calls = message.get("tool_calls") or []
-    blocks = list(signed.get(calls[0]["id"], ())) if calls else []
+    blocks = list(_signed(message)) if signed else []
     if message.get("content"):
         blocks.append({"type": "text", "text": message["content"]})
     for call in calls:
         blocks.append({"type": "tool_use", "id": call["id"], "name": call["name"],
                        "input": _tool_input(call.get("arguments"))})
     return blocks
+
+
+def _signed(message):
+    replay = message.get("replay")
+    if isinstance(replay, dict) and replay.get("kind") == REPLAY_KIND:
+        return [b for b in replay.get("items") or () if isinstance(b, dict)]
+    return []
 
 
 def _tool_input(arguments):
@@ -123,29 +139,44 @@ def token_plan(request):
     return max_tokens, budget if budget and budget >= MIN_THINKING_BUDGET else None
 
 
-def _awaits_unsigned_results(messages, signed):
-    """True when the latest assistant turn made tool calls we hold no signed thinking for."""
+def _awaits_unsigned_results(messages):
+    """True when the latest assistant turn made tool calls without signed thinking."""
     for message in reversed(messages):
         if message["role"] == "assistant":
-            calls = message.get("tool_calls") or []
-            return bool(calls) and calls[0]["id"] not in signed
+            return bool(message.get("tool_calls")) and not _signed(message)
     return False
 
 
-def message_params(request, signed):
+def message_params(request, cache=None):
+    """The request body; ``cache``: the ``cache_control`` value, None for no breakpoints."""
     max_tokens, budget = token_plan(request)
-    if budget and _awaits_unsigned_results(request.messages, signed):
+    if budget and _awaits_unsigned_results(request.messages):
         log.info("thinking off for this request: no signed thinking for the pending tool calls")
         budget = None
     params = {"model": request.model, "max_tokens": max_tokens, "stream": True,
-              "messages": anthropic_messages(request.messages, signed if budget else None)}
+              "messages": anthropic_messages(request.messages, signed=bool(budget))}
     if request.system:
-        params["system"] = request.system
+        params["system"] = [{"type": "text", "text": request.system}]
     if request.tools:
         params["tools"] = anthropic_tools(request.tools)
     if budget:
         params["thinking"] = {"type": "enabled", "budget_tokens": budget}
+    if cache is not None:
+        mark_breakpoints(params, cache)
     return params
+
+
+def mark_breakpoints(params, cache):
+    """Put ``cache`` on the tool list, the system prompt and the latest two user turns."""
+    marked = []
+    if params.get("tools"):
+        marked.append((params["tools"], len(params["tools"]) - 1))
+    if params.get("system"):
+        marked.append((params["system"], 0))
+    users = [m for m in params["messages"] if m["role"] == "user"][-2:]
+    marked += [(m["content"], len(m["content"]) - 1) for m in users if m["content"]]
+    for blocks, index in marked[-4:]:
+        blocks[index] = dict(blocks[index], cache_control=cache)  # a copy: never the history's
 
 
 # ---------------------------------------------------------------- stream decoding
@@ -225,6 +256,9 @@ class MessageStreamState:
     def finish_events(self, name, calls):
         if self.stop is None:
             raise ProviderError(f"{name}: the stream ended before the model finished")
+        thinking = self.signed_thinking()
+        if thinking:
+            yield Replay(REPLAY_KIND, thinking)
         yield from calls
         if self.usage:
             yield self._usage_event()
@@ -233,12 +267,15 @@ class MessageStreamState:
 
     def _usage_event(self):
         """``input_tokens`` counts the whole prompt (cache reads and writes included), as
-        OpenAI's ``prompt_tokens`` does; ``cached_tokens`` is the cache-read part."""
+        OpenAI's ``prompt_tokens`` does; ``cached_tokens`` is the cache-read part,
+        ``cache_write_tokens`` the part written to the cache."""
         count = {key: value or 0 for key, value in self.usage.items()}
         cached = count.get("cache_read_input_tokens", 0)
-        prompt = count.get("input_tokens", 0) + cached + count.get("cache_creation_input_tokens", 0)
+        written = count.get("cache_creation_input_tokens", 0)
+        prompt = count.get("input_tokens", 0) + cached + written
         return Usage(input_tokens=prompt, output_tokens=count.get("output_tokens", 0),
-                     thought_tokens=count.get("thinking_tokens", 0), cached_tokens=cached)
+                     thought_tokens=count.get("thinking_tokens", 0), cached_tokens=cached,
+                     cache_write_tokens=written)
 
 
 # ---------------------------------------------------------------- the provider
@@ -246,19 +283,31 @@ class AnthropicProvider(Provider):
     name = "anthropic"
 
     def __init__(self, name="anthropic", api_key=None, base_url=None, timeout=600.0,
-                 max_retries=2, headers=None, connect_timeout=15.0):
+                 max_retries=2, headers=None, connect_timeout=15.0, prompt_cache=True,
+                 cache_ttl=None):
         self.name = name
         self.base_url, self._api_key, self._key_hint = resolve_credentials(
             name, "anthropic", api_key, base_url, "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL")
-        self._signed = collections.OrderedDict()  # first tool call id -> thinking blocks
+        if cache_ttl not in (None, *CACHE_TTLS):
+            raise ProviderNotConfigured(f"{name}: cache_ttl must be one of "
+                                        f"{', '.join(CACHE_TTLS)}, not {cache_ttl!r}")
+        self.cache = None
+        if prompt_cache:
+            self.cache = {"type": "ephemeral", **({"ttl": cache_ttl} if cache_ttl == "1h" else {})}
         extra = {"x-api-key": self._api_key, "anthropic-version": API_VERSION,
                  **(headers or {})}
         self._client = HTTPClient(self.base_url or DEFAULT_BASE_URL, extra, name,
                                   self._key_hint, self._api_key, connect_timeout=connect_timeout,
                                   read_timeout=timeout, max_retries=max_retries)
 
+    def list_models(self, timeout=10.0):
+        """Model ids the server lists at ``/v1/models`` (the model picker)."""
+        body = self._client.get_json("/v1/models?limit=1000", timeout)
+        data = body.get("data") if isinstance(body, dict) else None
+        return [m["id"] for m in data or () if isinstance(m, dict) and isinstance(m.get("id"), str)]
+
     def stream(self, request):
-        params = message_params(request, self._signed)
+        params = message_params(request, self.cache)
         client, state, response = self._client, MessageStreamState(), None
         try:
             response = yield from client.stream("/v1/messages", params)
@@ -269,15 +318,7 @@ class AnthropicProvider(Provider):
                 if event.get("type") == "error":
                     raise client.status_error(200, event, "the server reported an error")
                 yield from state.feed(event)
-            calls = state.tool_calls()
-            self._remember(calls, state.signed_thinking())
-            yield from state.finish_events(self.name, calls)
+            yield from state.finish_events(self.name, state.tool_calls())
         finally:
             if response is not None:
                 response.close()
-
-    def _remember(self, calls, thinking):
-        if calls and thinking:
-            self._signed[calls[0].call_id] = thinking
-            while len(self._signed) > SIGNED_TURNS_KEPT:
-                self._signed.popitem(last=False)

@@ -4,7 +4,8 @@ Conversation messages are provider-neutral dicts:
 
 * ``{"role": "user", "content": str}``
 * ``{"role": "assistant", "content": str, "thought": str | None,
-  "tool_calls": [{"id": str, "name": str, "arguments": str}]}``  (arguments: raw JSON text)
+  "tool_calls": [{"id": str, "name": str, "arguments": str}]}``  (arguments: raw JSON text;
+  optional ``replay``: see :class:`Replay`)
 * ``{"role": "tool", "tool_call_id": str, "name": str, "content": str, "is_error": bool}``
 
 ``Provider.stream(request)`` is a generator of the event dataclasses below, ending with
@@ -78,9 +79,22 @@ class ToolCall(_Record):
 
 
 class Usage(_Record):
-    __slots__ = ("input_tokens", "output_tokens", "thought_tokens", "cached_tokens", "cost_usd")
+    # input_tokens: the whole prompt, cache reads (cached_tokens) and writes
+    # (cache_write_tokens) included; cost_usd: float | None, when the server says it
+    __slots__ = ("input_tokens", "output_tokens", "thought_tokens", "cached_tokens", "cost_usd",
+                 "cache_write_tokens")
     _defaults = {"input_tokens": 0, "output_tokens": 0, "thought_tokens": 0, "cached_tokens": 0,
-                 "cost_usd": None}  # cost_usd: float | None
+                 "cost_usd": None, "cache_write_tokens": 0}
+
+
+class Replay(_Record):
+    """Provider state the model must get back with this answer in later requests, as it
+    was sent (Anthropic's signed thinking blocks, OpenAI's encrypted reasoning items).
+    The turn keeps it in the assistant message (``replay``: ``{"kind", "items"}``), so
+    it is stored and a resumed session sends the same bytes; a provider uses only
+    items of its own ``kind``."""
+
+    __slots__ = ("kind", "items")
 
 
 class Retrying(_Record):
@@ -111,9 +125,12 @@ class Stop(_Record):
 class ModelRequest(_Record):
     # tools: [{"name", "description", "parameters"}]; effort: default none minimal low
     # medium high xhigh; purpose: "turn", or "compaction" for a summary request
-    # (agent/context.py)
-    __slots__ = ("model", "system", "messages", "tools", "effort", "max_output_tokens", "purpose")
-    _defaults = {"tools": list, "effort": "default", "max_output_tokens": None, "purpose": "turn"}
+    # (agent/context.py); cache_key: the session's id, for servers that route requests
+    # with a shared prefix to one cache by a key
+    __slots__ = ("model", "system", "messages", "tools", "effort", "max_output_tokens", "purpose",
+                 "cache_key")
+    _defaults = {"tools": list, "effort": "default", "max_output_tokens": None, "purpose": "turn",
+                 "cache_key": None}
 
 
 class Provider:

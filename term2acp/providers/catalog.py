@@ -1,14 +1,20 @@
 """The model catalog and non-interactive model resolution.
 
-Resolution never asks: ``--model`` must be an exact id (case-insensitive) or
-``<provider>/<model>``; zero matches or several are refused at start-up. A provider with
-a custom OpenAI-compatible base URL hosts arbitrary ids, which pass through as given.
-Provider SDKs are imported only when a provider instance is created.
+Resolution never asks. ``--model`` is an id or ``<provider>/<model>``; an id the catalog
+knows (case-insensitive) names its provider, and any other id passes through unchanged
+to the provider that can serve it: the one given with ``--provider`` or in the config
+file, an OpenAI-compatible server (``OPENAI_BASE_URL``), or the one whose naming the id
+follows (``claude-*``: Anthropic; ``gpt-*``, ``o3``...: OpenAI). The provider then accepts
+the id or fails the turn with its own message. The catalog supplies what it knows of a
+model (window, images, efforts) and family defaults for the rest; the model picker adds
+what the provider's models endpoint lists (sessions/options.py). Provider modules are
+imported only when a provider instance is created.
 """
 
 import importlib
 import importlib.util
 import os
+import re
 from typing import NamedTuple
 
 from term2acp.providers.errors import ProviderNotConfigured
@@ -29,9 +35,9 @@ class ModelInfo(NamedTuple):
 BUILTIN_PROVIDERS = {
     # id: (label, factory, default model, key variable)
     "openai": ("OpenAI or any OpenAI-compatible server (OPENAI_BASE_URL)",
-               "term2acp.providers.openai:OpenAIProvider", "gpt-4.1-mini", "OPENAI_API_KEY"),
+               "term2acp.providers.openai:OpenAIProvider", "gpt-5.2", "OPENAI_API_KEY"),
     "anthropic": ("Anthropic Messages API", "term2acp.providers.anthropic:AnthropicProvider",
-                  "claude-sonnet-4-5", "ANTHROPIC_API_KEY"),
+                  "claude-sonnet-5", "ANTHROPIC_API_KEY"),
     "local": ("GGUF model in process (xllamacpp, extra [local]; or llama-cpp-python)",
               "term2acp.providers.local:LocalProvider", "smollm2-135m-instruct", None),
     "scripted": ("scripted model turns from TERM2ACP_SCRIPT (tests, demos)",
@@ -39,6 +45,8 @@ BUILTIN_PROVIDERS = {
 }
 
 BUILTIN_MODELS = (
+    ModelInfo("gpt-5.2", "openai", 400_000, True, True),
+    ModelInfo("gpt-5.1", "openai", 400_000, True, True),
     ModelInfo("gpt-4.1", "openai", 1_047_576, False, True),
     ModelInfo("gpt-4.1-mini", "openai", 1_047_576, False, True),
     ModelInfo("gpt-4o", "openai", 128_000, False, True),
@@ -46,12 +54,36 @@ BUILTIN_MODELS = (
     ModelInfo("o4-mini", "openai", 200_000, True, True),
     ModelInfo("gpt-5", "openai", 400_000, True, True),
     ModelInfo("gpt-5-mini", "openai", 400_000, True, True),
+    ModelInfo("gpt-5-nano", "openai", 400_000, True, True),
+    ModelInfo("o3", "openai", 200_000, True, True),
+    ModelInfo("claude-sonnet-5", "anthropic", 1_000_000, True, True),
+    ModelInfo("claude-opus-5", "anthropic", 1_000_000, True, True),
+    ModelInfo("claude-opus-4-5", "anthropic", 200_000, True, True),
     ModelInfo("claude-sonnet-4-5", "anthropic", 200_000, True, True),
     ModelInfo("claude-opus-4-1", "anthropic", 200_000, True, True),
     ModelInfo("claude-haiku-4-5", "anthropic", 200_000, True, True),
     ModelInfo("smollm2-135m-instruct", "local", 8192),
     ModelInfo("scripted", "scripted", 128_000, True),
 )
+
+
+# An id the catalog does not know: the provider its naming follows, and what that family
+# of models generally has (window, reasoning, images); the window is learned from the
+# provider's overflow message when it is smaller (agent/context.py).
+FAMILIES = (
+    (re.compile(r"claude-"), "anthropic", 200_000, True, True),
+    (re.compile(r"gpt-4|chatgpt"), "openai", 128_000, False, True),
+    (re.compile(r"gpt-\d|o\d(-|$)|codex"), "openai", 400_000, True, True),
+)
+
+
+def family(model):
+    """``(provider, window, reasoning, images)`` of the family ``model`` belongs to."""
+    name = (model or "").lower()
+    for pattern, provider, window, reasoning, images in FAMILIES:
+        if pattern.match(name):
+            return provider, window, reasoning, images
+    return None
 
 
 class Catalog:
@@ -80,15 +112,12 @@ class Catalog:
         return rows
 
     def passthrough(self, provider):
-        """True when ``provider`` can host model ids the catalog does not know."""
-        if provider == "scripted":
-            return True
-        if provider in self.custom:
-            return True
-        return provider == "openai" and bool(self.env.get("OPENAI_BASE_URL"))
+        """True when ``provider`` can host model ids the catalog does not know (every
+        provider but the local one: its models are files)."""
+        return provider in self.custom or provider in ("scripted", "openai", "anthropic")
 
     def default_model(self, provider):
-        if provider in self.custom:
+        if provider in self.custom and provider not in BUILTIN_PROVIDERS:
             models = self.custom[provider].get("models") or []
             return models[0] if models else None
         return BUILTIN_PROVIDERS[provider][2]
@@ -106,7 +135,7 @@ class Catalog:
 
     def configured(self, provider):
         """A provider that could be used now (a key, a server, a script or the local model)."""
-        if provider in self.custom:
+        if provider in self.custom and provider not in BUILTIN_PROVIDERS:
             return True
         if provider == "local":
             return self.local_available()
@@ -146,12 +175,15 @@ class Catalog:
             return provider, model
         if provider is None and self._hosting() is not None:
             return self._hosting(), model  # an id the server knows, passed through unchanged
+        guessed = family(model) if provider is None else None
+        if guessed is not None:
+            return guessed[0], model  # a model newer than the catalog: the provider decides
         where = f" for provider {provider}" if provider else ""
         known = ", ".join(sorted(m.id for m in self.models
                                  if provider is None or m.provider == provider))
-        raise CatalogError(f'No models match "{model}"{where}. Known models: {known}. An '
-                           "OpenAI-compatible server (OPENAI_BASE_URL) accepts any id with "
-                           "--provider openai.")
+        raise CatalogError(f'No models match "{model}"{where}, and its provider cannot be '
+                           f"told from its name: pass --provider (openai, anthropic or one "
+                           f"of the config file). Known models: {known}.")
 
     def _default(self):
         if self.settings.provider or self.settings.model:
@@ -187,8 +219,13 @@ class Catalog:
         found = next((m for m in self.models if m.provider == provider and m.id == model), None)
         if found is None:
             cfg = self.custom.get(provider) or {}
+            known = family(model) if provider in ("openai", "anthropic") else None
             found = ModelInfo(model, provider, cfg.get("context_window"), None,
                               cfg.get("images"))
+            if known is not None and known[0] == provider:
+                found = ModelInfo(model, provider, cfg.get("context_window") or known[1],
+                                  known[2], known[3] if cfg.get("images") is None
+                                  else cfg.get("images"))
         window = getattr(self.settings, "context_window", None)
         images = getattr(self.settings, "images", None)
         if window:
@@ -213,23 +250,35 @@ class Catalog:
             from term2acp.providers.scripted import ScriptedProvider
 
             return ScriptedProvider(self.settings.script or self.env.get("TERM2ACP_SCRIPT"))
-        if provider in self.custom:
-            cfg = self.custom[provider]
+        cfg = self.custom.get(provider) or {}
+        if provider in self.custom and provider not in BUILTIN_PROVIDERS:
             kind = cfg.get("type", "openai")
             factory = BUILTIN_PROVIDERS["anthropic" if kind == "anthropic" else "openai"][1]
             key_env = cfg.get("api_key_env")
             api_key = self.env.get(key_env) if key_env else cfg.get("api_key")
             # A loopback server without a key gets the provider's placeholder key.
             return _construct(factory, name=provider, api_key=api_key, base_url=cfg.get("base_url"),
-                              **_http_options(cfg))
+                              **_http_options(cfg), **_api_options(kind, cfg))
         if provider not in BUILTIN_PROVIDERS:
             raise ProviderNotConfigured(f'unknown provider "{provider}"')
         factory = BUILTIN_PROVIDERS[provider][1]
         if provider == "local":
             return _construct(factory, settings=self.settings)
+        # [providers.openai] / [providers.anthropic] tune the built-in ones
         prefix = provider.upper()
         return _construct(factory, name=provider, api_key=self.env.get(f"{prefix}_API_KEY"),
-                          base_url=self.env.get(f"{prefix}_BASE_URL"))
+                          base_url=self.env.get(f"{prefix}_BASE_URL"), **_http_options(cfg),
+                          **_api_options(provider, cfg))
+
+
+def _api_options(kind, cfg):
+    """A provider's API settings from its config section: Anthropic ``prompt_cache``
+    (breakpoints on, the default) and ``cache_ttl`` ("5m" or "1h"); OpenAI ``api``
+    ("responses" or "chat"; default: responses on the official endpoint, chat elsewhere)
+    and ``prompt_cache_key`` (send the session id as the cache key; default: on the
+    official endpoint only)."""
+    names = ("prompt_cache", "cache_ttl") if kind == "anthropic" else ("api", "prompt_cache_key")
+    return {name: cfg[name] for name in names if name in cfg}
 
 
 def _http_options(cfg):

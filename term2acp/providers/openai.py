@@ -1,9 +1,14 @@
-"""OpenAI Chat Completions provider; also serves any OpenAI-compatible server.
+"""OpenAI provider: the Responses API (``responses.py``) on the official endpoint, Chat
+Completions on any OpenAI-compatible server (``api = "responses" | "chat"`` in the
+provider's config section overrides either).
 
-It speaks the streaming API through :mod:`term2acp.providers.http` (no SDK: see that
-module for retries, proxies, TLS and timeouts) and decodes the SSE chunks here, including
-``tool_calls`` deltas and the usage chunk requested with ``stream_options``. A few helpers
-(credentials, the stream loop's error mapping) are shared with ``anthropic.py``.
+It speaks the streaming APIs through :mod:`term2acp.providers.http` (no SDK: see that
+module for retries, proxies, TLS and timeouts) and decodes the Chat Completions chunks
+here, including ``tool_calls`` deltas and the usage chunk requested with
+``stream_options``. ``prompt_cache_key`` (the session's id, so the server routes a
+session's requests to the machine that holds its cached prefix) goes to the official
+endpoint, and to another server when its config says ``prompt_cache_key = true``. A few
+helpers (credentials, the stream loop's error mapping) are shared with ``anthropic.py``.
 """
 
 import http.client
@@ -163,9 +168,11 @@ def chat_tools(tools):
         for t in tools]
 
 
-def chat_params(request, official):
+def chat_params(request, official, cache_key=None):
     params = {"model": request.model, "messages": chat_messages(request.system, request.messages),
               "stream": True, "stream_options": {"include_usage": True}}
+    if cache_key:
+        params["prompt_cache_key"] = cache_key
     if request.tools:
         params["tools"] = chat_tools(request.tools)
     if request.effort in EFFORTS:
@@ -259,13 +266,21 @@ def _usage(usage):
 # ---------------------------------------------------------------- the provider
 class OpenAIProvider(Provider):
     name = "openai"
+    APIS = ("responses", "chat")
 
     def __init__(self, name="openai", api_key=None, base_url=None, timeout=600.0, max_retries=2,
-                 headers=None, connect_timeout=15.0):
+                 headers=None, connect_timeout=15.0, api=None, prompt_cache_key=None):
         self.name = name
         self.base_url, self._api_key, self._key_hint = resolve_credentials(
             name, "openai", api_key, base_url, "OPENAI_API_KEY", "OPENAI_BASE_URL")
         self._host = host_of(self.base_url, "api.openai.com")
+        official = is_official(self._host)
+        if api not in (None, *self.APIS):
+            raise ProviderNotConfigured(f'{name}: api must be "responses" or "chat", not {api!r}')
+        self.api = api or ("responses" if official else "chat")
+        if prompt_cache_key is not None and not isinstance(prompt_cache_key, bool):
+            raise ProviderNotConfigured(f"{name}: prompt_cache_key must be true or false")
+        self.sends_cache_key = official if prompt_cache_key is None else prompt_cache_key
         extra = {"Authorization": f"Bearer {self._api_key}"}
         if name == "openai":  # the SDK's organization/project variables, still honoured
             for var, header in (("OPENAI_ORG_ID", "OpenAI-Organization"),
@@ -278,24 +293,59 @@ class OpenAIProvider(Provider):
                                   read_timeout=timeout, max_retries=max_retries)
 
     def list_models(self, timeout=10.0):
-        """Model ids the server lists at ``/models`` (the model picker; sessions/options.py)."""
+        """Model ids the server lists at ``/models`` (the model picker; sessions/options.py);
+        from the official endpoint only the chat models."""
         body = self._client.get_json("/models", timeout)
         data = body.get("data") if isinstance(body, dict) else None
-        return [m["id"] for m in data or () if isinstance(m, dict) and isinstance(m.get("id"), str)]
+        ids = [m["id"] for m in data or () if isinstance(m, dict) and isinstance(m.get("id"), str)]
+        return [i for i in ids if chat_model(i)] if is_official(self._host) else ids
 
     def stream(self, request):
-        params = chat_params(request, official=is_official(self._host))
-        client, state, response = self._client, ChatStreamState(), None
+        key = request.cache_key if self.sends_cache_key else None
+        if self.api == "responses":
+            return self._stream(request, "/responses", *self._responses(request, key))
+        params = chat_params(request, official=is_official(self._host), cache_key=key)
+        return self._stream(request, "/chat/completions", params, ChatStreamState())
+
+    @staticmethod
+    def _responses(request, key):
+        from term2acp.providers import responses
+        from term2acp.providers.catalog import family
+
+        params = responses.response_params(request, key)
+        known = family(request.model)
+        if request.effort in (None, "default") and known and known[2]:
+            responses.with_reasoning(params)
+        return params, responses.ResponseStreamState()
+
+    def _stream(self, request, path, params, state):
+        client, response = self._client, None
         try:
-            response = yield from client.stream("/chat/completions", params)
+            response = yield from client.stream(path, params)
             for chunk in sse_json(client, response, self.name):
                 if not isinstance(chunk, dict):
                     raise MalformedResponse(f"{self.name}: malformed response from "
                                             f"{client.target.netloc}: not a JSON object")
-                if chunk.get("error"):
+                if chunk.get("error") and chunk.get("type") != "response.failed" \
+                        or chunk.get("type") == "error":
                     raise client.status_error(200, chunk, "the server reported an error")
                 yield from state.feed(chunk)
+                if getattr(state, "status", None) == "failed":
+                    raise client.status_error(200, {"error": state.failure},
+                                              "the response failed")
             yield from state.finish_events(self.name)
         finally:
             if response is not None:
                 response.close()
+
+
+NOT_CHAT = ("audio", "realtime", "tts", "transcribe", "image", "embedding", "moderation",
+            "search", "dall-e", "whisper", "davinci", "babbage", "instruct")
+
+
+def chat_model(model_id):
+    """An official model id that can hold a conversation (the picker leaves out audio,
+    image, embedding... models the endpoint also lists)."""
+    name = model_id.lower()
+    return name.startswith(("gpt-", "o1", "o3", "o4", "chatgpt", "codex")) \
+        and not any(word in name for word in NOT_CHAT)

@@ -422,7 +422,7 @@ class SessionManager:
         return session.lifecycle.start(spawn, gate)
 
     def _run_turn(self, session, blocks, text):
-        from term2acp.agent import content, instructions
+        from term2acp.agent import content
         from term2acp.agent.prompt import system_prompt, title_from
         from term2acp.agent.turn import Turn, TurnCancelled, new_id
         from term2acp.mcp import session as mcp
@@ -448,11 +448,10 @@ class SessionManager:
                 tools = mcp.turn_tools(session, tools, new_id,
                                        call_timeout=self.settings.mcp.call_timeout,
                                        settings=self.settings.mcp)
+            session.sandbox_note = self._note()  # a context note (agent/notes.py)
             turn = Turn(session, session.provider, tools, self.settings,
-                        instructions.system_with_instructions(
-                            session, system_prompt(
-                                session.root, tools, self._note(),
-                                brief=getattr(session.provider, "brief_prompt", False))))
+                        system_prompt(tools, brief=getattr(session.provider, "brief_prompt",
+                                                           False)))
             outcome = Outcome(turn.run(text))
         except TurnCancelled:  # also TurnAborted (a stale or cancelled approval)
             outcome = Outcome(CANCELLED)
@@ -511,7 +510,7 @@ class SessionManager:
             if turn is not None:
                 if turn.tokens is not None:
                     outcome = Outcome(outcome.reason, outcome.error, dict(zip(
-                        ("input", "output", "thought", "cached"), turn.tokens)))
+                        ("input", "output", "thought", "cached", "cache_write"), turn.tokens)))
                 turn.close_open_calls("cancelled" if outcome.reason == CANCELLED else "failed")
                 session.cost += turn.cost
             stamp = self.store.touch(session.id)

@@ -6,9 +6,11 @@ validates the value, updates the live session, persists the choice with the sess
 resume restores it) and reports :class:`~term2acp.core.events.ConfigChanged`.
 
 * ``model`` lists the models of the session's provider: the catalog, the config file, and
-  what an OpenAI-compatible server lists at ``/models`` (fetched in the background with a
-  timeout through the provider's own HTTP client; never on the path of ``session/new``).
-  A change applies from the next model request.
+  what the provider's models endpoint lists (OpenAI and compatible servers ``/models``,
+  Anthropic ``/v1/models``; fetched in the background with a timeout through the
+  provider's own HTTP client, once per provider and process, never on the path of
+  ``session/new``; a failure keeps the catalog's list). Any other id is accepted too: the
+  provider says whether it serves it. A change applies from the next model request.
 * ``effort`` lists only what the chosen model supports; a model change resets it to a value
   the new model supports.
 * ``mode``: ``read-only``, ``plan``, ``ask`` or ``auto`` (see ``agent/modes.py``).
@@ -169,10 +171,10 @@ class Controls:
         self._listing[provider] = greenlet
 
     def _lists_models(self, provider):
-        if provider == "openai":
-            return bool(self.catalog.env.get("OPENAI_BASE_URL"))
+        if provider in ("openai", "anthropic"):
+            return True
         cfg = self.catalog.custom.get(provider)
-        return bool(cfg) and cfg.get("type", "openai") == "openai" and bool(cfg.get("base_url"))
+        return bool(cfg) and bool(cfg.get("base_url"))
 
     def _fetch(self, provider):
         try:

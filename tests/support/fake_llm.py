@@ -170,9 +170,9 @@ class FakeLLMServer:
                 request = _read_request(reader)
                 if request is None:
                     return
-                if request.method == "GET" and request.path.endswith("/models"):
+                if request.method == "GET" and request.path.split("?")[0].endswith("/models"):
                     self.listings.append(request)  # model listings never take a scripted reply
-                    if not self._respond(sock, self._models_reply()):
+                    if not self._respond(sock, self._models_reply(request)):
                         return
                     continue
                 if is_title_request(request):
@@ -227,9 +227,15 @@ class FakeLLMServer:
             return anthropic_sse(an_start(), an_text(0, self.title), an_end("end_turn"))
         return openai_sse(oa_text(self.title), oa_finish("stop"))
 
-    def _models_reply(self):
+    def _models_reply(self, request):
         if self.models is None:
             return Status(404, {"error": {"message": "no model listing here"}})
+        if "anthropic-version" in request.headers:  # Anthropic's shape (one page)
+            return Status(200, {"data": [
+                {"type": "model", "id": model, "display_name": model,
+                 "created_at": "2026-11-01T00:00:00Z"} for model in self.models],
+                "has_more": False, "first_id": self.models[0] if self.models else None,
+                "last_id": self.models[-1] if self.models else None})
         return Status(200, {"object": "list", "data": [
             {"id": model, "object": "model", "owned_by": "fake"} for model in self.models]})
 
@@ -343,7 +349,7 @@ def is_title_request(request):
         return False
     if not isinstance(body, dict):
         return False
-    system = body.get("system")  # Anthropic
+    system = body.get("system", body.get("instructions"))  # Anthropic; OpenAI Responses
     if isinstance(system, list):
         system = " ".join(p.get("text", "") for p in system if isinstance(p, dict))
     if system is None:  # OpenAI: the first message

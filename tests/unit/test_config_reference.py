@@ -46,8 +46,8 @@ def readme_config_example():
 
 def key_paths(data, prefix=""):
     for key, value in data.items():
-        if prefix == "providers.":
-            yield from key_paths(value, "providers.<name>.")
+        if prefix in ("providers.", "prices."):
+            yield from key_paths(value, f"{prefix}<name>.")
         elif isinstance(value, dict) and key not in ("headers", "tools"):  # user-named keys
             yield from key_paths(value, f"{prefix}{key}.")
         else:

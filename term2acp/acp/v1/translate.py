@@ -130,6 +130,8 @@ def usage_of(tokens):
         usage["thoughtTokens"] = tokens["thought"]
     if tokens.get("cached"):
         usage["cachedReadTokens"] = tokens["cached"]
+    if tokens.get("cache_write"):
+        usage["cachedWriteTokens"] = tokens["cache_write"]
     return usage
 
 

@@ -63,5 +63,3 @@ def test_auto_is_todays_policy():
     asked = ApprovalRequest(variant=OUTSIDE_EDIT, path="/o/a")
     assert modes.check(modes.AUTO, FakeTool("edit"), "x", None) == (None, None)
     assert modes.check(modes.AUTO, FakeTool("edit"), "x", asked) == (None, asked)
-    assert modes.system_note(modes.AUTO) == ""
-    assert "READ-ONLY" in modes.system_note(modes.READ_ONLY)

@@ -13,6 +13,7 @@ from term2acp.providers.base import (
     ModelRequest,
     ProviderError,
     ProviderNotConfigured,
+    Replay,
     Retrying,
     Stop,
     TextDelta,
@@ -68,7 +69,7 @@ def test_anthropic_streams_text_and_usage(server):
                                  an_text(0, "Hel", "lo"), an_end("end_turn", output_tokens=7)))
     events = run(server)
     assert events == [TextDelta("Hel"), TextDelta("lo"),
-                      Usage(input_tokens=125, output_tokens=7, cached_tokens=100),
+                      Usage(input_tokens=125, output_tokens=7, cached_tokens=100, cache_write_tokens=5),
                       Stop("end_turn")]
     sent = server.requests[0]
     assert sent.path == "/v1/messages"
@@ -76,8 +77,10 @@ def test_anthropic_streams_text_and_usage(server):
     assert KEY in (sent.headers.get("x-api-key"), sent.headers.get("authorization", "")[7:])
     body = sent.json
     assert body["stream"] is True and body["max_tokens"] == 8192
-    assert body["system"] == "You are terse."
-    assert body["messages"] == [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]
+    cache = {"type": "ephemeral"}  # the breakpoints (prompt caching is on by default)
+    assert body["system"] == [{"type": "text", "text": "You are terse.", "cache_control": cache}]
+    assert body["messages"] == [{"role": "user", "content": [
+        {"type": "text", "text": "hi", "cache_control": cache}]}]
     assert "thinking" not in body and "tools" not in body
 
 
@@ -90,6 +93,8 @@ def test_anthropic_thinking_and_parallel_tool_calls_with_split_json(server):
         an_end("tool_use", output_tokens=40, thinking_tokens=12)))
     events = run(server, ask(tools=[READ_TOOL], effort="medium"))
     assert events == [ThoughtDelta("Two files"), ThoughtDelta(" needed."),
+                      Replay("anthropic", [{"type": "thinking", "thinking": "Two files needed.",
+                                            "signature": "sig-fake"}]),
                       ToolCall("toolu_a", "read_file", '{"path": "a.txt"}'),
                       ToolCall("toolu_b", "read_file", '{"path": "b.txt"}'),
                       ToolCall("toolu_c", "list_dir", "{}"),
@@ -97,7 +102,7 @@ def test_anthropic_thinking_and_parallel_tool_calls_with_split_json(server):
                       Stop("tool_use")]
     assert server.requests[0].json["tools"] == [{
         "name": "read_file", "description": "Read a file",
-        "input_schema": READ_TOOL["parameters"]}]
+        "input_schema": READ_TOOL["parameters"], "cache_control": {"type": "ephemeral"}}]
 
 
 @pytest.mark.parametrize("stop, reason", [("end_turn", "end_turn"), ("stop_sequence", "end_turn"),
@@ -145,7 +150,7 @@ def test_anthropic_converts_multi_turn_history_with_tool_results(server):
         {"role": "user", "content": "Thanks"},
     ]
     server.enqueue(anthropic_sse(an_start(), an_text(0, "ok"), an_end()))
-    run(server, ModelRequest(model="m", system="sys", messages=history))
+    run(server, ModelRequest(model="m", system="sys", messages=history), prompt_cache=False)
     assert server.requests[0].json["messages"] == [
         {"role": "user", "content": [{"type": "text", "text": "Read a.txt and b.txt"}]},
         {"role": "assistant", "content": [
@@ -164,29 +169,64 @@ def test_anthropic_converts_multi_turn_history_with_tool_results(server):
 
 
 def test_anthropic_resends_signed_thinking_in_the_tool_loop(server):
-    made = provider(server)
     server.enqueue(anthropic_sse(an_start(), an_thinking(0, "Need a.txt", signature="sig-1"),
                                  an_tool(1, "toolu_1", "read_file", '{"path": "a.txt"}'),
                                  an_end("tool_use")),
                    anthropic_sse(an_start(), an_text(0, "done"), an_end()))
     first = ask("read a.txt", effort="low")
-    run(server, first, made=made)
-    follow_up = ModelRequest(model="m", system="", effort="low", messages=first.messages + [
-        {"role": "assistant", "content": "", "thought": "Need a.txt",
-         "tool_calls": [{"id": "toolu_1", "name": "read_file", "arguments": '{"path": "a.txt"}'}]},
-        {"role": "tool", "tool_call_id": "toolu_1", "name": "read_file", "content": "hello",
-         "is_error": False}])
-    run(server, follow_up, made=made)
+    replay = next(e for e in run(server, first) if isinstance(e, Replay))
+    answered = [{"role": "tool", "tool_call_id": "toolu_1", "name": "read_file",
+                 "content": "hello", "is_error": False}]
+    assistant = {"role": "assistant", "content": "", "thought": "Need a.txt",
+                 "tool_calls": [{"id": "toolu_1", "name": "read_file",
+                                 "arguments": '{"path": "a.txt"}'}]}
+    # the turn stores the replay with the assistant message (so a restart keeps it)
+    stored = json.loads(json.dumps(dict(assistant, replay={"kind": replay.kind,
+                                                           "items": replay.items})))
+    follow_up = ModelRequest(model="m", system="", effort="low",
+                             messages=first.messages + [stored] + answered)
+    run(server, follow_up)  # a fresh provider: nothing held in memory
     body = server.requests[1].json
     assert body["thinking"] == {"type": "enabled", "budget_tokens": 1024}
     assert body["messages"][1]["content"][0] == {
         "type": "thinking", "thinking": "Need a.txt", "signature": "sig-1"}
-    # A fresh provider holds no signature for that turn: thinking is switched off instead.
+    # A history without the signed blocks: thinking is switched off instead.
     server.enqueue(anthropic_sse(an_start(), an_text(0, "done"), an_end()))
-    run(server, follow_up)
+    run(server, ModelRequest(model="m", system="", effort="low",
+                             messages=first.messages + [assistant] + answered))
     body = server.requests[2].json
     assert "thinking" not in body
     assert body["messages"][1]["content"][0]["type"] == "tool_use"
+
+
+def test_anthropic_cache_breakpoints_tools_system_and_the_latest_two_user_turns(server):
+    history = [{"role": "user", "content": "one"},
+               {"role": "assistant", "content": "", "thought": None, "tool_calls": [
+                   {"id": "t1", "name": "read_file", "arguments": "{}"}]},
+               {"role": "tool", "tool_call_id": "t1", "name": "read_file", "content": "x",
+                "is_error": False},
+               {"role": "assistant", "content": "", "thought": None, "tool_calls": [
+                   {"id": "t2", "name": "read_file", "arguments": "{}"}]},
+               {"role": "tool", "tool_call_id": "t2", "name": "read_file", "content": "y",
+                "is_error": False}]
+    before = json.dumps(history)
+    server.enqueue(anthropic_sse(an_start(), an_text(0, "ok"), an_end()))
+    run(server, ModelRequest(model="m", system="sys", messages=history, tools=[READ_TOOL]),
+        cache_ttl="1h")
+    body = server.requests[0].json
+    cache = {"type": "ephemeral", "ttl": "1h"}
+    marked = [block for part in (body["tools"], body["system"],
+                                 *(m["content"] for m in body["messages"]))
+              for block in part if "cache_control" in block]
+    assert len(marked) == 4 and all(b["cache_control"] == cache for b in marked)
+    assert [b.get("tool_use_id") or b.get("name") or b.get("text") for b in marked] == [
+        "read_file", "sys", "t1", "t2"]
+    assert json.dumps(history) == before  # the history itself is never marked
+
+
+def test_anthropic_rejects_an_unknown_cache_ttl():
+    with pytest.raises(ProviderNotConfigured, match="cache_ttl"):
+        AnthropicProvider(api_key="k", base_url="http://127.0.0.1:9", cache_ttl="2h")
 
 
 @pytest.mark.parametrize("status", [429, 529])

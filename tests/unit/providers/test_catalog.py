@@ -30,10 +30,16 @@ def test_catalog_custom_remote_provider_without_key_is_not_configured(tmp_path):
 def test_catalog_resolution_rules(tmp_path):
     cat = catalog(tmp_path)
     assert cat.resolve(None, "GPT-4O") == ("openai", "gpt-4o")
-    assert cat.resolve("anthropic", None) == ("anthropic", "claude-sonnet-4-5")
+    assert cat.resolve("anthropic", None) == ("anthropic", "claude-sonnet-5")
     assert cat.resolve(None, None) == (None, None)
+    # any id: the given provider, or the one the id's naming follows, decides
+    assert cat.resolve("openai", "made-up") == ("openai", "made-up")
+    assert cat.resolve(None, "claude-sonnet-9") == ("anthropic", "claude-sonnet-9")
+    assert cat.resolve(None, "gpt-7") == ("openai", "gpt-7")
     with pytest.raises(CatalogError, match="No models match"):
-        cat.resolve("openai", "made-up")
+        cat.resolve(None, "made-up")
+    with pytest.raises(CatalogError, match="No models match"):
+        cat.resolve("local", "made-up")
     assert catalog(tmp_path, OPENAI_BASE_URL="http://127.0.0.1:9/v1").resolve("openai", "made-up") == \
         ("openai", "made-up")
 
@@ -45,3 +51,6 @@ def test_catalog_knows_which_models_take_a_reasoning_effort(tmp_path):
     assert cat.info("openai", "o4-mini").reasoning is True
     assert cat.info("mine", "m1").reasoning is None  # unknown: the effort passes through
     assert cat.info("openai", "brand-new").reasoning is None
+    # a newer model of a known family: that family's defaults
+    assert cat.info("anthropic", "claude-sonnet-9")[2:] == (200_000, True, True)
+    assert cat.info("openai", "gpt-5.9").context_window == 400_000

@@ -1,0 +1,98 @@
+"""Context notes: what the model must know of the session that may change within it.
+
+The system prompt and the tool list are the front of every request, and a provider's
+prompt cache only serves a request whose front is unchanged; so they hold nothing that can
+change within a session (or between sessions). The workspace root, the platform, the
+date, the session's mode and the project instructions (AGENTS.md) reach the model as a
+*note*: a user message put in the history where the change happened, before the next
+model request. The first request of a session (and the first after a compaction, whose
+summary folds the earlier notes away) gets them all; later requests get a note only for
+what changed: a mode switch, a new day, an edited AGENTS.md.
+
+Each note message carries the facts it told (``notes``: key -> fingerprint), so what the
+model was told is read back from the history itself, and a resumed session sends the same
+bytes it sent before the restart.
+"""
+
+import hashlib
+import platform
+from datetime import date
+
+from term2acp.agent import instructions, modes
+
+OPEN, CLOSE = "<context>", "</context>"
+
+MODE_TEXT = {
+    modes.READ_ONLY: ("The session is in READ-ONLY mode: you may read and search files, but "
+                      "you must not create or edit files or run commands (such calls are "
+                      "refused). Describe the changes you would make instead."),
+    modes.ASK: ("The session is in ASK mode: the user approves every file change and every "
+                "command before it runs."),
+    modes.AUTO: ("The session is in AUTO mode: file changes inside the workspace and "
+                 "sandboxed commands run without asking; anything else asks the user."),
+}
+
+
+def facts(session):
+    """``key -> (fingerprint, line)`` of what the model should know now."""
+    mode = modes.normal(getattr(session, "mode", None))
+    system = f"{platform.system()} {platform.release()}"
+    today = date.today().isoformat()
+    rules = _instructions(session)
+    out = {
+        "root": (session.root, f"Workspace root: {session.root}"),
+        "platform": (system, f"Platform: {system}"),
+        "date": (today, f"Today's date: {today}"),
+        "mode": (mode, MODE_TEXT.get(mode, MODE_TEXT[modes.AUTO])),
+    }
+    digest = hashlib.sha256(rules.encode()).hexdigest()[:16] if rules else ""
+    out["instructions"] = (digest, rules.strip())
+    return out
+
+
+def _instructions(session):
+    """The AGENTS.md text; the user is told (a notice) the first time and on changes."""
+    from term2acp.agent.turn import new_id
+    from term2acp.core import events as ev
+
+    state = getattr(session, "instructions", None)
+    if state is None or state.root != session.root:
+        state = session.instructions = instructions.Instructions(session.root)
+    text, notice = state.load()
+    if notice:
+        session.emit(ev.Notice(new_id("msg"), notice))
+    return text
+
+
+def told(history):
+    """``key -> fingerprint`` the history's notes told the model (the latest wins)."""
+    out = {}
+    for message in history:
+        noted = message.get("notes") if isinstance(message, dict) else None
+        if isinstance(noted, dict):
+            out.update(noted)
+    return out
+
+
+def pending(session):
+    """The note message the model needs before its next request, or None."""
+    now = facts(session)
+    before = told(session.history)
+    changed = [key for key, (mark, _line) in now.items() if before.get(key, "") != mark
+               or (key not in before and key != "instructions")]
+    if not changed:
+        return None
+    lines = [now[key][1] if key != "instructions" or now[key][0] else
+             "No project instructions (AGENTS.md) are in use any more." for key in changed]
+    heading = "Session context" if not before else "Session context changed"
+    text = f"{OPEN}\n{heading}:\n" + "\n".join(lines) + f"\n{CLOSE}"
+    return {"role": "user", "content": text,
+            "notes": {key: now[key][0] for key in changed}}
+
+
+def add_pending(session):
+    """Put the pending note, if any, into the session's history."""
+    note = pending(session)
+    if note is not None:
+        session.append_history(note)
+    return note

@@ -1,0 +1,42 @@
+"""Context notes (agent/notes.py): what changed within a session reaches the model as a
+message, never as a change of the system prompt."""
+
+from term2acp.agent import notes
+
+
+class Session:
+    def __init__(self, root, mode="auto"):
+        self.root, self.mode, self.history, self.events = root, mode, [], []
+
+    def emit(self, event):
+        self.events.append(event)
+
+    def append_history(self, message):
+        self.history.append(message)
+
+
+def test_the_first_note_tells_everything_then_only_what_changed(tmp_path):
+    session = Session(str(tmp_path))
+    first = notes.add_pending(session)
+    assert f"Workspace root: {tmp_path}" in first["content"] and "AUTO mode" in first["content"]
+    assert "Today's date" in first["content"] and "AGENTS.md" not in first["content"]
+    assert notes.pending(session) is None  # nothing changed
+    session.mode = "read-only"
+    changed = notes.add_pending(session)
+    assert "READ-ONLY mode" in changed["content"] and "Workspace root" not in changed["content"]
+    assert list(changed["notes"]) == ["mode"]
+    (tmp_path / "AGENTS.md").write_text("RULE: tabs\n")
+    rules = notes.add_pending(session)
+    assert "RULE: tabs" in rules["content"] and list(rules["notes"]) == ["instructions"]
+    assert session.events  # the user is told which AGENTS.md is in use
+    (tmp_path / "AGENTS.md").unlink()
+    assert "no longer" in notes.pending(session)["content"] or \
+        "any more" in notes.pending(session)["content"]
+
+
+def test_a_compacted_history_gets_the_whole_context_again(tmp_path):
+    session = Session(str(tmp_path))
+    notes.add_pending(session)
+    session.history = [{"role": "_summary", "summary": "earlier"}]  # the notes folded away
+    again = notes.pending(session)
+    assert "Workspace root" in again["content"] and "AUTO mode" in again["content"]
