@@ -4,7 +4,8 @@ The config file is TOML at ``$TERM2ACP_CONFIG`` or ``$XDG_CONFIG_HOME/term2acp/c
 ``term2acp/config.py`` holds its schema (every key, its type and allowed values) and
 README.rst's "Configuration reference" shows every key with its default. The attributes
 below are those defaults: a key of the file replaces the attribute of the same name
-(``[shell]``, ``[sandbox]`` and ``[mcp]`` keys the attributes of those sections).
+(``[shell]``, ``[sandbox]`` and ``[mcp]`` keys the attributes of those sections;
+``[providers.*]`` and ``[prices.*]`` stay dicts, read by the catalog and the price table).
 """
 
 import os

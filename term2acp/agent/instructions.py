@@ -1,4 +1,5 @@
-"""Project instructions: ``AGENTS.md`` files, read into the system prompt.
+"""Project instructions: ``AGENTS.md`` files, given to the model as a context note
+(agent/notes.py).
 
 Where: the session root, then each parent directory up to the nearest one holding
 ``.git`` (the repository root). Never above the user's home directory, never ``/``; when
@@ -137,18 +138,3 @@ class Instructions:
         if first:
             return f"Using project instructions from {paths}.\n\n"
         return f"Project instructions changed; re-read {paths}.\n\n"
-
-
-def system_with_instructions(session, system):
-    """The system prompt plus the session's AGENTS.md text; the user is told (a thought)
-    the first time and when the files change."""
-    from term2acp.core import events as ev
-    from term2acp.agent.turn import new_id
-
-    state = getattr(session, "instructions", None)
-    if state is None or state.root != session.root:
-        state = session.instructions = Instructions(session.root)
-    text, notice = state.load()
-    if notice:  # a thought: clients that print the answer alone must not print this
-        session.emit(ev.ThoughtChunk(new_id("thought"), notice.strip()))
-    return system + text

@@ -5,9 +5,10 @@ prompt cache only serves a request whose front is unchanged; so they hold nothin
 change within a session (or between sessions). The workspace root, the platform, the
 date, the session's mode and the project instructions (AGENTS.md) reach the model as a
 *note*: a user message put in the history where the change happened, before the next
-model request. The first request of a session (and the first after a compaction, whose
-summary folds the earlier notes away) gets them all; later requests get a note only for
-what changed: a mode switch, a new day, an edited AGENTS.md.
+model request (the prompt's note just before the prompt, so the user's words stay last).
+The first request of a session (and the first after a compaction, whose summary folds
+the earlier notes away) gets them all; later requests get a note only for what changed: a
+mode switch, a new day, an edited AGENTS.md (looked at once a prompt).
 
 Each note message carries the facts it told (``notes``: key -> fingerprint), so what the
 model was told is read back from the history itself, and a resumed session sends the same
@@ -33,25 +34,28 @@ MODE_TEXT = {
 }
 
 
-def facts(session):
-    """``key -> (fingerprint, line)`` of what the model should know now."""
+def facts(session, keys=None):
+    """``key -> (fingerprint, line)`` of what the model should know now (``keys``: only
+    those)."""
     mode = modes.normal(getattr(session, "mode", None))
     system = f"{platform.system()} {platform.release()}"
     today = date.today().isoformat()
-    rules = _instructions(session)
     out = {
         "root": (session.root, f"Workspace root: {session.root}"),
         "platform": (system, f"Platform: {system}"),
         "date": (today, f"Today's date: {today}"),
         "mode": (mode, MODE_TEXT.get(mode, MODE_TEXT[modes.AUTO])),
     }
+    if keys is not None:
+        return {key: out[key] for key in keys if key in out}
+    rules = _instructions(session)
     digest = hashlib.sha256(rules.encode()).hexdigest()[:16] if rules else ""
     out["instructions"] = (digest, rules.strip())
     return out
 
 
 def _instructions(session):
-    """The AGENTS.md text; the user is told (a notice) the first time and on changes."""
+    """The AGENTS.md text; the user is told (a thought) the first time and on changes."""
     from term2acp.agent.turn import new_id
     from term2acp.core import events as ev
 
@@ -59,8 +63,8 @@ def _instructions(session):
     if state is None or state.root != session.root:
         state = session.instructions = instructions.Instructions(session.root)
     text, notice = state.load()
-    if notice:
-        session.emit(ev.Notice(new_id("msg"), notice))
+    if notice:  # a thought: clients that print the answer alone must not print this
+        session.emit(ev.ThoughtChunk(new_id("thought"), notice.strip()))
     return text
 
 
@@ -74,9 +78,13 @@ def told(history):
     return out
 
 
-def pending(session):
-    """The note message the model needs before its next request, or None."""
-    now = facts(session)
+WITHIN_TURN = ("root", "platform", "date", "mode")  # checked before every model request
+
+
+def pending(session, keys=None):
+    """The note message the model needs before its next request, or None; ``keys``: only
+    those facts (default: all)."""
+    now = facts(session, keys)
     before = told(session.history)
     changed = [key for key, (mark, _line) in now.items() if before.get(key, "") != mark
                or (key not in before and key != "instructions")]
@@ -90,9 +98,9 @@ def pending(session):
             "notes": {key: now[key][0] for key in changed}}
 
 
-def add_pending(session):
+def add_pending(session, keys=None):
     """Put the pending note, if any, into the session's history."""
-    note = pending(session)
+    note = pending(session, keys)
     if note is not None:
         session.append_history(note)
     return note

@@ -78,10 +78,7 @@ class Turn:
         message = {"role": "user", "content": user_text}
         if getattr(user_text, "images", None):  # agent/content.py: images for the model
             message["images"] = list(user_text.images)
-        note = notes.pending(self.session)  # what changed since the last request, first
-        if note is not None:
-            message["content"] = f"{note['content']}\n\n{user_text}"
-            message["notes"] = note["notes"]
+        notes.add_pending(self.session)  # what changed since the last prompt, just before it
         self.session.append_history(message)
         for _ in range(self.settings.max_turn_requests):
             stop, calls = self._model_round()
@@ -121,11 +118,12 @@ class Turn:
                                          if getattr(tool, "modes", None) is None
                                          or mode in tool.modes],  # modes.offered, inlined
                                   effort=session.effort, cache_key=session.id)
-        # A mode switch or a new day during the turn, or notes a compaction folded away:
-        # a note message where it happened (the prompt's own note is in its message).
-        notes.add_pending(session)
+        # A mode switch during the turn (AGENTS.md is looked at once a prompt, before it),
+        # or the notes a compaction folded away: a note message where it happened.
+        notes.add_pending(session, notes.WITHIN_TURN)
+        history = session.history
         request.messages = self.context.messages(request.system)
-        if notes.add_pending(session) is not None:
+        if session.history is not history and notes.add_pending(session) is not None:
             request.messages = model_messages(session.history)
         message_id, thought_id = new_id("msg"), new_id("thought")
         text, thought, calls, stop, replay = [], [], [], None, None

@@ -225,8 +225,10 @@ def test_read_only_mode_is_told_to_the_model(acp_agent, acp_workspace, server, p
     sid = new_session(agent, acp_workspace)["sessionId"]
     set_option(agent, sid, "mode", "read-only")
     agent.prompt(sid, "hi")
-    system = server.wait_requests(1)[0].json["messages"][0]["content"]
-    assert "READ-ONLY mode" in system
+    messages = server.wait_requests(1)[0].json["messages"]
+    assert "mode" not in messages[0]["content"]  # the system prompt never changes
+    note, prompt = messages[-2:]  # a context note, just before the prompt
+    assert "READ-ONLY mode" in note["content"] and prompt["content"] == "hi"
     agent.close()
 
 
@@ -365,7 +367,8 @@ def test_compact_compacts_now_and_ends_its_turn(acp_agent, acp_workspace, protoc
         agent.prompt(sid, f"question {number} " + "y" * 200)
     _, updates, end = agent.prompt(sid, "/compact")
     assert stop_reason(protocol, end) == "end_turn"
-    assert "Context compacted as asked: 10 earlier messages were summarized" in texts(updates)
+    # 6 prompts and answers, less the last two kept, and the first prompt's context note
+    assert "Context compacted as asked: 11 earlier messages were summarized" in texts(updates)
     agent.close()
 
 

@@ -1,4 +1,6 @@
-"""AGENTS.md project instructions reach the model's instructions; the user is told once."""
+"""AGENTS.md project instructions reach the model (a context note before the prompt, never
+in the system prompt, whose bytes stay the same for the prompt cache); the user is told
+once."""
 
 import os
 
@@ -30,6 +32,12 @@ def told_of(updates):
     return text_of(updates, "agent_thought_chunk")
 
 
+def instructions_of(request):
+    """The latest project instructions the request gives the model (a context note)."""
+    return next((m["content"] for m in reversed(request.json["messages"])
+                 if m["role"] == "user" and "<instructions" in m["content"]), "")
+
+
 def start(acp_agent, server, protocol):
     return acp_agent(args=("--provider", "openai", "--model", "m"), protocol=protocol,
                      env={"OPENAI_BASE_URL": server.openai_url, "OPENAI_API_KEY": "sk-test-123456"})
@@ -54,7 +62,9 @@ def test_agents_md_up_to_the_repository_root_nearest_last(acp_agent, tmp_path, s
     sid = agent.new_session(os.path.realpath(work))
     _, updates, end = agent.prompt(sid, "hello", timeout=30)
     assert ended(agent, end) == "end_turn"
-    system = system_of(server.requests[-1])
+    first_system = system_of(server.requests[-1])
+    assert "RULE" not in first_system
+    system = instructions_of(server.requests[-1])
     assert "REPO RULE" in system and "PKG RULE" in system and "OUTER RULE" not in system
     assert system.index("REPO RULE") < system.index("PKG RULE")  # nearest last
     told = told_of(updates)
@@ -66,14 +76,17 @@ def test_agents_md_up_to_the_repository_root_nearest_last(acp_agent, tmp_path, s
     # shown once: the next prompt says nothing about it
     _, updates, _ = agent.prompt(sid, "again", timeout=30)
     assert "instructions" not in text_of(updates) + told_of(updates)
-    assert "PKG RULE" in system_of(server.requests[-1])
+    assert "PKG RULE" in instructions_of(server.requests[-1])
+    assert server.requests[-1].json["messages"][:len(server.requests[-2].json["messages"])] \
+        == server.requests[-2].json["messages"]  # only messages were added
 
     # re-read when it changes
     (work / "AGENTS.md").write_text("PKG RULE 2: use four spaces after all.\n")
     _, updates, _ = agent.prompt(sid, "and now?", timeout=30)
     assert "Project instructions changed" in told_of(updates)
-    system = system_of(server.requests[-1])
+    system = instructions_of(server.requests[-1])
     assert "PKG RULE 2" in system and "use tabs" not in system
+    assert system_of(server.requests[-1]) == first_system
     assert agent.close() == 0
 
 
@@ -86,7 +99,7 @@ def test_no_repository_means_only_the_root_file_and_a_size_cap(acp_agent, tmp_pa
     agent = start(acp_agent, server, 2)
     sid = agent.new_session(os.path.realpath(work))
     agent.prompt(sid, "hi", timeout=30)
-    system = system_of(server.requests[-1])
+    system = instructions_of(server.requests[-1])
     assert "ROOT RULE" in system and "PARENT RULE" not in system
     assert "TAIL MARK" not in system and "the rest was not read" in system
     assert agent.close() == 0

@@ -50,6 +50,11 @@ class Gate:
         self.decide = decide
 
 
+def talk(session):
+    """The conversation without the context notes (agent/notes.py) put before a prompt."""
+    return [m for m in session.history if "notes" not in m]
+
+
 def statuses(session):
     return [e.status for e in session.events if isinstance(e, ev.ToolCallReported) and e.status]
 
@@ -58,7 +63,7 @@ def test_turn_without_a_gate_denies(tmp_path):
     session, turn = make_turn(tmp_path, [CALL, DONE])
     assert turn.run("go") == "end_turn"
     assert statuses(session) == ["pending", "failed"]
-    assert session.history[2]["is_error"] and approvals.NOT_SUPPORTED in session.history[2]["content"]
+    assert talk(session)[2]["is_error"] and approvals.NOT_SUPPORTED in talk(session)[2]["content"]
 
 
 def test_turn_an_allow_after_the_session_closed_aborts_the_turn(tmp_path):
@@ -140,7 +145,7 @@ def test_turn_tool_arguments_nesting_too_deep_fail_without_being_stored(tmp_path
     assert turn.run("go") == "end_turn"
     assert statuses(session) == ["pending", "failed"]
     assert all(e.raw_input is None for e in session.events if isinstance(e, ev.ToolCallReported))
-    assert "deeper than 64 levels" in session.history[2]["content"]
+    assert "deeper than 64 levels" in talk(session)[2]["content"]
 
 
 def test_turn_commits_the_store_before_each_model_round_only(tmp_path):
