@@ -169,8 +169,9 @@ def provider_env(provider, server):
     return {"OPENAI_BASE_URL": server.openai_url, "OPENAI_API_KEY": "sk-bench"}
 
 
-def run_session(env, workspace, args, protocol=1, timeout=60):
-    """Play the scenario through two agent processes; returns the stop reasons."""
+def run_session(env, workspace, args, protocol=1, timeout=60, restarting=None):
+    """Play the scenario through two agent processes; returns the stop reasons and the two
+    agents. ``restarting``: called between the two processes."""
     stops = []
 
     def prompt(agent, sid, text):
@@ -195,6 +196,8 @@ def run_session(env, workspace, args, protocol=1, timeout=60):
         prompt(agent, sid, PROMPTS["s4"])
     finally:
         agent.close()
+    if restarting is not None:
+        restarting()
     again = AgentProcess(args, env=env, protocol=protocol).start()
     try:
         again.initialize()
