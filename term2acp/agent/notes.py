@@ -2,10 +2,11 @@
 
 The system prompt and the tool list are the front of every request, and a provider's
 prompt cache only serves a request whose front is unchanged; so they hold nothing that can
-change within a session (or between sessions). The workspace root, the platform, the
-date, the session's mode and the project instructions (AGENTS.md) reach the model as a
-*note*: a user message put in the history where the change happened, before the next
-model request (the prompt's note just before the prompt, so the user's words stay last).
+change within a session (or between sessions, or across a restart). The workspace root,
+the platform, the date, the session's mode, the shell sandbox's state and the project
+instructions (AGENTS.md) reach the model as a *note*: a user message put in the history
+where the change happened, before the next model request (the prompt's note just before
+the prompt, so the user's words stay last).
 The first request of a session (and the first after a compaction, whose summary folds
 the earlier notes away) gets them all; later requests get a note only for what changed: a
 mode switch, a new day, an edited AGENTS.md (looked at once a prompt).
@@ -46,6 +47,9 @@ def facts(session, keys=None):
         "date": (today, f"Today's date: {today}"),
         "mode": (mode, MODE_TEXT.get(mode, MODE_TEXT[modes.AUTO])),
     }
+    sandbox = getattr(session, "sandbox_note", None)
+    if sandbox:  # the shell sandbox's state: it can differ after a restart
+        out["sandbox"] = (sandbox, f"Shell sandbox: {sandbox}")
     if keys is not None:
         return {key: out[key] for key in keys if key in out}
     rules = _instructions(session)
@@ -78,7 +82,8 @@ def told(history):
     return out
 
 
-WITHIN_TURN = ("root", "platform", "date", "mode")  # checked before every model request
+# checked before every model request (AGENTS.md: once a prompt)
+WITHIN_TURN = ("root", "platform", "date", "mode", "sandbox")
 
 
 def pending(session, keys=None):

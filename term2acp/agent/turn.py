@@ -126,7 +126,7 @@ class Turn:
         if session.history is not history and notes.add_pending(session) is not None:
             request.messages = model_messages(session.history)
         message_id, thought_id = new_id("msg"), new_id("thought")
-        text, thought, calls, stop, replay = [], [], [], None, None
+        text, thought, calls, stop, replay, spent = [], [], [], None, None, None
         # What was written so far (the user message, a tool's result) goes to the store
         # thread without waiting: its trip overlaps the request to the model. The thread
         # commits it in a transaction of its own, so none stays open while the model
@@ -147,7 +147,7 @@ class Turn:
                 elif kind is pb.ToolCall:
                     calls.append(item)
                 elif kind is pb.Usage:
-                    self._usage(item)
+                    spent = self._usage(item)
                 elif kind is pb.Replay:
                     replay = {"kind": item.kind, "items": item.items}
                 elif kind is pb.Stop:
@@ -160,6 +160,8 @@ class Turn:
                                        "arguments": _bounded(c.arguments)} for c in calls]}
             if replay is not None:
                 message["replay"] = replay
+            if spent:  # USD; a resumed session's cost goes on from the stored sum
+                message["cost"] = round(spent, 8)
             if text or thought or calls:
                 session.append_history(message)
             records = []
@@ -186,6 +188,7 @@ class Turn:
             yield from items
 
     def _usage(self, usage):
+        """Count one request's usage, report it; returns its cost in USD, or None."""
         counts = (usage.input_tokens, usage.output_tokens, usage.thought_tokens,
                   usage.cached_tokens, usage.cache_write_tokens)
         self.tokens = [a + b for a, b in zip(self.tokens or (0,) * 5, counts)]
@@ -204,6 +207,7 @@ class Turn:
             cost = {"amount": round(total, 6), "currency": "USD"} if total else None
             used = usage.input_tokens + usage.output_tokens
             self.session.emit(ev.UsageReported(used=used, size=size, cost=cost))
+        return amount
 
     # ------------------------------------------------------------ tools
     def answer(self, record, result):

@@ -79,7 +79,8 @@ class LiveSession:
         self.provider = None
         self.lifecycle = Lifecycle(self.id, self.emit)  # the prompt state machine
         self.interaction_seq = 0
-        self.cost = 0.0
+        self.cost = 0.0  # USD, the sum of the history's priced requests (agent/turn.py)
+        self.sandbox_note = None  # the shell sandbox's state, for the context notes
         self.last_used = time.monotonic()
 
     # What the turn and the faces ask; every answer comes from the one state machine.

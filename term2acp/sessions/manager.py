@@ -336,6 +336,8 @@ class SessionManager:
                 self.store.replace_history(session.id, history)
             session.history_rows = len(history)
             context.restore(session, history)  # from the last compaction on
+            session.cost = sum(m["cost"] for m in history  # priced requests (agent/turn.py)
+                               if isinstance(m, dict) and isinstance(m.get("cost"), (int, float)))
             for kind, key, payload in repair.journal(self.store.journal(
                     session.id, ("tool_call", "terminal"))):
                 self.store.journal_put(session.id, kind, key, payload)

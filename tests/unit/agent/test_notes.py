@@ -40,3 +40,12 @@ def test_a_compacted_history_gets_the_whole_context_again(tmp_path):
     session.history = [{"role": "_summary", "summary": "earlier"}]  # the notes folded away
     again = notes.pending(session)
     assert "Workspace root" in again["content"] and "AUTO mode" in again["content"]
+
+
+def test_the_sandbox_state_is_a_note_so_a_restart_without_it_keeps_the_prefix(tmp_path):
+    session = Session(str(tmp_path))
+    session.sandbox_note = "available: writes only inside the workspace root"
+    assert "Shell sandbox: available" in notes.add_pending(session)["content"]
+    session.sandbox_note = "unavailable (bwrap is missing); shell calls are refused"
+    changed = notes.add_pending(session, notes.WITHIN_TURN)
+    assert list(changed["notes"]) == ["sandbox"] and "unavailable" in changed["content"]

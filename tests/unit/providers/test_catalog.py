@@ -54,3 +54,10 @@ def test_catalog_knows_which_models_take_a_reasoning_effort(tmp_path):
     # a newer model of a known family: that family's defaults
     assert cat.info("anthropic", "claude-sonnet-9")[2:] == (200_000, True, True)
     assert cat.info("openai", "gpt-5.9").context_window == 400_000
+
+
+def test_the_config_files_model_may_be_any_id(tmp_path):
+    cat = catalog(tmp_path, 'model = "claude-sonnet-9"\n', ANTHROPIC_API_KEY="sk-ant")
+    assert cat.resolve() == ("anthropic", "claude-sonnet-9")
+    cat = catalog(tmp_path, 'provider = "openai"\nmodel = "brand-new"\n', OPENAI_API_KEY="sk")
+    assert cat.resolve() == ("openai", "brand-new")
