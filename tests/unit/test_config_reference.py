@@ -8,6 +8,8 @@ import re
 import textwrap
 import tomllib
 
+import pytest
+
 from marshmallow import fields
 
 from term2acp import config
@@ -157,7 +159,7 @@ def test_config_every_key_replaces_a_default_of_the_settings():
 
     settings = Settings()
     for path in schema_paths(config.SCHEMA):
-        if path.startswith("providers."):
+        if path.startswith(("providers.", "prices.")):  # dicts the catalog and prices read
             continue
         owner, _, key = path.rpartition(".")
         target = getattr(settings, owner) if owner else settings
@@ -178,3 +180,21 @@ def test_config_values_arrive_converted(tmp_path):
     assert (settings.shell.timeout, settings.shell.network, settings.shell.max_timeout) == \
         (5.0, True, 600.0)
     assert settings.providers == {"box": {"base_url": "http://127.0.0.1:9/v1", "reasoning": True}}
+
+
+def test_config_tunes_the_builtin_providers_and_sets_prices(tmp_path):
+    from term2acp.settings import Settings
+
+    path = tmp_path / "config.toml"
+    path.write_text('[providers.anthropic]\ncache_ttl = "1h"\n[providers.openai]\napi = "chat"\n'
+                    '[prices."my-model"]\ninput = 1\noutput = 2\n')
+    settings = Settings.load(env={"TERM2ACP_CONFIG": str(path), "TERM2ACP_HOME": str(tmp_path)})
+    assert settings.providers == {"anthropic": {"cache_ttl": "1h"}, "openai": {"api": "chat"}}
+    assert settings.prices == {"my-model": {"input": 1.0, "output": 2.0}}
+    for wrong, said in (('[providers.openai]\ncache_ttl = "1h"\n', "type anthropic providers only"),
+                        ('[providers.anthropic]\nmodels = ["x"]\n', "unknown key"),
+                        ('[providers.anthropic]\ncache_ttl = "2h"\n', '"2h" is not allowed'),
+                        ('[prices.m]\ninput = 1\n', "output")):
+        path.write_text(wrong)
+        with pytest.raises(Exception, match=said):
+            Settings.load(env={"TERM2ACP_CONFIG": str(path), "TERM2ACP_HOME": str(tmp_path)})
