@@ -89,7 +89,7 @@ class Instructions:
         self._ignored = set()  # (path, owner) of foreign files the user was told about
 
     def load(self):
-        """``(text for the system prompt, notice for the user or None)``."""
+        """``(text for the context note, notice for the user or None)``."""
         found, warnings = [], []
         for directory in candidates(self.root, self.home):
             path = os.path.join(directory, NAME)

@@ -122,7 +122,7 @@ def test_agents_md_another_user_owns_is_ignored_with_a_notice(acp_agent, tmp_pat
     sid = agent.new_session(os.path.realpath(work))
     _, updates, end = agent.prompt(sid, "hello", timeout=30)
     assert ended(agent, end) == "end_turn"
-    system = system_of(server.requests[-1])
+    system = instructions_of(server.requests[-1])
     assert "MY RULE" in system and "FOREIGN RULE" not in system
     told = told_of(updates)
     assert "belongs to another user (uid 54321)" in told and "Using project instructions" in told
