@@ -28,6 +28,11 @@ MODE_TEXT = {
     modes.READ_ONLY: ("The session is in READ-ONLY mode: you may read and search files, but "
                       "you must not create or edit files or run commands (such calls are "
                       "refused). Describe the changes you would make instead."),
+    modes.PLAN: ("The session is in PLAN mode: read and search to understand the task, keep "
+                 "the steps with update_plan, and do not create or edit files or run commands "
+                 "(such calls are refused). When the plan is ready, call finish_plan with a "
+                 "short summary: the user then chooses to start the work (and the mode) or to "
+                 "keep planning."),
     modes.ASK: ("The session is in ASK mode: the user approves every file change and every "
                 "command before it runs."),
     modes.AUTO: ("The session is in AUTO mode: file changes inside the workspace and "

@@ -45,7 +45,9 @@ def test_a_tool_with_modes_is_offered_only_in_them():
     assert modes.offered(modes.AUTO, tool)
     tool.modes = frozenset({modes.PLAN})
     assert modes.offered(modes.PLAN, tool) and not modes.offered(modes.AUTO, tool)
-    assert "PLAN mode" in modes.system_note(modes.PLAN)
+    from term2acp.agent import notes  # the model is told the mode in a context note
+
+    assert "PLAN mode" in notes.MODE_TEXT[modes.PLAN]
 
 
 def test_ask_asks_a_plain_question_whatever_the_tools_policy():
