@@ -226,7 +226,7 @@ def test_read_only_mode_is_told_to_the_model(acp_agent, acp_workspace, server, p
     set_option(agent, sid, "mode", "read-only")
     agent.prompt(sid, "hi")
     messages = server.wait_requests(1)[0].json["messages"]
-    assert "mode" not in messages[0]["content"]  # the system prompt never changes
+    assert "READ-ONLY" not in messages[0]["content"]  # the system prompt never changes
     note, prompt = messages[-2:]  # a context note, just before the prompt
     assert "READ-ONLY mode" in note["content"] and prompt["content"] == "hi"
     agent.close()
