@@ -452,8 +452,8 @@ class SessionManager:
                                        settings=self.settings.mcp)
             session.sandbox_note = self._note()  # a context note (agent/notes.py)
             turn = Turn(session, session.provider, tools, self.settings,
-                        system_prompt(tools, brief=getattr(session.provider, "brief_prompt",
-                                                           False)))
+                        system_prompt(tools, getattr(session.provider, "brief_prompt", False),
+                                      session.root, session.sandbox_note))
             outcome = Outcome(turn.run(text))
         except TurnCancelled:  # also TurnAborted (a stale or cancelled approval)
             outcome = Outcome(CANCELLED)
