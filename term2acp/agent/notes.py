@@ -108,8 +108,20 @@ def pending(session, keys=None):
             "notes": {key: now[key][0] for key in changed}}
 
 
+def in_system(session):
+    """For a small in-process model (a provider's ``brief_prompt``; no prompt cache to
+    keep, and its greedy output depends on every token it was tuned on): the mode and the
+    AGENTS.md text go at the end of its system prompt, as before the notes, instead."""
+    mode = modes.normal(getattr(session, "mode", None))
+    text = "" if mode == modes.AUTO else "\n\n" + MODE_TEXT[mode]
+    return text + _instructions(session)
+
+
 def add_pending(session, keys=None):
-    """Put the pending note, if any, into the session's history."""
+    """Put the pending note, if any, into the session's history (never for a provider
+    with a ``brief_prompt``: see :func:`in_system`)."""
+    if getattr(getattr(session, "provider", None), "brief_prompt", False):
+        return None
     note = pending(session, keys)
     if note is not None:
         session.append_history(note)

@@ -113,7 +113,10 @@ class Turn:
     def _model_round(self):
         session = self.session
         mode = getattr(session, "mode", None)
-        request = pb.ModelRequest(model=session.model, system=self.system, messages=[],
+        system = self.system
+        if getattr(self.provider, "brief_prompt", False):
+            system += notes.in_system(session)
+        request = pb.ModelRequest(model=session.model, system=system, messages=[],
                                   tools=[tool.spec() for tool in self.tools.values()
                                          if getattr(tool, "modes", None) is None
                                          or mode in tool.modes],  # modes.offered, inlined
