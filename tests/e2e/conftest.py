@@ -2,6 +2,7 @@
 
 import pytest
 
+from tests.support import fake_llm
 from tests.support.scripts import write_script
 
 
@@ -14,3 +15,13 @@ def started(spawn, workspace, tmp_path):
         agent.initialize()
         return agent, agent.new_session(workspace)
     return _start
+
+
+@pytest.fixture
+def server():
+    """A fake OpenAI/Anthropic server on loopback (tests/support/fake_llm.py); a test
+    module may define its own ``server`` with a script or a responder."""
+    srv = fake_llm.FakeLLMServer()
+    srv.start()
+    yield srv
+    srv.stop()

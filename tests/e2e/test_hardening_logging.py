@@ -1,7 +1,6 @@
 """Issue 23, medium 5 and 6: secrets with a stray CR/LF, and a stderr nobody reads."""
 
 import json
-import os
 import queue
 import subprocess
 import sys
@@ -12,14 +11,6 @@ import pytest
 
 from term2acp.testing.harness import REPO_LAUNCHER
 from tests.support import fake_llm as f
-
-
-@pytest.fixture
-def server():
-    srv = f.FakeLLMServer()
-    srv.start()
-    yield srv
-    srv.stop()
 
 
 @pytest.mark.parametrize("key", ["sk-secret-abcdef123456\r", "sk-secret-abcdef123456\r\n",

@@ -17,14 +17,6 @@ pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None and not os.environ
 SLEEP = 1.5
 
 
-@pytest.fixture
-def server():
-    srv = f.FakeLLMServer()
-    srv.start()
-    yield srv
-    srv.stop()
-
-
 def shell_round(*commands):
     """One model answer calling ``shell`` once per command (call ids call_0, call_1, ...)."""
     tools = [f.oa_tool(i, f"call_{i}", "shell", json.dumps({"command": c}))

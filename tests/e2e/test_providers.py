@@ -9,14 +9,6 @@ from tests.support import fake_llm as f
 from tests.support.clock import within
 
 
-@pytest.fixture
-def server():
-    srv = f.FakeLLMServer()
-    srv.start()
-    yield srv
-    srv.stop()
-
-
 def test_openai_compatible_server_full_turn_with_a_tool_call(spawn, workspace, server):
     with open(f"{workspace}/hello.txt", "w") as fh:
         fh.write("hello from disk\n")

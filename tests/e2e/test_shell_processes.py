@@ -19,14 +19,6 @@ pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None and not os.environ
                                 reason="bubblewrap is not installed")
 
 
-@pytest.fixture
-def server():
-    srv = f.FakeLLMServer()
-    srv.start()
-    yield srv
-    srv.stop()
-
-
 def calls(server, *rounds):
     """One model answer per round: the tool calls ``(name, arguments)``; then a text."""
     for number, round_calls in enumerate(rounds):
