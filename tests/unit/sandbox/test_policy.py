@@ -144,39 +144,36 @@ def test_home_other_projects_and_root_only_files_are_unreadable(tree):
     assert "notes" not in listing and "src" not in listing
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to place a root-only file in /etc")
-def test_any_root_only_file_in_etc_is_masked(tree):
+@pytest.fixture
+def root_only_etc_file():
+    """A root-only file with SECRET in the host's /etc, seen by a fresh scan; removed after."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to place a root-only file in /etc")
     path = f"/etc/{marker()}"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         os.write(fd, SECRET.encode())
         os.close(fd)
         view.clear_cache()
-        _, out = run(tree, f"cat {path}; cat /etc/hostname /etc/passwd >/dev/null && echo ok")
+        yield path
     finally:
         if os.path.lexists(path):
             os.remove(path)
         view.clear_cache()
+
+
+def test_any_root_only_file_in_etc_is_masked(tree, root_only_etc_file):
+    _, out = run(tree, f"cat {root_only_etc_file}; cat /etc/hostname /etc/passwd >/dev/null "
+                       "&& echo ok")
     assert SECRET not in out and "ok" in out  # world-readable /etc stays readable
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to place a root-only file in /etc")
-def test_a_masked_file_removed_since_the_scan_does_not_break_commands(tree):
-    path = f"/etc/{marker()}"
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        os.write(fd, SECRET.encode())
-        os.close(fd)
-        view.clear_cache()
-        _, out = run(tree, f"cat {path}; echo first")
-        assert SECRET not in out and "first" in out
-        os.remove(path)  # the scan's result is still cached
-        result, out = run(tree, "echo second")
-        assert "second" in out and "Can't create file" not in out, out
-    finally:
-        if os.path.lexists(path):
-            os.remove(path)
-        view.clear_cache()
+def test_a_masked_file_removed_since_the_scan_does_not_break_commands(tree, root_only_etc_file):
+    _, out = run(tree, f"cat {root_only_etc_file}; echo first")
+    assert SECRET not in out and "first" in out
+    os.remove(root_only_etc_file)  # the scan's result is still cached
+    result, out = run(tree, "echo second")
+    assert "second" in out and "Can't create file" not in out, out
 
 
 def test_toolchains_and_read_paths_are_readable_not_writable(tree):
