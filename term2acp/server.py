@@ -7,7 +7,7 @@ import gevent
 from gevent.event import Event
 from gevent.pool import Pool
 
-from term2acp.acp.agent import AcpAgent
+from term2acp.acp.connection import Connection
 from term2acp.acp.client import ClientProxy
 from term2acp.core import executables
 from term2acp.mcp.config import masked_servers
@@ -32,7 +32,7 @@ class Server:
                                  send_wait=self.writer.put_wait,
                                  send_quick=self.writer.put_quick,
                                  backlogged=self.writer.backlogged)
-        self.agent = AcpAgent(self._sessions, ClientProxy(self.endpoint), settings)
+        self.agent = Connection(self._sessions, ClientProxy(self.endpoint), settings)
         self.agent.catalog = catalog  # authMethods name its providers' key variables
         self.endpoint.router = self.agent
         self.endpoint.wire_mask = masked_servers
@@ -50,7 +50,7 @@ class Server:
 
     def _sessions(self):
         """The session manager (SQLite, the agent loop), built with the face once the
-        warm-up has imported it (acp/agent.py open_face): initialize does not pay for it."""
+        warm-up has imported it (acp/connection.py open_face): initialize does not pay for it."""
         self.warmup.wait_sessions()  # never import what the warm-up thread is importing
         from term2acp.sessions.manager import SessionManager
 

@@ -63,16 +63,16 @@ SETTLE_MIN = 0.003  # seconds it looks at least: a line that arrived meanwhile i
 # (v1's is built on it) and the manager; a v1 connection imports its face's own modules
 # (~2.5 ms) as initialize is handled, before the answer (schedule)
 STORE_MODULE = "term2acp.sessions.store"  # with everything _open_store uses
-SESSION_LAYER = ("term2acp.acp.sessions", "term2acp.sessions.manager")
-FACE_MODULES = {1: ("term2acp.acp.v1.sessions", "term2acp.acp.v1.routes")}
+SESSION_LAYER = ("term2acp.acp.v2.handlers", "term2acp.acp.v2.routes", "term2acp.sessions.manager")
+FACE_MODULES = {1: ("term2acp.acp.v1.handlers", "term2acp.acp.v1.routes")}
 # step 2 also imports providers.http (the /models listing a session starts waits for it)
 # and the default provider's module, and scans the command plug-ins
 TURN_LAYER = ("gevent.threadpool",  # the hub's pool (DNS, the local model) is then cheap
               "term2acp.agent.turn", "term2acp.agent.context", "term2acp.agent.content",
               "term2acp.agent.instructions", "term2acp.agent.prompt",
               "term2acp.agent.failures", "term2acp.mcp.session", "term2acp.providers.http",
-              "term2acp.acp.permissions", "term2acp.agent.commands",
-              "difflib")  # an edit's diff (acp/translate.py)
+              "term2acp.acp.v2.permissions", "term2acp.agent.commands",
+              "difflib")  # an edit's diff (acp/v2/translate.py)
 TURN_MODULES = ("term2acp.tools.registry", "term2acp.sandbox.bwrap")
 # the default provider's module (not the local one: its engine loads on first use)
 PROVIDER_MODULES = {"openai": "term2acp.providers.openai",

@@ -1,7 +1,8 @@
-"""ACP, two faces over one runtime: the v2 face (``schemas/``, ``sessions.py``,
-``translate.py``, ``permissions.py``) and the v1 face (``v1/``), each with its schemas,
-route table and the one translation of runtime events into its messages; ``agent.py``
-picks one per connection at ``initialize``; ``client.py`` and ``errors.py`` are shared."""
+"""ACP, two faces over one runtime: the v2 face (``v2/``) and the v1 face (``v1/``), each
+with its route table, handlers and the one translation of runtime events into its
+messages. ``connection.py`` negotiates the version at ``initialize`` and installs that
+face; what both faces share sits here: ``schemas/``, ``methods.py``, ``client.py``,
+``errors.py``, ``controls.py`` and ``signin.py``."""
 
 # First thing in the package: import marshmallow the cheap way (see schemas/lazyre.py).
 import term2acp.acp.schemas  # noqa: F401

@@ -2,7 +2,7 @@
 v1 modes, slash commands (``available_commands_update``), plans and sign-in.
 
 :class:`ControlHandlers` is mixed into each face's session handlers
-(``acp/sessions.py``, ``acp/v1/sessions.py``); ``VERSION`` picks the shapes:
+(``acp/v2/handlers.py``, ``acp/v1/handlers.py``); ``VERSION`` picks the shapes:
 
 * config options: v1 names the option ``id``, v2 ``configId``; both are ``select``s;
 * v1 also has ``modes`` in new/load/resume results, ``session/set_mode`` and
@@ -103,7 +103,7 @@ class ControlHandlers:
     _controls = None
     # Waits (cooperatively) until the warm-up has imported the turn layer, the providers'
     # HTTP client and scanned the command plug-ins (term2acp/warmup.py step 2), so that a
-    # session/new right after initialize waits for less (acp/agent.py sets it).
+    # session/new right after initialize waits for less (acp/connection.py sets it).
     wait_turns = staticmethod(lambda: True)
 
     @property

@@ -24,7 +24,7 @@ SESSION_SET_MODE = "session/set_mode"
 FS_READ_TEXT_FILE = "fs/read_text_file"
 FS_WRITE_TEXT_FILE = "fs/write_text_file"
 
-# The methods each face's route table serves (acp/sessions.py, acp/v1/routes.py; a unit test
+# The methods each face's route table serves (acp/v2/handlers.py, acp/v1/routes.py; a unit test
 # keeps them equal): one read before the face is built is served in its own greenlet once
 # it is, so the reader never waits for the warm-up.
 V2_FACE = frozenset({SESSION_NEW, SESSION_LIST, SESSION_RESUME, SESSION_PROMPT, SESSION_CANCEL,

@@ -12,7 +12,7 @@ from term2acp import auth
 
 
 def auth_methods(catalog, terminal, version):
-    """``terminal``: how the client runs the sign-in (``acp/agent.py:terminal_auth``)."""
+    """``terminal``: how the client runs the sign-in (``acp/connection.py:terminal_auth``)."""
     out = []
     for kind, method_id, name, description in auth.methods(catalog, terminal):
         if version == 1:

@@ -1,4 +1,4 @@
-"""Plain runtime events. ``acp/translate.py`` is the one place that turns them into wire
+"""Plain runtime events. ``acp/v2/translate.py`` is the one place that turns them into wire
 ``session/update`` payloads; nothing in the runtime knows the wire shapes.
 
 Each is a :class:`~term2acp.core.record.Record` (slots and a plain ``__init__``: cheap to

@@ -9,8 +9,8 @@ Everything the rest of the runtime asks about a prompt ("is the session busy?", 
 prompt cancelled?", "is this permission answer still wanted?") is answered here, and
 every ``state_update`` the client sees is emitted by a transition of this class, so the
 two cannot disagree. A turn ends with a plain :class:`Outcome` (a reason, an error text,
-token usage); each protocol face turns it into its own shape (``acp/translate.py``,
-``acp/v1/sessions.py``).
+token usage); each protocol face turns it into its own shape (``acp/v2/translate.py``,
+``acp/v1/handlers.py``).
 
 Cancel is decided in one place, :meth:`Lifecycle.cancel`: it marks the admitted prompt
 cancelled (so nothing after it may allow an approval or start a tool, and its chunks are

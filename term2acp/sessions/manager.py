@@ -5,7 +5,7 @@ instructions, MCP) is imported where it is used: session/new does not wait for i
 warm-up imports it off the hub, term2acp/warmup.py, and those calls wait for that).
 
 Runtime only: it raises domain errors (``SessionNotFound``, ``SessionBusy`` ...) that
-``acp/sessions.py`` maps to JSON-RPC errors, and emits plain events through each session's
+``acp/v2/handlers.py`` maps to JSON-RPC errors, and emits plain events through each session's
 ``sink``.
 """
 

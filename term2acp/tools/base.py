@@ -70,7 +70,7 @@ class Plan:
 class ToolResult:
     text: str  # what the model sees
     is_error: bool = False
-    # Display items for the editor, runtime-neutral (acp/translate.py maps them):
+    # Display items for the editor, runtime-neutral (acp/v2/translate.py maps them):
     #   {"type": "text", "text": str}
     #   {"type": "diff", "path": abs, "old": str | None, "new": str | None}
     #   {"type": "terminal", "terminal_id": str}

@@ -94,3 +94,10 @@ def test_layering_packages_import_only_earlier_packages():
     backwards = sorted(f"{source} -> {target}" for source, targets in graph.items()
                        for target in targets if rank[target] >= rank[source])
     assert not backwards, backwards
+
+
+def test_layering_the_v2_face_never_imports_v1():
+    """v1 says what v2 says in other shapes and may reuse v2's pieces; never the reverse."""
+    gained = modules_after("import term2acp.acp.v2.handlers, term2acp.acp.v2.routes, "
+                           "term2acp.acp.v2.permissions, term2acp.acp.v2.translate")
+    assert not {m for m in gained if m.startswith("term2acp.acp.v1")}

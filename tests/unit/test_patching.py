@@ -65,7 +65,7 @@ def test_start_up_imports_the_v1_face_only_when_v1_is_negotiated(tmp_path):
                f"warmup = Warmup(Settings(data_dir={str(tmp_path)!r}))\n"
                "warmup.start()\n"
                "out['v1_at_start'] = 'term2acp.acp.v1.routes' in sys.modules\n"
-               "out['v2_at_start'] = 'term2acp.acp.sessions' in sys.modules\n"
+               "out['v2_at_start'] = 'term2acp.acp.v2.handlers' in sys.modules\n"
                "warmup.schedule(1)\n"
                "out['v1_after'] = 'term2acp.acp.v1.routes' in sys.modules\n"
                "warmup.wait(timeout=30)\n")

@@ -99,8 +99,8 @@ def test_a_call_waiting_for_the_turn_layer_does_not_hold_it_back(tmp_path, monke
 def test_start_imports_the_session_layer_and_opens_the_store_before_any_line(tmp_path):
     warmup = Warmup(Settings(data_dir=str(tmp_path / "data")))
     warmup.start()
-    assert {"term2acp.sessions.manager", "term2acp.acp.sessions",
-            "term2acp.acp.v1.sessions"} <= set(sys.modules)
+    assert {"term2acp.sessions.manager", "term2acp.acp.v2.handlers",
+            "term2acp.acp.v1.handlers"} <= set(sys.modules)
     warmup.schedule(1)
     assert warmup.wait_sessions(timeout=30) is True
     store = warmup.take_store()

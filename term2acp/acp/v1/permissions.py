@@ -1,7 +1,7 @@
 """``session/request_permission`` in v1 form: ``{sessionId, toolCall, options}``.
 
 Only the shape differs from v2: the bridge, the option table and every fail-closed rule
-are the ones in ``acp/permissions.py``.
+are the ones in ``acp/v2/permissions.py``.
 """
 
 from term2acp.acp.v1.translate import tool_fields

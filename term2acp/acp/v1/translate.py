@@ -1,6 +1,6 @@
 """The one translation of runtime events (and replay records) into v1 ``session/update``s.
 
-v1 says what v2 says (``acp/translate.py``) in other shapes:
+v1 says what v2 says (``acp/v2/translate.py``) in other shapes:
 
 * the first report of a tool call is ``tool_call`` (``title`` required), later ones are
   ``tool_call_update``;
@@ -12,7 +12,7 @@ v1 says what v2 says (``acp/translate.py``) in other shapes:
   that advertised ``_meta.terminal_output`` (Zed), the editor's terminal fed through the
   tool call's ``_meta`` (``acp/v1/terminal_meta.py``);
 * there is no ``state_update``: the end of a turn is the ``session/prompt`` response
-  (``acp/v1/sessions.py``), and the user's prompt is not echoed live (the editor shows
+  (``acp/v1/handlers.py``), and the user's prompt is not echoed live (the editor shows
   it already); ``session/load`` replays it as ``user_message_chunk``s.
 """
 
@@ -20,7 +20,7 @@ import base64
 import codecs
 import time
 
-from term2acp.acp.translate import compaction_update, locations, replayed_compaction
+from term2acp.acp.v2.translate import compaction_update, locations, replayed_compaction
 from term2acp.acp.v1 import terminal_meta
 from term2acp.core import events as ev
 

@@ -1,4 +1,4 @@
-"""The face's routes (acp/agent.py): each face's table serves exactly the methods
+"""The face's routes (acp/connection.py): each face's table serves exactly the methods
 acp/methods.py names for it, and one read before the face is built never holds up the
 reader (the lookup runs in the reader; the wait for the warm-up happens in the request's
 own greenlet)."""
@@ -7,8 +7,8 @@ import gevent
 import pytest
 from gevent.event import Event
 
-from term2acp.acp import agent, methods
-from term2acp.acp.sessions import routes as v2_routes
+from term2acp.acp import connection, methods
+from term2acp.acp.v2.routes import routes as v2_routes
 from term2acp.acp.v1.routes import routes as v1_routes
 from term2acp.providers.catalog import Catalog
 from term2acp.sessions.manager import SessionManager
@@ -26,8 +26,8 @@ class AnyFace:
 
 
 def test_face_tables_serve_exactly_the_named_methods():
-    assert set(v2_routes(AnyFace(), agent._route)) == methods.V2_FACE
-    assert set(v1_routes(AnyFace(), agent._route)) == methods.V1_FACE
+    assert set(v2_routes(AnyFace(), connection._route)) == methods.V2_FACE
+    assert set(v1_routes(AnyFace(), connection._route)) == methods.V1_FACE
 
 
 class Client:
@@ -46,7 +46,7 @@ def test_a_face_method_before_the_face_is_built_waits_in_its_own_greenlet(tmp_pa
         return managers[-1]
 
     warm = Event()  # the warm-up's session layer, still being imported
-    acp = agent.AcpAgent(manager, Client(), settings)
+    acp = connection.Connection(manager, Client(), settings)
     acp.before_sessions = lambda: warm.wait(10)
     acp.initialize(acp.routes[methods.INITIALIZE].load(INIT[version]))
     try:

@@ -1,6 +1,6 @@
 import pytest
 
-from term2acp.acp.permissions import decision_for, redact, request_params
+from term2acp.acp.v2.permissions import decision_for, redact, request_params
 from term2acp.core import approvals
 
 

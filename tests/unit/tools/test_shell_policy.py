@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from term2acp.acp import permissions
+from term2acp.acp.v2 import permissions
 from term2acp.acp.v1 import permissions as v1_permissions
 from term2acp.core import approvals, commandline
 from term2acp.core.access import AccessState

@@ -6,12 +6,9 @@ face in ``acp/v1/``).
 
 import logging
 
-from term2acp.acp import methods as m
-from term2acp.acp import translate
+from term2acp.acp.v2 import translate
 from term2acp.acp.controls import ControlHandlers, control_updates, replay_plan
 from term2acp.acp.errors import domain_errors
-from term2acp.acp.schemas import controls as cs
-from term2acp.acp.schemas import session as ss
 from term2acp.rpc.errors import InternalError, InvalidParamsError
 from term2acp.sessions.errors import InvalidCursor
 
@@ -54,7 +51,7 @@ class SessionHandlers(ControlHandlers):
 
     @domain_errors
     def list_sessions(self, params):
-        """session/list, for both faces (``acp/v1/sessions.py`` reuses it): the shapes are
+        """session/list, for both faces (``acp/v1/handlers.py`` reuses it): the shapes are
         the same in v1 and v2. The MCP servers a session was last connected with (no
         secrets: ``ServerConfig.describe()``) are under ``_meta.term2.mcpServers``."""
         try:
@@ -99,7 +96,7 @@ class SessionHandlers(ControlHandlers):
         session = self.manager.admit(params["session_id"], params.get("ticket"))
         self.announced(session)
         text = self.manager.prepare(session, params["prompt"])
-        from term2acp.acp.permissions import PermissionBridge  # the warm-up's turn layer
+        from term2acp.acp.v2.permissions import PermissionBridge  # the warm-up's turn layer
 
         gate = PermissionBridge(self.client, session.id, self.settings.approval_timeout)
         self.manager.start(session, params["prompt"], text, gate)  # the running update
@@ -134,41 +131,3 @@ class SessionHandlers(ControlHandlers):
         """session/delete (both faces): a live session is closed first; unknown -> -32002."""
         self.manager.delete(params["session_id"])
         return {}
-
-
-# Built once, when this module is imported (before the first line is read, with the
-# warm-up's session layer), not when the face is: instances cost ~1 ms together, which the
-# first session/new right after initialize waited for.
-_SCHEMAS = {
-    m.SESSION_NEW: ss.NewSessionRequestSchema(),
-    m.SESSION_LIST: ss.ListSessionsRequestSchema(),
-    m.SESSION_RESUME: ss.ResumeSessionRequestSchema(),
-    m.SESSION_PROMPT: ss.PromptRequestSchema(),
-    m.SESSION_CANCEL: ss.CancelNotificationSchema(),
-    m.SESSION_CLOSE: ss.CloseSessionRequestSchema(),
-    m.SESSION_FORK: ss.ForkSessionRequestSchema(),
-    m.SESSION_DELETE: ss.DeleteSessionRequestSchema(),
-    m.SESSION_SET_CONFIG_OPTION: cs.SetConfigOptionRequestSchema(),
-    m.AUTH_LOGIN: cs.LoginRequestSchema(),
-    m.AUTH_LOGOUT: cs.LogoutRequestSchema(),
-}
-
-
-def routes(face, route):
-    """The v2 route table of ``face`` (a SessionHandlers): ``route(bound method, schema,
-    inline=False)`` builds each (see acp/agent.py; v1's is ``acp/v1/routes.py``)."""
-    s = _SCHEMAS
-    return {
-        m.SESSION_NEW: route(face.new_session, s[m.SESSION_NEW]),
-        m.SESSION_LIST: route(face.list_sessions, s[m.SESSION_LIST], quick=True),
-        m.SESSION_RESUME: route(face.resume_session, s[m.SESSION_RESUME]),
-        m.SESSION_PROMPT: route(face.prompt, s[m.SESSION_PROMPT]),
-        m.SESSION_CANCEL: route(face.cancel, s[m.SESSION_CANCEL], inline=True),
-        m.SESSION_CLOSE: route(face.close_session, s[m.SESSION_CLOSE]),
-        m.SESSION_FORK: route(face.fork_session, s[m.SESSION_FORK]),
-        m.SESSION_DELETE: route(face.delete_session, s[m.SESSION_DELETE]),
-        m.SESSION_SET_CONFIG_OPTION: route(face.set_config_option,
-                                           s[m.SESSION_SET_CONFIG_OPTION]),
-        m.AUTH_LOGIN: route(face.login, s[m.AUTH_LOGIN]),
-        m.AUTH_LOGOUT: route(face.logout, s[m.AUTH_LOGOUT]),
-    }

@@ -20,7 +20,7 @@ from marshmallow import ValidationError
 
 from term2acp.acp import methods
 from term2acp.acp.schemas.permission import RequestPermissionResponseSchema
-from term2acp.acp.translate import tool_content
+from term2acp.acp.v2.translate import tool_content
 from term2acp.core import approvals
 from term2acp.core.approvals import Decision
 from term2acp.rpc.errors import MethodNotFoundError, RpcError

@@ -1,7 +1,7 @@
 """The ACP connection: negotiation, lifecycle (initialize first, once, unbatched), routes.
 
 One runtime, two protocol faces. ``initialize`` names the version: 1 gets the v1 face
-(``acp/v1/``), 2 and above the v2 face (``acp/sessions.py``, ``acp/translate.py``; the
+(``acp/v1/``), 2 and above the v2 face (``acp/v2/handlers.py``, ``acp/v2/translate.py``; the
 answer says 2, our latest). 0, a negative number or a non-integer is -32602. The request
 is validated against the shape of the version it names, so a v1 client is never refused
 for lacking v2 fields, and the version is fixed for the connection once answered.
@@ -10,7 +10,7 @@ The face (its session handlers, with the session manager, and its route table of
 bound methods) is built once, right after ``initialize`` is answered, when the warm-up
 (``term2acp/warmup.py``) has opened the session store (its modules were imported before
 the first line was read). A session method read before that waits for it in
-:meth:`AcpAgent.lookup`. Prompts (and resume/load, which restore a conversation)
+:meth:`Connection.lookup`. Prompts (and resume/load, which restore a conversation)
 also wait for the turn layer, which the warm-up imports next.
 """
 
@@ -81,7 +81,7 @@ def terminal_auth(capabilities, version):
 NEEDS_TURNS = frozenset({m.SESSION_PROMPT, m.SESSION_RESUME, m.SESSION_LOAD})
 
 
-class AcpAgent:
+class Connection:
     def __init__(self, manager_factory, client, settings):
         self._manager_factory = manager_factory
         self.face = None  # the negotiated face's session handlers, built by open_face
@@ -140,12 +140,13 @@ class AcpAgent:
         manager = self._manager_factory()
         if self.version == m.PROTOCOL_V1:
             from term2acp.acp.v1.routes import routes
-            from term2acp.acp.v1.sessions import V1SessionHandlers
+            from term2acp.acp.v1.handlers import V1SessionHandlers
 
             face = V1SessionHandlers(manager, self.client, self.settings, self.client_files)
             face.terminal_meta = self.client_terminal_meta
         else:
-            from term2acp.acp.sessions import SessionHandlers, routes
+            from term2acp.acp.v2.handlers import SessionHandlers
+            from term2acp.acp.v2.routes import routes
 
             face = SessionHandlers(manager, self.client, self.settings)
         face.compaction = self.client_compaction

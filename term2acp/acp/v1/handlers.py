@@ -13,8 +13,8 @@ from gevent.event import Event
 
 from term2acp.acp.controls import ControlHandlers, control_updates
 from term2acp.acp.errors import domain_errors
-from term2acp.acp.translate import CHUNK_EVENTS
-from term2acp.acp.sessions import SessionHandlers
+from term2acp.acp.v2.translate import CHUNK_EVENTS
+from term2acp.acp.v2.handlers import SessionHandlers
 from term2acp.acp.v1 import permissions, translate
 from term2acp.acp.v1.files import EditorFiles
 from term2acp.core import events as ev
@@ -213,7 +213,7 @@ class V1SessionHandlers(ControlHandlers):
         # the model takes them
         self.announced(session)
         text = self.manager.prepare(session, blocks)
-        from term2acp.acp.permissions import PermissionBridge  # the warm-up's turn layer
+        from term2acp.acp.v2.permissions import PermissionBridge  # the warm-up's turn layer
 
         gate = PermissionBridge(self.client, session.id, self.settings.approval_timeout,
                                 params_for=permissions.request_params)
