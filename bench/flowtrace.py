@@ -31,8 +31,7 @@ What would make counts vary from run to run is held still while a window is open
 garbage collector is off (after a collection), the switch interval is long (gevent's
 loop stops running callbacks for I/O after one switch interval: with profiling on that is
 reached at random), timers of 50 ms or more armed with ``gevent.spawn_later`` (e.g. the
-idle-session timer) start once the window has closed, as they would at full speed, and the
-store's barrier waits natively for its job (at full speed: after a pause, for up to 2 ms).
+idle-session timer) start once the window has closed, as they would at full speed.
 """
 
 import ctypes
@@ -190,17 +189,10 @@ class CallCounter:
         """Open the window now (called from the test, or from the profile function)."""
         if self.active:
             return
-        from term2acp.sessions import store
-
-        self._saved = (gc.isenabled(), sys.getswitchinterval(), gevent.spawn_later,
-                       getattr(store, "BARRIER_QUIET", None), getattr(store, "BARRIER_SPIN", None))
+        self._saved = (gc.isenabled(), sys.getswitchinterval(), gevent.spawn_later)
         gc.disable()
         sys.setswitchinterval(1000.0)
         gevent.spawn_later = self._spawn_later
-        # a store whose barrier can wait natively waits until its job is done, so the
-        # clock does not decide which calls land inside the window
-        if hasattr(store, "BARRIER_QUIET"):
-            store.BARRIER_QUIET, store.BARRIER_SPIN = -1.0, WAIT
         self.windows += 1
         self.active = True
 
@@ -209,11 +201,7 @@ class CallCounter:
         if not self.active:
             return
         self.active = False
-        from term2acp.sessions import store
-
-        enabled, interval, spawn_later, quiet, spin = self._saved
-        if hasattr(store, "BARRIER_QUIET"):
-            store.BARRIER_QUIET, store.BARRIER_SPIN = quiet, spin
+        enabled, interval, spawn_later = self._saved
         gevent.spawn_later = spawn_later
         sys.setswitchinterval(_interval_wanted(interval))
         if enabled:

@@ -24,8 +24,8 @@ class Server:
         self._tools = None
         self.sandbox_note = None  # set by the probe
         self.catalog = catalog
-        # The writer's before_write is the session store's durability barrier, wired when
-        # the session layer is built (_sessions).
+        # Before each batch of lines the writer commits what they report (the session
+        # store's commit_quietly), wired when the session layer is built (_sessions).
         self.writer = Writer(out_fd, on_failure=self._disconnected, discard=_discarded)
         self.pool = Pool(256)
         self.endpoint = Endpoint(None, self.writer.put, self.pool, max_line=settings.max_line_bytes,
@@ -56,7 +56,9 @@ class Server:
 
         manager = SessionManager(self.settings, self.catalog, self.tools, self._sandbox_note,
                                  store=self.warmup.take_store())
-        self.writer.before_write = manager.barrier  # what a line reports is committed first
+        # what a line reports is committed before the line is written: a kill -9 loses
+        # nothing the client was told
+        self.writer.before_write = manager.store.commit_quietly
         return manager
 
     @property

@@ -48,9 +48,6 @@ class TurnAborted(TurnCancelled):
     swallow it (:meth:`Turn._abort`)."""
 
 
-_END = object()  # the end of a stream (next's default)
-
-
 class Turn:
     def __init__(self, session, provider, tools, settings, system):
         self.session = session
@@ -130,14 +127,13 @@ class Turn:
             request.messages = model_messages(session.history)
         message_id, thought_id = new_id("msg"), new_id("thought")
         text, thought, calls, stop, replay, spent = [], [], [], None, None, None
-        # What was written so far (the user message, a tool's result) goes to the store
-        # thread without waiting: its trip overlaps the request to the model. The thread
-        # commits it in a transaction of its own, so none stays open while the model
-        # streams; a failure of that batch fails the turn before anything is emitted.
-        session.commit(wait=False)
+        # What was written so far (the user message, a tool's result) is committed before
+        # the model is asked: no transaction stays open while the model streams, and a
+        # failure of that batch fails the turn before anything of the answer is emitted.
+        session.commit()
         stream = self.context.stream(request)
         try:
-            for item in self._once_committed(stream):
+            for item in stream:
                 kind = type(item)
                 if kind is pb.TextDelta:
                     if item.text:
@@ -173,22 +169,6 @@ class Turn:
                 self.calls[record.id] = record
                 records.append(record)
         return stop, records
-
-    def _once_committed(self, items):
-        """The model's stream, the batch sent before the request settled first: when its
-        first item arrives (or the stream ends or fails) the batch is committed, normally
-        long since, or its StoreError fails the turn before anything of the answer is
-        emitted, as when the commit waited before the request."""
-        items = iter(items)
-        try:
-            first = next(items, _END)
-        except Exception:
-            self.session.settle()  # a store failure comes first
-            raise
-        self.session.settle()
-        if first is not _END:
-            yield first
-            yield from items
 
     def _usage(self, usage):
         """Count one request's usage, report it; returns its cost in USD, or None."""
@@ -321,8 +301,8 @@ class Turn:
             self._report(record, "cancelled")  # it never ran (the model hears "Not run")
             self._abort(approvals.CANCELLED)
         # No commit here: the store holds no transaction between its thread's trips, and
-        # the protocol writer's barrier commits what the in_progress update reports before
-        # the line goes out (a store failure is raised by the next model round's settle).
+        # the protocol writer commits what the in_progress update reports before the line
+        # goes out (a store failure is raised by the next model round's commit).
         done = self._watch(tool)
         try:
             result = tool.run(args, ctx) if plan is None else tool.run(args, ctx, plan)

@@ -106,8 +106,8 @@ class Writer:
     def __init__(self, fd, on_failure=None, before_write=None, limit=DEFAULT_QUEUE_BYTES,
                  discard=None):
         self._fd = fd
-        # Called right before each batch of lines is written (the session store's
-        # durability barrier); the composition root may set it later.
+        # Called right before each batch of lines is written (the session store's commit:
+        # what the lines report is durable first); the composition root may set it later.
         self.before_write = before_write
         self._items = deque()  # (bytes, tag or None)
         self._quick = deque()  # lines that need no before_write (put_quick)
@@ -225,7 +225,7 @@ class Writer:
     def _before_write(self):
         """Run ``before_write``; quick lines that come meanwhile are written at once."""
         hook = gevent.spawn(self._call_before_write)
-        hook.name = "rpc-writer-barrier"
+        hook.name = "rpc-writer-before-write"
         while not hook.dead:
             self._wake.clear()
             if self._quick:

@@ -1,9 +1,9 @@
 """Consolidates runtime events into replay records (whole messages, final tool states).
 
 Chunks are appended in memory and written back as whole records right before the
-store's next trip to its thread (at the latest the durability barrier that the protocol
-writer calls before it puts the lines that reported them on the wire: ``Store.barrier``),
-so a 5,000-chunk answer costs a handful of writes and no thread round trip per chunk, and
+store's next trip to its thread (at the latest the commit the protocol writer makes
+before it puts the lines that reported them on the wire: ``Store.commit_quietly``), so a
+5,000-chunk answer costs a handful of writes and no thread round trip per chunk, and
 a ``kill -9`` loses nothing reported. A Recorder registers with the store
 (``Store.defer``) when it first has something to write since its last flush.
 """

@@ -63,7 +63,6 @@ class LiveSession:
         self.context_window = None
         self.window_learned = None  # tokens, from an overflow error (agent/context.py)
         self.store = store
-        self._sent = None  # the store job of the last commit(wait=False), until settled
         self.lock = lock
         self.workdir = workdir
         self.access = AccessState(self.root)
@@ -97,25 +96,10 @@ class LiveSession:
         """session/cancel or session/close was read for the current prompt."""
         return self.lifecycle.stopping
 
-    def commit(self, wait=True):
+    def commit(self):
         """Everything emitted and written so far is committed; raises the StoreError of a
-        batch that lost this session's changes (also one the protocol writer sent).
-
-        ``wait=False`` (the turn, before it asks the model): send it to the store thread
-        and go on at once, the trip overlapping the request; :meth:`settle` then raises
-        what that batch lost (as does the next waiting commit)."""
-        if wait:
-            self._sent = None
-            self.store.commit(self.id)
-        else:
-            self._sent = self.store.commit(self.id, wait=False)
-
-    def settle(self):
-        """The batch the last ``commit(wait=False)`` sent is committed when this returns
-        (no new trip; it is normally delivered by then); raises the StoreError of a batch
-        that lost this session's changes, as :meth:`commit` does."""
-        sent, self._sent = self._sent, None
-        self.store.settle(sent, self.id)
+        batch that lost this session's changes (also one the protocol writer sent)."""
+        self.store.commit(self.id)
 
     def emit(self, event):
         self.recorder.record(event)

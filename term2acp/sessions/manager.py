@@ -67,9 +67,6 @@ class SessionManager:
         self._dormant = {}  # session id -> state of a session idle-closed by this process
         self._creating = {}  # greenlet -> ids it created inside undo_new_on_failure()
         self._read_prompts = {}  # session id -> tickets of prompts read, not yet admitted
-        # The durability barrier the protocol writer calls before each batch of lines
-        # (sessions/store.py): what was emitted before is committed when it returns.
-        self.barrier = self.store.barrier
         self._prepare_dirs()
 
     def _prepare_dirs(self):

@@ -16,16 +16,14 @@ batches (several processes may share the file), and no timer is needed to bound 
 run in the order they were sent, so a read sees every write made before it; the price is
 that a read waits behind a batch that waits for another process's write lock.
 
-Durability (issue 11): :meth:`Store.commit` is the one commit path and
-:meth:`Store.barrier` is what the protocol writer calls right before it writes a batch
-of lines: everything emitted before the call is committed when it returns, so a
-``kill -9`` loses nothing that was reported. A batch that fails (disk full, locked past
-the busy timeout, a damaged file) is rolled back; whoever waited for it gets the
-:class:`StoreError`, and every session whose changes it carried is told on its own next
-``commit(session_id)``, so the client hears of it as before. The turn does not wait for
-the batch it sends before asking the model (``commit(session_id, wait=False)``: the trip
-overlaps the request); it calls :meth:`settle` when the answer begins, so a failure of
-that batch (or of any sent before it) fails the turn before anything of it is emitted.
+Durability: :meth:`Store.commit` is the one commit path; it waits (cooperatively) until
+everything written so far, and every record a Recorder holds, is committed. The protocol
+writer calls :meth:`Store.commit_quietly` (the same commit, which logs instead of raising)
+right before it writes a batch of lines, so every line it writes reports only what is
+already committed: a ``kill -9`` loses nothing the client was told. A batch that fails
+(disk full, locked past the busy timeout, a damaged file) is rolled back; whoever waited
+for it gets the :class:`StoreError`, and every session whose changes it carried is told on
+its own next ``commit(session_id)``, so the client hears of it as before.
 """
 
 import base64
@@ -35,7 +33,6 @@ import json
 import logging
 import os
 import sqlite3
-import time
 import weakref
 from collections import deque
 from datetime import datetime, timezone
@@ -62,16 +59,6 @@ except ImportError:  # pragma: no cover - CPython always has it
     from queue import SimpleQueue as _NativeQueue  # noqa: N813
 
 HANDOFF_INTERVAL = 0.0002  # seconds: the GIL switch interval while a store job is out
-# Seconds the protocol writer's barrier waits natively (the hub paused, the GIL free) for
-# its job before it waits cooperatively. A job is a few SQLite calls; waiting
-# cooperatively while a turn streams, the thread won the GIL back after each call only
-# after the turn's next slice: 2-6 ms a trip, ~1.5 ms of every first answer chunk. The
-# bound keeps a slow job (another process's lock, fsync) from pausing the hub longer.
-# Only for the first barrier after a pause (BARRIER_QUIET since the last one ended): in a
-# sustained stream the paused hub made each batch smaller and the stream slower (a
-# 5,000-chunk turn 55-62 -> 72-112 ms), while a line's latency matters there less.
-BARRIER_SPIN = 0.002
-BARRIER_QUIET = 0.002
 
 SCHEMA_VERSION = 4
 MIGRATIONS = {
@@ -281,7 +268,6 @@ def _connect(path, busy_wait):
         db.execute("PRAGMA journal_mode = WAL")
         db.execute("PRAGMA synchronous = NORMAL")
         _migrate(db)
-        _start_wal(db, path)
     except sqlite3.Error as exc:
         db.close()
         if getattr(exc, "sqlite_errorcode", None) in (SQLITE_CORRUPT, SQLITE_NOTADB):
@@ -306,30 +292,6 @@ def _move_aside(path, why):
     return (f"the session store {path} was damaged ({why}), so term2-acp had to "
             f"move it aside: it is now {target}, and a fresh store was started "
             "(sessions created before are in the damaged file). Retry the request.")
-
-
-def _start_wal(db, path):
-    """Set up the write-ahead log now, in the opening thread, when it is empty: the first
-    write to a store opened with no WAL creates it and syncs its header (~1.5 ms), and
-    that first write was the first session/new's. One write of the schema version,
-    unchanged; never waits for another process (the WAL is in use then anyway)."""
-    try:
-        if os.path.getsize(path + "-wal"):
-            return
-    except OSError:
-        pass  # not there yet: SQLite makes it with the first write
-    previous = int(db.execute("PRAGMA busy_timeout").fetchone()[0])
-    try:
-        db.execute("PRAGMA busy_timeout = 0")
-        version = int(db.execute("PRAGMA user_version").fetchone()[0])
-        db.execute("BEGIN IMMEDIATE")
-        db.execute(f"PRAGMA user_version = {version}")
-        db.execute("COMMIT")
-    except sqlite3.Error:
-        if db.in_transaction:
-            db.execute("ROLLBACK")
-    finally:
-        db.execute(f"PRAGMA busy_timeout = {previous}")
 
 
 def _migrate(db):
@@ -357,13 +319,10 @@ def _migrate(db):
 class _Job:
     """One trip to the store thread: a batch of writes (one transaction), then ``op``."""
 
-    __slots__ = ("batch", "sids", "op", "args", "done", "value", "error", "lost", "waiters",
-                 "ready")
+    __slots__ = ("batch", "sids", "op", "args", "done", "value", "error", "lost", "waiters")
 
     def __init__(self, batch, sids, op, args):
         self.batch, self.sids, self.op, self.args = batch, sids, op, args
-        self.ready = _native_lock()  # released by the thread when the job has run
-        self.ready.acquire()
         self.done = False  # delivered (set on the hub; greenlets wait with wait())
         self.value = self.error = self.lost = None
         self.waiters = None  # Waiters of the greenlets in wait(), switched to on delivery
@@ -371,8 +330,8 @@ class _Job:
     def wait(self):
         """Until the job is delivered. The delivery switches to the waiting greenlet at
         once (an Event's waiters run one loop iteration later): the protocol writer waiting
-        in its barrier resumes before a streaming turn's socket is read on, instead of
-        after the turn has handled everything that arrived meanwhile (~2 ms of chunks)."""
+        for its commit resumes before a streaming turn's socket is read on, instead of
+        after the turn has handled everything that arrived meanwhile."""
         while not self.done:
             waiter = Waiter()
             if self.waiters is None:
@@ -391,15 +350,13 @@ class _Worker:
     dropped without ``close()`` stops its thread through a finalizer.
     """
 
-    def __init__(self, db):
-        self.db = db  # used only in the thread from now on
+    def __init__(self):
+        self.db = None  # the connection: opened, used and closed in the thread only
         self.lost = {}  # session id -> StoreError of a failed batch that held its changes
         self.alive = True
         self.exited = _native_lock()  # released by the thread as it ends
         self.exited.acquire()
-        self.trips = 0  # jobs run (tests count round trips with it)
         self._jobs = _NativeQueue()
-        self._later = []  # jobs submitted with later=True, not on the queue yet
         self._finished = deque()
         self._outstanding = 0
         self._short = False  # a short switch interval is held while jobs are out
@@ -410,12 +367,8 @@ class _Worker:
         _start_thread(self._serve, ())
 
     # ------------------------------------------------------------ hub side
-    def submit(self, job, later=False):
-        """``later``: the job goes to the thread when the hub next runs its callbacks (the
-        submitting greenlet yields), not at once: a caller that does not wait for it (the
-        turn, about to send its request to the model) keeps the GIL until it blocks on I/O,
-        and the thread runs the job meanwhile. Jobs reach the thread in the order they
-        were submitted either way."""
+    def submit(self, job):
+        """Queue ``job`` for the thread; never blocks. Jobs run in the order submitted."""
         self._outstanding += 1
         if self._outstanding == 1:
             self._async.ref = True
@@ -425,30 +378,9 @@ class _Worker:
             # out the interval is short; it is restored when the last job is delivered.
             shorten_switch_interval(HANDOFF_INTERVAL)
             self._short = True
-        if later:
-            if not self._later:
-                self._hub_loop.run_callback(self._put_later)
-            self._later.append(job)
-            return
-        if self._later:
-            self._put_later()
         self._jobs.put(job)
 
-    def _put_later(self):
-        later, self._later = self._later, []
-        for job in later:
-            self._jobs.put(job)
-
-    def run_now(self, job, seconds):
-        """Wait natively (the hub blocked, the GIL free) up to ``seconds`` for ``job`` and
-        deliver what has finished; the caller is not a hub callback."""
-        if self._later:
-            self._put_later()
-        if job.ready.acquire(True, seconds):
-            job.ready.release()
-            self._deliver(here=True)
-
-    def _deliver(self, here=False):
+    def _deliver(self):
         finished, woken = self._finished, None
         while finished:
             job = finished.popleft()
@@ -469,15 +401,11 @@ class _Worker:
             self._async.close()
         if woken is not None:
             for waiter in woken:  # each runs until it waits again, then we go on
-                if here:
-                    self._hub_loop.run_callback(waiter.switch, None)
-                else:
-                    waiter.switch(None)
+                waiter.switch(None)
 
     def stop(self):
         """Without waiting (a finalizer): end the thread after the jobs queued."""
         if self.alive:
-            self._put_later()
             self._jobs.put(None)
 
     # ------------------------------------------------------------ thread side
@@ -499,12 +427,10 @@ class _Worker:
                 self._run(job)
             except BaseException as exc:  # noqa: BLE001 - the waiter must always wake
                 job.error = exc
-            self.trips += 1
             closing = job.op is _close
             if closing:
                 self.alive = False
             finished.append(job)
-            job.ready.release()
             wake()
             if closing:
                 return
@@ -610,21 +536,20 @@ class Store:
     def __init__(self, path, busy_wait=BUSY_WAIT):
         self.path = path
         self.busy_wait = busy_wait  # seconds a statement waits for another process's lock
-        self._db = None  # the connection (the store thread's, once it runs)
+        self._opened = False  # the store thread holds the open connection
         self._worker = None  # started on the hub by the first trip
         self._pending = []  # (sql or callable, args) written since the last trip
         self._pending_sids = set()
         self._sources = {}  # Recorders with records not yet written (see defer)
         self._last_write = None  # the newest job that carried writes
         self._closed = False
-        self.recovered = None  # a StoreRecovered notice not yet told (opened off the hub)
-        self._barrier_at = float("-inf")  # when the last barrier with a job ended
+        self.recovered = None  # a StoreRecovered notice to tell on the next open()
         self._reader = None  # the hub's read-only connection (session/list), once used
 
     # ------------------------------------------------------------ lifecycle
     @property
     def is_open(self):
-        return self._db is not None
+        return self._opened
 
     def open(self):
         """Open (create, migrate) the store, in the store thread.
@@ -634,34 +559,23 @@ class Store:
         started, and this call raises :class:`StoreRecovered` once, saying where the old
         file went; later calls use the fresh store.
         """
-        if self._db is not None:
+        if self._opened:
             if self.recovered is not None:  # opened by the warm-up: tell the notice once
                 notice, self.recovered = self.recovered, None
                 raise StoreRecovered(notice)
             return self
         self._closed = False
         job = self._trip(_open, (self.path, self.busy_wait), writes=False)
-        self._db = self._worker.db
+        self._opened = True
         if job.value is not None:
             log.error("%s", job.value)
             raise StoreRecovered(job.value)
         return self
 
-    def open_here(self):
-        """Open in the calling native thread (the warm-up's, term2acp/warmup.py), before
-        the hub uses the store; a damaged file moved aside is told by the first
-        :meth:`open` on the hub. Raises StoreError when the store cannot be opened."""
-        if self._db is None:
-            self._db, moved = _open_db(self.path, self.busy_wait)
-            if moved is not None:
-                log.error("%s", moved)
-                self.recovered = moved
-        return self
-
     def close(self):
         """Commit what is pending, close the connection and end the store thread."""
         try:
-            if self._db is not None and not self._closed:
+            if self._opened and not self._closed:
                 self.commit()
         finally:
             self._closed = True
@@ -677,9 +591,7 @@ class Store:
                 # instructions, bounded, so that none is left behind.
                 if worker.exited.acquire(timeout=1.0):
                     worker.exited.release()  # stays free: "this thread has ended"
-            elif self._db is not None:
-                self._db.close()
-            self._db = None
+            self._opened = False
 
     # ------------------------------------------------------------ reads on the hub
     def _read_here(self, sql, args):
@@ -688,8 +600,8 @@ class Store:
         several GIL hand-overs each). In WAL mode a reader never waits for a writer, and
         this connection never sleeps on a lock: when SQLite says busy (a recovery or
         checkpoint under way) the read goes to the store thread after all. It sees what
-        is committed, which is everything the client has been told (the writer's barrier
-        commits before each line goes out)."""
+        is committed, which is everything the client has been told (the writer commits
+        before each batch of lines goes out)."""
         reader = self._hub_reader()
         if reader is not None:
             try:
@@ -699,7 +611,7 @@ class Store:
         return self._trip(_fetchall, (sql, args)).value
 
     def _hub_reader(self):
-        if self._reader is None and self._db is not None and not self._closed:
+        if self._reader is None and self._opened and not self._closed:
             try:
                 reader = sqlite3.connect(self.path, timeout=0, isolation_level=None,
                                          check_same_thread=False)
@@ -737,10 +649,10 @@ class Store:
             raise job.error
         return job
 
-    def _send(self, op, args=(), writes=True, later=False):
+    def _send(self, op, args=(), writes=True):
         if self._closed:
             raise StoreError(f"the session store {self.path} is closed")
-        if writes and self._db is None:
+        if writes and not self._opened:
             self.open()  # on first use, as before (may raise StoreError/StoreRecovered)
         batch = sids = None
         if writes:
@@ -755,58 +667,31 @@ class Store:
             return None
         worker = self._worker
         if worker is None:
-            worker = self._worker = _Worker(self._db)
+            worker = self._worker = _Worker()
             weakref.finalize(self, worker.stop)  # dropped without close(): end the thread
         job = _Job(batch, sids, op, args)
         if batch is not None:
             self._last_write = job
-        worker.submit(job, later)
+        worker.submit(job)
         return job
 
-    def commit(self, session_id=None, wait=True, spin=0):
+    def commit(self, session_id=None):
         """Everything written so far (and every record a Recorder holds) is committed when
-        this returns. Raises the StoreError of the batch it waited for; with
-        ``session_id``, also one that an earlier batch (committed by someone else, e.g.
-        the protocol writer) lost of that session's changes.
-
-        ``wait=False``: send what is pending to the store thread and return at once, so
-        that its trip overlaps what the caller does next (the turn: the request to the
-        model; the thread gets it once the caller yields, see :meth:`_Worker.submit`).
-        Returns the job that carries it (the one already on its way when nothing is
-        pending; None when everything is committed): hand it to :meth:`settle`, which
-        raises the batch's failure (and one known from before), as does the session's
-        next waiting commit.
-
-        ``spin``: seconds to wait natively first (the hub paused, the GIL left to the
-        store thread), then cooperatively: the barrier's (``BARRIER_SPIN``)."""
-        job = self._send(None, later=not wait) if (self._pending or self._sources) else None
+        this returns; waits cooperatively. Raises the StoreError of the batch it waited
+        for; with ``session_id``, also one that an earlier batch (committed by someone
+        else, e.g. the protocol writer) lost of that session's changes."""
+        job = self._send(None) if (self._pending or self._sources) else None
         if job is None:
             last = self._last_write  # committing now: someone else's trip carries it
             if last is not None and not last.done:
                 job = last
-        if not wait:
-            return job
         if job is not None:
-            if spin and not job.done:
-                self._worker.run_now(job, spin)
             job.wait()
             if job.lost is not None:
-                if session_id is not None and self._worker is not None:
+                if session_id is not None:
                     self._worker.lost.pop(session_id, None)
                 raise job.lost
         if session_id is not None and self._worker is not None:
-            lost = self._worker.lost.pop(session_id, None)
-            if lost is not None:
-                raise lost
-
-    def settle(self, sent, session_id):
-        """Wait for ``sent`` (what ``commit(session_id, wait=False)`` returned; no new
-        trip: it is normally delivered by now) and raise the StoreError of a batch that
-        lost ``session_id``'s changes: that one, or any sent before it (jobs run in order,
-        so those are delivered too). Told once, like :meth:`commit`."""
-        if sent is not None:
-            sent.wait()
-        if self._worker is not None:
             lost = self._worker.lost.pop(session_id, None)
             if lost is not None:
                 raise lost
@@ -817,28 +702,22 @@ class Store:
         locked), now forgotten; None when there is none."""
         return self._worker.lost.pop(session_id, None) if self._worker is not None else None
 
-    def barrier(self):
-        """The protocol writer calls this right before it writes a batch of lines: what
-        was emitted before is committed when it returns (a ``kill -9`` loses nothing
-        reported). Cheap when nothing is pending. A failure is logged here; the sessions
-        whose changes it lost hear of it on their next commit."""
-        if not (self._pending or self._sources):
-            last = self._last_write
-            if last is None or last.done:
-                return
-        if self._closed:  # shut down: what was emitted before close() is committed
-            log.warning("session store closed: %d changes made since are not stored",
-                        len(self._pending) + len(self._sources))
-            self._pending, self._pending_sids, self._sources = [], set(), {}
+    def commit_quietly(self):
+        """:meth:`commit` for the protocol writer, which calls it right before it writes a
+        batch of lines, so that what they report is committed first (a ``kill -9`` loses
+        nothing the client was told). It never raises: a failure is logged here, and the
+        sessions whose changes it lost hear of it on their next ``commit(session_id)``.
+        After :meth:`close` what was written since is dropped, said once."""
+        if self._closed:
+            if self._pending or self._sources:
+                log.warning("session store closed: %d changes made since are not stored",
+                            len(self._pending) + len(self._sources))
+                self._pending, self._pending_sids, self._sources = [], set(), {}
             return
-        started = time.monotonic()
-        spin = BARRIER_SPIN if started - self._barrier_at > BARRIER_QUIET else 0
         try:
-            self.commit(spin=spin)
+            self.commit()
         except StoreError as exc:
             log.warning("writing lines whose changes could not be committed: %s", exc)
-        finally:
-            self._barrier_at = time.monotonic()
 
     # ------------------------------------------------------------ sessions
     def create_session(self, session_id, cwd, provider, model):
@@ -847,8 +726,7 @@ class Store:
                     " VALUES (?, ?, NULL, ?, ?, ?, ?)",
                     (session_id, cwd, stamp, stamp, clean_text(provider), clean_text(model)),
                     session_id)
-        self.commit(spin=BARRIER_SPIN)  # session/new waits for it: natively first, as the
-        # writer's barrier does (the hub usually has nothing else to do then)
+        self.commit()
         return {"id": session_id, "cwd": cwd, "title": None, "updated_at": stamp,
                 "provider": provider, "model": model}
 

@@ -17,16 +17,12 @@ class FakeSession:
         self.context_window = 1000
         self.cost = 0.0
         self.workdir = root
-        self.commits = 0
 
     @property
     def stopping(self):
         return self.lifecycle.stopping
 
-    def commit(self, wait=True):
-        self.commits += 1
-
-    def settle(self):
+    def commit(self):
         pass
 
     def emit(self, event):

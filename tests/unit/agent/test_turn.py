@@ -148,16 +148,6 @@ def test_turn_tool_arguments_nesting_too_deep_fail_without_being_stored(tmp_path
     assert "deeper than 64 levels" in talk(session)[2]["content"]
 
 
-def test_turn_commits_the_store_before_each_model_round_only(tmp_path):
-    """Each model round commits first (a store failure fails the turn there); a tool does
-    not: the store holds no transaction between trips, and the protocol writer's barrier
-    commits what a reported update says before its line goes out."""
-    session, turn = make_turn(tmp_path, [CALL, DONE],
-                              Gate(lambda i: approvals.Decision(True, "allow-once")))
-    assert turn.run("go") == "end_turn"
-    assert session.commits == 2  # before each of the two model rounds
-
-
 def test_turn_a_plugin_calling_ctx_approve_cannot_swallow_an_abort(tmp_path):
     """A denial that must end the turn (here the gate says so) is a GreenletExit: a plug-in
     that wraps ``ctx.approve()`` in ``except Exception`` neither sees nor stops it."""

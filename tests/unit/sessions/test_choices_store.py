@@ -31,7 +31,7 @@ def test_a_version_1_store_migrates_and_keeps_its_sessions(tmp_path):
     again = st.Store(path).open()
     row = again.get_session("s1")
     assert (row["model"], row["effort"], row["mode"]) == ("gpt-5", "high", "read-only")
-    assert again._db.execute("PRAGMA user_version").fetchone()[0] == st.SCHEMA_VERSION >= 2
+    assert again.rows("PRAGMA user_version")[0][0] == st.SCHEMA_VERSION >= 2
     again.close()
 
 
@@ -48,9 +48,9 @@ def test_a_version_2_store_migrates_and_keeps_its_sessions(tmp_path):
     again = st.Store(path).open()
     assert again.get_session("s1")["mcp_servers"] == [{"name": "gh", "transport": "http",
                                                        "url": "https://h/mcp"}]
-    assert again._db.execute("PRAGMA user_version").fetchone()[0] == st.SCHEMA_VERSION >= 3
+    assert again.rows("PRAGMA user_version")[0][0] == st.SCHEMA_VERSION >= 3
     again.set_mcp_servers("s1", [])
     again.commit()
     assert again.get_session("s1")["mcp_servers"] == []
-    assert again._db.execute("SELECT mcp_servers FROM sessions").fetchone()[0] is None
+    assert again.rows("SELECT mcp_servers FROM sessions")[0][0] is None
     again.close()

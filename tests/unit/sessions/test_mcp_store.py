@@ -32,7 +32,7 @@ def test_an_unreadable_column_lists_no_servers(tmp_path):
     store = st.Store(str(tmp_path / "sessions.sqlite3")).open()
     store.create_session("s1", "/w", None, None)
     for junk in ("not json", '{"a": 1}', '[1, "x"]'):
-        store._db.execute("UPDATE sessions SET mcp_servers = ?", (junk,))
+        store.write("UPDATE sessions SET mcp_servers = ?", (junk,), "s1")
         assert store.get_session("s1")["mcp_servers"] == []
     store.close()
 

@@ -1,6 +1,6 @@
-"""The store off the hub (issue 16) and its one durability barrier (issue 11): statements
-run in one native thread, writes travel in batches, the protocol writer's barrier commits
-what a line reports before the line is written, failures still reach the session."""
+"""The store off the hub: statements run in one native thread, writes travel in batches,
+the protocol writer commits what a line reports before the line is written (a kill -9
+loses nothing the client was told), failures still reach the session."""
 
 import logging
 import os
@@ -37,30 +37,53 @@ def _journal(path, session_id="s1"):
         db.close()
 
 
-def test_chunks_travel_to_the_store_thread_in_one_batch(tmp_path):
+def _title(path, session_id="s1"):
+    db = sqlite3.connect(path)
+    try:
+        return db.execute("SELECT title FROM sessions WHERE id = ?", (session_id,)).fetchone()[0]
+    finally:
+        db.close()
+
+
+def test_writes_wait_in_memory_and_are_committed_together(tmp_path):
+    """A thousand chunks and a write reach the file only with the next commit, the chunks
+    as one whole record."""
     store = _store(tmp_path)
     recorder = Recorder(store, "s1")
-    trips = store._worker.trips
     for _ in range(1000):
         recorder.record(ev.TextChunk("m1", "tok "))
-    store.touch("s1")
-    assert store._worker.trips == trips  # nothing sent per chunk or per write
-    store.barrier()
-    assert store._worker.trips == trips + 1  # one trip, one transaction
-    assert _journal(store.path) == [("agent_message", "m1")]
-    store.barrier()  # nothing pending: no trip at all
-    assert store._worker.trips == trips + 1
+    store.touch("s1", "a title")
+    gevent.idle()
+    assert _journal(store.path) == [] and _title(store.path) is None  # nothing sent yet
+    store.commit_quietly()
+    assert _journal(store.path) == [("agent_message", "m1")] and _title(store.path) == "a title"
     assert store.journal("s1") == [("agent_message", {"message_id": "m1", "text": "tok " * 1000})]
     store.close()
 
 
-def test_the_barrier_commits_what_a_line_reports_before_the_line_is_written(tmp_path):
-    """The writer calls the barrier before each batch: when the reader sees the line, the
-    record it reports is committed (so a kill -9 right then loses nothing reported)."""
+def test_with_nothing_to_commit_the_writer_does_not_wait_for_the_store(tmp_path):
+    """Another process holds the write lock: a commit with nothing pending or on its way
+    returns at once (a line that reports nothing new is not held)."""
+    store = _store(tmp_path)
+    holder = sqlite3.connect(store.path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        with gevent.Timeout(2):
+            store.commit_quietly()
+            store.commit("s1")
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    store.close()
+
+
+def test_the_writer_commits_what_a_line_reports_before_the_line_is_written(tmp_path):
+    """The writer commits before each batch: when the reader sees the line, the record it
+    reports is committed (so a kill -9 right then loses nothing reported)."""
     store = _store(tmp_path)
     recorder = Recorder(store, "s1")
     read_end, write_end = os.pipe()
-    writer = Writer(write_end, before_write=store.barrier)
+    writer = Writer(write_end, before_write=store.commit_quietly)
     try:
         recorder.record(ev.ToolCallReported("call_1", title="read", status="pending"))
         writer.put(b'{"reported": "call_1"}\n')
@@ -74,7 +97,7 @@ def test_the_barrier_commits_what_a_line_reports_before_the_line_is_written(tmp_
         store.close()
 
 
-def test_the_barrier_waits_for_changes_another_greenlet_is_committing(tmp_path):
+def test_the_writer_waits_for_changes_another_greenlet_is_committing(tmp_path):
     """A line must not overtake a commit already on its way that holds what it reports."""
     store = _store(tmp_path)
     holder = sqlite3.connect(store.path, isolation_level=None)
@@ -84,14 +107,14 @@ def test_the_barrier_waits_for_changes_another_greenlet_is_committing(tmp_path):
         committing = gevent.spawn(store.commit, "s1")
         gevent.idle()
         assert not committing.dead  # its batch waits in the store thread, the hub runs
-        barrier = gevent.spawn(store.barrier)  # nothing pending, but a batch in flight
+        writer = gevent.spawn(store.commit_quietly)  # nothing pending, but a batch in flight
         gevent.idle()
-        assert not barrier.dead
+        assert not writer.dead
     finally:
         holder.execute("ROLLBACK")
         holder.close()
-    gevent.joinall([committing, barrier], timeout=10)
-    assert committing.successful() and barrier.successful()
+    gevent.joinall([committing, writer], timeout=10)
+    assert committing.successful() and writer.successful()
     assert store.get_session("s1")["title"] == "a title"
     store.close()
 
@@ -109,7 +132,7 @@ def test_a_batch_the_writer_could_not_commit_is_told_to_the_session(tmp_path, ca
     session.emit(ev.TextChunk("m1", "lost"))
     session.append_history({"role": "user", "content": "lost too"})  # same batch: rolled back
     with caplog.at_level(logging.WARNING, logger="term2acp.sessions.store"):
-        manager.barrier()  # the writer's hook never raises: it logs
+        manager.store.commit_quietly()  # the writer's hook never raises: it logs
     assert "disk is full" in caplog.text
     other.commit()  # another session lost nothing: not told
     with pytest.raises(StoreError, match="disk is full"):
@@ -135,7 +158,7 @@ def test_a_failed_commit_is_raised_to_its_caller(tmp_path):
     store.close()
 
 
-def test_close_commits_what_is_pending_and_ends_the_thread(tmp_path):
+def test_close_commits_what_is_pending_and_ends_the_thread(tmp_path, caplog):
     store = _store(tmp_path)
     recorder = Recorder(store, "s1")
     recorder.record(ev.TextChunk("m1", "last words"))
@@ -144,22 +167,15 @@ def test_close_commits_what_is_pending_and_ends_the_thread(tmp_path):
     assert not worker.alive and not store.is_open
     assert _journal(store.path) == [("agent_message", "m1")]
     store.touch("s1")
-    store.barrier()  # the writer draining after shutdown: dropped, said once
-    store.barrier()
+    with caplog.at_level(logging.WARNING, logger="term2acp.sessions.store"):
+        store.commit_quietly()  # the writer draining after shutdown: dropped, said once
+        store.commit_quietly()
+    assert caplog.text.count("changes made since are not stored") == 1
     store.touch("s1")
     with pytest.raises(StoreError, match="closed"):
         store.commit()
     store.open()  # an explicit open starts again
     store.commit()
-    store.close()
-
-
-def test_a_store_opened_off_the_hub_is_handed_to_the_store_thread(tmp_path):
-    path = str(tmp_path / "sessions.sqlite3")
-    store = gevent.get_hub().threadpool.apply(lambda: Store(path).open_here())
-    assert store.is_open and store._worker is None
-    store.create_session("s1", "/w", None, None)
-    assert store._worker is not None and store.list_sessions()[0][0]["id"] == "s1"
     store.close()
 
 
@@ -222,7 +238,7 @@ def test_a_background_terminal_is_recorded_past_its_turn(tmp_path):
     recorder.forget_finished()
     recorder.record(ev.TerminalOutput("t-bg", b"GET /\n"))
     recorder.record(ev.TerminalExited("t-bg", None, "SIGKILL"))
-    store.barrier()
+    store.commit_quietly()
     records = dict((key, payload) for key, payload in
                    ((p["terminal_id"], p) for kind, p in store.journal("s1") if kind == "terminal"))
     assert records["t-bg"]["exit"] == {"exit_code": None, "signal": "SIGKILL"}

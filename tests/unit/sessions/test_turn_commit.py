@@ -1,21 +1,25 @@
-"""The turn's commit before it asks the model does not wait for the store thread: the
-batch (the user message, the touch) travels while the request goes out. A failure of
-that batch still fails the turn (``LiveSession.settle`` once the model has answered), and
-a batch sent without waiting is raised by the session's next waiting commit.
+"""What a turn wrote (the user message, a tool's result) is committed before it asks the
+model, waiting cooperatively; a failure of that commit fails the turn before the model is
+asked. The protocol writer commits what a line reports before it writes the line.
 
 The store thread is held with another connection's write lock (WAL: it waits in SQLite's
-busy handler, off the hub): the turn must reach the model meanwhile."""
+busy handler, off the hub): the hub must run meanwhile."""
 
+import json
+import os
 import re
+import select
 import sqlite3
 
 import gevent
+import gevent.socket
 import pytest
 from gevent.event import Event
 
 from term2acp.agent.turn import Turn
 from term2acp.providers import base as pb
 from term2acp.providers.catalog import Catalog
+from term2acp.rpc.stream import Writer
 from term2acp.sessions.errors import StoreError
 from term2acp.sessions.manager import SessionManager
 from term2acp.sessions.store import Store
@@ -74,59 +78,84 @@ def _run(turn, text):
         return exc
 
 
-def test_the_turn_asks_the_model_while_its_batch_is_still_on_the_way(manager, tmp_path):
+def _committed_roles(path, session_id):
+    """The roles of the history another process would read now."""
+    db = sqlite3.connect(path)
+    try:
+        rows = db.execute("SELECT message FROM history WHERE session_id = ? ORDER BY seq",
+                          (session_id,)).fetchall()
+    finally:
+        db.close()
+    return [m["role"] for m in map(json.loads, (r[0] for r in rows)) if "notes" not in m]
+
+
+class CheckingProvider(pb.Provider):
+    """Two rounds (a call of an unknown tool, then an answer); notes at each request what
+    of the history is committed then."""
+
+    def __init__(self, path, session_id):
+        self.path, self.session_id, self.seen = path, session_id, []
+
+    def stream(self, request):
+        self.seen.append(_committed_roles(self.path, self.session_id))
+        if len(self.seen) == 1:
+            yield pb.ToolCall("c1", "no_such_tool", "{}")
+            yield pb.Stop("tool_use")
+        else:
+            yield pb.TextDelta("done")
+            yield pb.Stop("end_turn")
+
+
+def test_what_the_turn_wrote_is_committed_before_each_model_request(manager, tmp_path):
+    session = manager.new(str(tmp_path))
+    provider = CheckingProvider(manager.store.path, session.id)
+    assert _turn(manager, session, provider).run("say hello") == "end_turn"
+    assert provider.seen == [["user"], ["user", "assistant", "tool"]]
+
+
+def test_the_turn_waits_cooperatively_for_a_locked_store_before_asking(manager, tmp_path):
     session = manager.new(str(tmp_path))
     provider = HeldProvider()
+    provider.go.set()
     holder = _hold(manager.store.path)
     try:
         running = gevent.spawn(_run, _turn(manager, session, provider), "say hello")
-        assert provider.asked.wait(WAIT), "the turn waited for the store before the model"
-        sent = session._sent
-        assert sent is not None and not sent.done  # still waiting for the lock
-        provider.go.set()
-        gevent.sleep(0)  # hand over; the turn settles: it waits for its batch (bounded)
-        assert not running.dead
+        ran = gevent.spawn(lambda: "bystander")
+        assert ran.get(timeout=WAIT) == "bystander"  # the hub runs while the turn waits
+        gevent.idle()
+        assert not provider.asked.is_set() and not running.dead  # its commit waits
     finally:
-        provider.go.set()
         holder.execute("ROLLBACK")
         holder.close()
-    assert running.get(timeout=WAIT) == "end_turn"
-    assert sent.done and session._sent is None  # settled
-    manager.store.commit(session.id)
-    assert [m["role"] for m in manager.store.load_history(session.id) if "notes" not in m] == ["user", "assistant"]
+    assert running.get(timeout=WAIT) == "end_turn" and provider.asked.is_set()
+    assert [m["role"] for m in manager.store.load_history(session.id)
+            if "notes" not in m] == ["user", "assistant"]
 
 
-def _failing_history(path):
-    return refusing_inserts(path, "history")
-
-
-def test_a_failure_of_the_batch_sent_without_waiting_fails_the_turn(manager, tmp_path):
+def test_a_failure_of_the_turn_commit_fails_the_turn_before_the_model_is_asked(manager,
+                                                                               tmp_path):
     session = manager.new(str(tmp_path))
     emitted = []
     session.sink = lambda _session, event: emitted.append(type(event).__name__)
     provider = HeldProvider()
+    provider.go.set()
     failing = _failing_history(manager.store.path)
-    holder = _hold(manager.store.path)
-    try:
-        running = gevent.spawn(_run, _turn(manager, session, provider), "say hello")
-        assert provider.asked.wait(WAIT), "the turn waited for the store before the model"
-    finally:
-        holder.execute("ROLLBACK")
-        holder.close()
-        provider.go.set()
-    failed = running.get(timeout=WAIT)  # the turn ends failed, as when its commit waited
+    failed = _run(_turn(manager, session, provider), "say hello")
     assert isinstance(failed, StoreError), failed
     assert re.search("session store commit failed.*disk is full", str(failed))
-    assert "TextChunk" not in emitted  # before anything of the answer was emitted
+    assert not provider.asked.is_set() and "TextChunk" not in emitted
     assert [m["role"] for m in session.history if "notes" not in m] == ["user"]
     session.commit()  # told once
     assert manager.store.load_history(session.id) == []
     failing.close()
 
 
+def _failing_history(path):
+    return refusing_inserts(path, "history")
+
+
 def test_a_failure_of_the_turn_batch_comes_before_the_model_error(manager, tmp_path):
-    """The model fails too: the store's failure is what the turn ends with, as when the
-    commit waited before the request."""
+    """The model would fail too: the store's failure is what the turn ends with."""
     class Broken(HeldProvider):
         def stream(self, request):
             self.asked.set()
@@ -139,73 +168,6 @@ def test_a_failure_of_the_turn_batch_comes_before_the_model_error(manager, tmp_p
         _turn(manager, session, Broken()).run("say hello")
     failing.execute("DROP TRIGGER no_room")
     failing.close()
-
-
-def test_commit_without_waiting_returns_at_once_and_the_next_commit_raises(tmp_path):
-    path, store = _store_with_a_session(tmp_path)
-    failing = _failing_history(path)
-    holder = _hold(path)
-    try:
-        store.append_history("s1", {"role": "user", "content": "lost"})
-        with gevent.Timeout(WAIT):
-            sent = store.commit("s1", wait=False)  # the batch waits for the lock, we do not
-        assert sent is not None and not sent.done
-        assert store.commit("s1", wait=False) is sent  # nothing new: the one on its way
-    finally:
-        holder.execute("ROLLBACK")
-        holder.close()
-    with pytest.raises(StoreError, match="disk is full"):
-        store.commit("s1")  # the next waiting commit tells the session
-    store.commit("s1")  # once
-    store.settle(sent, "s1")
-    failing.close()
-    store.close()
-
-
-def test_settle_raises_what_the_batch_sent_without_waiting_lost(tmp_path):
-    path, store = _store_with_a_session(tmp_path)
-    store.create_session("s2", "/w", None, None)
-    failing = _failing_history(path)
-    store.append_history("s1", {"role": "user", "content": "lost"})
-    sent = store.commit("s1", wait=False)
-    store.settle(None, "s2")  # another session lost nothing
-    with pytest.raises(StoreError, match="disk is full"):
-        store.settle(sent, "s1")
-    store.settle(sent, "s1")  # told once
-    with gevent.Timeout(WAIT):
-        store.barrier()  # nothing pending or on its way
-    failing.close()
-    store.close()
-
-
-def test_a_delivery_resumes_the_waiting_greenlet_at_once(tmp_path, monkeypatch):
-    """A greenlet waiting cooperatively for its job (a commit; the writer's barrier once
-    its native wait has run out) runs as soon as the job is delivered, inside the
-    delivery, not one loop iteration later (by then a streaming turn has read and handled
-    everything its socket had: ~2 ms of chunks before the first one goes out)."""
-    from term2acp.sessions import store as store_module
-
-    order = []
-    deliver = store_module._Worker._deliver
-
-    def delivering(worker, here=False):
-        had = bool(worker._finished)  # a wake-up with nothing left (the thread signals
-        deliver(worker, here)  # after a native wait took its job) is no delivery
-        if had:
-            order.append("delivered")
-    monkeypatch.setattr(store_module._Worker, "_deliver", delivering)
-    store = Store(str(tmp_path / "sessions.sqlite3")).open()
-    store.create_session("s1", "/w", None, None)
-
-    def writer():
-        store.touch("s1")
-        store.commit()
-        order.append("resumed")
-    gevent.idle()  # the delivery that resumed us (the commit above) ends
-    order.clear()
-    gevent.spawn(writer).get(timeout=WAIT)
-    assert order[:2] == ["resumed", "delivered"]
-    store.close()
 
 
 def test_a_waiter_killed_before_the_delivery_is_left_out(tmp_path):
@@ -226,69 +188,30 @@ def test_a_waiter_killed_before_the_delivery_is_left_out(tmp_path):
     store.close()
 
 
-# ---------------------------------------------------------------- the writer's barrier
-def _bystander(ran):
-    return gevent.spawn(ran.append, "bystander")
-
-
-def test_the_barrier_waits_for_its_job_natively_first(tmp_path, monkeypatch):
-    """A quick job is waited for with the hub paused (the store thread does not compete
-    with a streaming turn for the GIL): nothing else runs while the barrier waits."""
-    monkeypatch.setattr("term2acp.sessions.store.BARRIER_SPIN", WAIT)
-    store = Store(str(tmp_path / "sessions.sqlite3")).open()
+def test_the_writer_holds_a_line_until_what_it_reports_is_committed(tmp_path):
+    """Another process holds the write lock: the line waits (the hub runs meanwhile) and
+    goes out once what it reports is committed."""
+    path, store = _store_with_a_session(tmp_path)
+    read_end, write_end = os.pipe()
+    writer = Writer(write_end, before_write=store.commit_quietly)
+    holder = _hold(path)
     try:
-        store.create_session("s1", str(tmp_path), "scripted", "m")
-        store.touch("s1", "a title")  # pending: the barrier must commit it
-        ran = []
-        glet = _bystander(ran)
-        store.barrier()
-        assert ran == []  # the hub did not run the bystander meanwhile
-        glet.join(WAIT)
-        assert ran == ["bystander"]
-        assert store.get_session("s1")["title"] == "a title"
-    finally:
-        store.close()
-
-
-def test_a_slow_job_makes_the_barrier_wait_cooperatively_after_its_bound(tmp_path, monkeypatch):
-    """Another process's lock holds the job: after BARRIER_SPIN the hub runs again, and
-    the barrier returns once the job has gone through."""
-    monkeypatch.setattr("term2acp.sessions.store.BARRIER_SPIN", 0.01)
-    path = str(tmp_path / "sessions.sqlite3")
-    store = Store(path, busy_wait=30).open()
-    try:
-        store.create_session("s1", str(tmp_path), "scripted", "m")
-        holder = _hold(path)
         store.touch("s1", "a title")
-        ran = []
-        barrier = gevent.spawn(store.barrier)
-        glet = _bystander(ran)
-        glet.join(WAIT)
-        assert ran == ["bystander"] and not barrier.dead  # the hub went on meanwhile
-        holder.execute("COMMIT")
+        writer.put(b'{"title": "a title"}\n')
+        assert gevent.spawn(lambda: "bystander").get(timeout=WAIT) == "bystander"
+        gevent.idle()
+        assert select.select([read_end], [], [], 0)[0] == []  # not written yet
+    finally:
+        holder.execute("ROLLBACK")
         holder.close()
-        barrier.get(timeout=WAIT)
-        assert store.get_session("s1")["title"] == "a title"
-    finally:
-        store.close()
-
-
-def test_in_a_sustained_stream_the_barrier_waits_cooperatively(tmp_path, monkeypatch):
-    """Only the first barrier after a quiet spell pauses the hub: back to back (a stream
-    of chunks), the turn keeps running while the job travels."""
-    monkeypatch.setattr("term2acp.sessions.store.BARRIER_SPIN", WAIT)
-    monkeypatch.setattr("term2acp.sessions.store.BARRIER_QUIET", 3600.0)
-    store = Store(str(tmp_path / "sessions.sqlite3")).open()
     try:
-        store.create_session("s1", str(tmp_path), "scripted", "m")
-        store.touch("s1", "one")
-        store.barrier()  # the first: native
-        store.touch("s1", "two")
-        ran = []
-        glet = _bystander(ran)
-        store.barrier()  # right after: cooperative
-        assert ran == ["bystander"]
-        glet.join(WAIT)
-        assert store.get_session("s1")["title"] == "two"
+        gevent.socket.wait_read(read_end, timeout=WAIT)
+        assert os.read(read_end, 1000) == b'{"title": "a title"}\n'
+        other = sqlite3.connect(path)
+        assert other.execute("SELECT title FROM sessions").fetchone() == ("a title",)
+        other.close()
     finally:
+        writer.drain(5)
+        writer.close()
+        os.close(read_end)
         store.close()
