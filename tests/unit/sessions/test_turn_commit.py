@@ -29,15 +29,14 @@ from tests.support.storefail import refusing_inserts
 WAIT = 10  # seconds: the bound of every wait below
 
 
-class HeldProvider(pb.Provider):
-    """Streams one answer once ``go`` is set; ``asked`` says the request went out."""
+class Provider(pb.Provider):
+    """Answers "hello"; ``asked`` says the request went out."""
 
     def __init__(self):
-        self.asked, self.go = Event(), Event()
+        self.asked = Event()
 
     def stream(self, request):
         self.asked.set()
-        assert self.go.wait(WAIT), "the test never let the model answer"
         yield pb.TextDelta("hello")
         yield pb.Stop("end_turn")
 
@@ -115,8 +114,7 @@ def test_what_the_turn_wrote_is_committed_before_each_model_request(manager, tmp
 
 def test_the_turn_waits_cooperatively_for_a_locked_store_before_asking(manager, tmp_path):
     session = manager.new(str(tmp_path))
-    provider = HeldProvider()
-    provider.go.set()
+    provider = Provider()
     holder = _hold(manager.store.path)
     try:
         running = gevent.spawn(_run, _turn(manager, session, provider), "say hello")
@@ -137,8 +135,7 @@ def test_a_failure_of_the_turn_commit_fails_the_turn_before_the_model_is_asked(m
     session = manager.new(str(tmp_path))
     emitted = []
     session.sink = lambda _session, event: emitted.append(type(event).__name__)
-    provider = HeldProvider()
-    provider.go.set()
+    provider = Provider()
     failing = _failing_history(manager.store.path)
     failed = _run(_turn(manager, session, provider), "say hello")
     assert isinstance(failed, StoreError), failed
@@ -156,7 +153,7 @@ def _failing_history(path):
 
 def test_a_failure_of_the_turn_batch_comes_before_the_model_error(manager, tmp_path):
     """The model would fail too: the store's failure is what the turn ends with."""
-    class Broken(HeldProvider):
+    class Broken(Provider):
         def stream(self, request):
             self.asked.set()
             raise pb.ProviderError("the model is down")

@@ -1,0 +1,390 @@
+"""The session store's API on the hub: queued writes, the one commit path
+(:meth:`Store.commit`), reads and queries. How writes travel and when they are durable
+is told in the package's docstring (``sessions/store/__init__.py``)."""
+
+import base64
+import binascii
+import json
+import logging
+import os
+import sqlite3
+import weakref
+from datetime import datetime, timezone
+
+from term2acp.core.text import scrub_text as clean_text
+from term2acp.sessions.errors import InvalidCursor, StoreError, StoreRecovered
+from term2acp.sessions.store.schema import BUSY_WAIT, connect_reader, open_db
+from term2acp.sessions.store.worker import Worker
+
+log = logging.getLogger(__name__)
+
+
+def now():
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def encode_cursor(updated_at, session_id):
+    raw = json.dumps([updated_at, session_id], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor):
+    """Returns ``(updated_at, id)``; raises InvalidCursor for anything we did not mint."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        updated_at, session_id = json.loads(raw)
+    except (binascii.Error, ValueError, TypeError, UnicodeDecodeError):
+        raise InvalidCursor(cursor) from None
+    if not isinstance(updated_at, str) or not isinstance(session_id, str):
+        raise InvalidCursor(cursor)
+    return updated_at, session_id
+
+
+def _servers(column):
+    """The ``mcp_servers`` column -> a list of dicts (empty for NULL or anything unreadable)."""
+    if not column:
+        return []
+    try:
+        value = json.loads(column)
+    except ValueError:
+        return []
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def store_path(settings):
+    """The store file in the data directory."""
+    return os.path.join(settings.data_dir, "sessions.sqlite3")
+
+
+def store_for(settings):
+    """The session store the settings name (not opened yet)."""
+    return Store(store_path(settings), getattr(settings, "store_busy_timeout", BUSY_WAIT))
+
+
+# Thread-side operations: op(worker, *args) -> value.
+def _open(worker, path, busy_wait):
+    if worker.db is not None:  # opened meanwhile (another greenlet's open)
+        return None
+    worker.db, moved = open_db(path, busy_wait)
+    return moved
+
+
+def _fetchall(worker, sql, args):
+    return worker.db.execute(sql, args).fetchall()
+
+
+def _fetchone(worker, sql, args):
+    return worker.db.execute(sql, args).fetchone()
+
+
+def _load_history(worker, session_id):
+    rows = worker.db.execute("SELECT message FROM history WHERE session_id = ? ORDER BY seq",
+                             (session_id,)).fetchall()
+    return [json.loads(r[0]) for r in rows]
+
+
+def _read_journal(worker, sql, args):
+    rows = worker.db.execute(sql, args).fetchall()
+    return [(kind, json.loads(payload)) for kind, payload in rows]
+
+
+def _fork(db, source_id, session_id, cwd, title, stamp):
+    db.execute("INSERT INTO sessions (id, cwd, title, created_at, updated_at, provider, model,"
+               " effort, mode, mcp_servers) SELECT ?, ?, ?, ?, ?, provider, model, effort, mode,"
+               " NULL FROM sessions WHERE id = ?",
+               (session_id, cwd, title, stamp, stamp, source_id))
+    db.execute("INSERT INTO history (session_id, seq, message) SELECT ?, seq, message"
+               " FROM history WHERE session_id = ?", (session_id, source_id))
+    db.execute("INSERT INTO journal (session_id, seq, kind, key, payload) SELECT ?, seq, kind,"
+               " key, payload FROM journal WHERE session_id = ?", (session_id, source_id))
+
+
+def _journal_put(db, session_id, kind, key, data):
+    """Insert or replace the record ``key`` (keeps its original position)."""
+    cur = db.execute("UPDATE journal SET payload = ? WHERE session_id = ? AND key = ?",
+                     (data, session_id, key))
+    if cur.rowcount == 0:
+        db.execute("INSERT INTO journal (session_id, seq, kind, key, payload) VALUES (?,"
+                   " (SELECT COALESCE(MAX(seq), 0) + 1 FROM journal WHERE session_id = ?),"
+                   " ?, ?, ?)", (session_id, session_id, kind, key, data))
+
+
+class Store:
+    def __init__(self, path, busy_wait=BUSY_WAIT):
+        self.path = path
+        self.busy_wait = busy_wait  # seconds a statement waits for another process's lock
+        self._opened = False  # the store thread holds the open connection
+        self._worker = None  # started on the hub by the first trip
+        self._pending = []  # (sql or callable, args) written since the last trip
+        self._pending_sids = set()
+        self._sources = {}  # Recorders with records not yet written (see defer)
+        self._last_write = None  # the newest job that carried writes
+        self._closed = False
+        self.recovered = None  # a StoreRecovered notice to tell on the next open()
+        self._reader = None  # the hub's read-only connection (session/list), once used
+
+    # ------------------------------------------------------------ lifecycle
+    @property
+    def is_open(self):
+        return self._opened
+
+    def open(self):
+        """Open (create, migrate) the store, in the store thread.
+
+        A zero-length or corrupt (not SQLite) file is never silently recreated: it is moved
+        aside to ``<path>.damaged-<UTC time>`` (with its -wal/-shm files), a fresh store is
+        started, and this call raises :class:`StoreRecovered` once, saying where the old
+        file went; later calls use the fresh store.
+        """
+        if self._opened:
+            if self.recovered is not None:  # opened by one who kept the notice: tell it once
+                notice, self.recovered = self.recovered, None
+                raise StoreRecovered(notice)
+            return self
+        self._closed = False
+        job = self._trip(_open, (self.path, self.busy_wait), writes=False)
+        self._opened = True
+        if job.value is not None:
+            log.error("%s", job.value)
+            raise StoreRecovered(job.value)
+        return self
+
+    def close(self):
+        """Commit what is pending, close the connection and end the store thread."""
+        try:
+            if self._opened and not self._closed:
+                self.commit()
+        finally:
+            self._closed = True
+            reader, self._reader = self._reader, None
+            if reader is not None:
+                reader.close()
+            worker, self._worker = self._worker, None
+            if worker is not None:
+                worker.close()
+            self._opened = False
+
+    # ------------------------------------------------------------ reads on the hub
+    def _read_here(self, sql, args):
+        """Rows of a short read (session/list) on the hub's own read connection, so that
+        it never queues behind the store thread's batches; when SQLite says busy (a
+        recovery or checkpoint under way) the read goes to the store thread after all.
+        It sees what is committed, which is everything the client has been told."""
+        if self._reader is None and self._opened and not self._closed:
+            try:
+                self._reader = connect_reader(self.path)
+            except sqlite3.Error:
+                pass
+        if self._reader is not None:
+            try:
+                return self._reader.execute(sql, args).fetchall()
+            except sqlite3.OperationalError:
+                pass
+        return self._trip(_fetchall, (sql, args)).value
+
+    # ------------------------------------------------------------ plumbing
+    def defer(self, source):
+        """``source.flush()`` writes its changed records (with :meth:`journal_put`) right
+        before the next trip to the store thread: a Recorder registers when it first has
+        something to write since its last flush."""
+        self._sources[source] = None
+
+    def _write(self, sql, args, session_id):
+        """Queue a write: it goes to the store thread with the next trip (one transaction)."""
+        self._pending.append((sql, args))
+        self._pending_sids.add(session_id)
+
+    # The tables other modules own (checkpoints, turns: sessions/checkpoints.py) go
+    # through these two: a queued write and a read that waits for what was queued before.
+    write = _write
+
+    def rows(self, sql, args=()):
+        return self._trip(_fetchall, (sql, args)).value
+
+    def _trip(self, op, args=(), writes=True):
+        """Send what is pending (and ``op``) to the store thread; wait cooperatively."""
+        job = self._send(op, args, writes)
+        job.wait()
+        if job.error is not None:
+            raise job.error
+        return job
+
+    def _send(self, op, args=(), writes=True):
+        if self._closed:
+            raise StoreError(f"the session store {self.path} is closed")
+        if writes and not self._opened:
+            self.open()  # on first use, as before (may raise StoreError/StoreRecovered)
+        batch = sids = None
+        if writes:
+            if self._sources:
+                sources, self._sources = self._sources, {}
+                for source in sources:
+                    source.flush()
+            if self._pending:
+                batch, self._pending = self._pending, []
+                sids, self._pending_sids = self._pending_sids, set()
+        if batch is None and op is None:
+            return None
+        worker = self._worker
+        if worker is None:
+            worker = self._worker = Worker()
+            weakref.finalize(self, worker.stop)  # dropped without close(): end the thread
+        job = worker.submit(batch, sids, op, args)
+        if batch is not None:
+            self._last_write = job
+        return job
+
+    def commit(self, session_id=None):
+        """Everything written so far (and every record a Recorder holds) is committed when
+        this returns; waits cooperatively. Raises the StoreError of the batch it waited
+        for; with ``session_id``, also one that an earlier batch (committed by someone
+        else, e.g. the protocol writer) lost of that session's changes."""
+        job = self._send(None) if (self._pending or self._sources) else None
+        if job is None:
+            last = self._last_write  # committing now: someone else's trip carries it
+            if last is not None and not last.done:
+                job = last
+        if job is not None:
+            job.wait()
+            if job.lost is not None:
+                if session_id is not None:
+                    self._worker.lost.pop(session_id, None)
+                raise job.lost
+        if session_id is not None and self._worker is not None:
+            lost = self._worker.lost.pop(session_id, None)
+            if lost is not None:
+                raise lost
+
+    def take_lost(self, session_id):
+        """The StoreError of a batch that lost ``session_id``'s changes and was not told yet
+        (e.g. a failed turn's last updates, written while the store was still full or
+        locked), now forgotten; None when there is none."""
+        return self._worker.lost.pop(session_id, None) if self._worker is not None else None
+
+    def commit_quietly(self):
+        """:meth:`commit` for the protocol writer, which calls it right before it writes a
+        batch of lines, so that what they report is committed first (a ``kill -9`` loses
+        nothing the client was told). It never raises: a failure is logged here, and the
+        sessions whose changes it lost hear of it on their next ``commit(session_id)``.
+        After :meth:`close` what was written since is dropped, said once."""
+        if self._closed:
+            if self._pending or self._sources:
+                log.warning("session store closed: %d changes made since are not stored",
+                            len(self._pending) + len(self._sources))
+                self._pending, self._pending_sids, self._sources = [], set(), {}
+            return
+        try:
+            self.commit()
+        except StoreError as exc:
+            log.warning("writing lines whose changes could not be committed: %s", exc)
+
+    # ------------------------------------------------------------ sessions
+    def create_session(self, session_id, cwd, provider, model):
+        stamp = now()
+        self._write("INSERT INTO sessions (id, cwd, title, created_at, updated_at, provider, model)"
+                    " VALUES (?, ?, NULL, ?, ?, ?, ?)",
+                    (session_id, cwd, stamp, stamp, clean_text(provider), clean_text(model)),
+                    session_id)
+        self.commit()
+        return {"id": session_id, "cwd": cwd, "title": None, "updated_at": stamp,
+                "provider": provider, "model": model}
+
+    def delete_session(self, session_id):
+        """Remove a session and everything stored with it (a failed session/new, or
+        session/delete), committed."""
+        for table, column in (("journal", "session_id"), ("history", "session_id"),
+                              ("checkpoint_files", "session_id"), ("turns", "session_id"),
+                              ("sessions", "id")):
+            self._write(f"DELETE FROM {table} WHERE {column} = ?", (session_id,), session_id)
+        self.commit()
+
+    def fork_session(self, source_id, session_id, cwd, title):
+        """A new session with ``source_id``'s choices, conversation and replay journal (not
+        its checkpoints: undo in the fork starts from the fork), committed."""
+        stamp = now()
+        self._write(_fork, (source_id, session_id, cwd, clean_text(title) if title else None,
+                            stamp), session_id)
+        self.commit()
+        return stamp
+
+    def get_session(self, session_id):
+        row = self._trip(_fetchone, ("SELECT id, cwd, title, updated_at, provider, model, effort,"
+                                     " mode, mcp_servers FROM sessions WHERE id = ?",
+                                     (session_id,))).value
+        if row is None:
+            return None
+        keys = ("id", "cwd", "title", "updated_at", "provider", "model", "effort", "mode")
+        return dict(zip(keys, row), mcp_servers=_servers(row[-1]))
+
+    def set_choices(self, session_id, provider, model, effort, mode):
+        """The session's picker choices (restored on resume)."""
+        self._write("UPDATE sessions SET provider = ?, model = ?, effort = ?, mode = ?"
+                    " WHERE id = ?", (clean_text(provider), clean_text(model), effort, mode,
+                                      session_id), session_id)
+
+    def set_mcp_servers(self, session_id, described):
+        """The MCP servers the session is now connected with: ``ServerConfig.describe()``
+        dicts (no secrets in them), or an empty list."""
+        self._write("UPDATE sessions SET mcp_servers = ? WHERE id = ?",
+                    (json.dumps(described) if described else None, session_id), session_id)
+
+    def touch(self, session_id, title=None):
+        stamp = now()
+        if title is None:
+            self._write("UPDATE sessions SET updated_at = ? WHERE id = ?", (stamp, session_id),
+                        session_id)
+        else:
+            self._write("UPDATE sessions SET updated_at = ?, title = ? WHERE id = ?",
+                        (stamp, clean_text(title), session_id), session_id)
+        return stamp
+
+    def list_sessions(self, cwd=None, cursor=None, limit=50):
+        where, args = [], []
+        if cwd is not None:
+            where.append("cwd = ?")
+            args.append(cwd)
+        if cursor is not None:
+            updated_at, session_id = decode_cursor(cursor)
+            where.append("(updated_at, id) < (?, ?)")  # a row value: one index seek
+            args += [updated_at, session_id]
+        sql = "SELECT id, cwd, title, updated_at, mcp_servers FROM sessions"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY updated_at DESC, id DESC LIMIT ?"
+        rows = self._read_here(sql, args + [limit + 1])
+        more = len(rows) > limit
+        rows = rows[:limit]
+        next_cursor = encode_cursor(rows[-1][3], rows[-1][0]) if more and rows else None
+        keys = ("id", "cwd", "title", "updated_at")
+        return [dict(zip(keys, r), mcp_servers=_servers(r[4])) for r in rows], next_cursor
+
+    # ------------------------------------------------------------ history
+    def append_history(self, session_id, message):
+        self._write("INSERT INTO history (session_id, seq, message) VALUES (?,"
+                    " (SELECT COALESCE(MAX(seq), 0) + 1 FROM history WHERE session_id = ?), ?)",
+                    (session_id, session_id, json.dumps(message)), session_id)
+
+    def replace_history(self, session_id, messages):
+        """Rewrite a session's conversation (a repair), committed."""
+        self._write("DELETE FROM history WHERE session_id = ?", (session_id,), session_id)
+        for seq, message in enumerate(messages, 1):
+            self._write("INSERT INTO history (session_id, seq, message) VALUES (?, ?, ?)",
+                        (session_id, seq, json.dumps(message)), session_id)
+        self.commit()
+
+    def load_history(self, session_id):
+        return self._trip(_load_history, (session_id,)).value
+
+    # ------------------------------------------------------------ journal
+    def journal_put(self, session_id, kind, key, payload):
+        """Insert or replace the record ``key`` (keeps its original position). The payload
+        is encoded now (it may change later on the hub), written with the next trip."""
+        self._write(_journal_put, (session_id, kind, key, json.dumps(payload)), session_id)
+
+    def journal(self, session_id, kinds=None):
+        """``(kind, payload)`` records in order; ``kinds`` restricts the kinds read."""
+        sql, args = "SELECT kind, payload FROM journal WHERE session_id = ?", [session_id]
+        if kinds:
+            sql += f" AND kind IN ({', '.join('?' * len(kinds))})"
+            args += list(kinds)
+        return self._trip(_read_journal, (sql + " ORDER BY seq", args)).value
