@@ -79,8 +79,8 @@ class Settings:
         self.config_path = config_path
         self.max_line_bytes = 64 * 1024 * 1024
         self.max_turn_requests = 50
-        self.max_parallel_tools = 4  # calls of one model round running at once (agent/rounds.py)
-        self.context_window = None  # tokens; None: the catalog's or learned (agent/context.py)
+        self.max_parallel_tools = 4  # calls of one model round running at once (turns/rounds.py)
+        self.context_window = None  # tokens; None: the catalog's or learned (turns/context.py)
         self.images = None  # True/False: the model accepts images; None: the catalog says
         self.approval_timeout = None
         self.wait_notice = 15.0  # seconds of silence from the model before saying so (0: never)

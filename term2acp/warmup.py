@@ -68,10 +68,10 @@ FACE_MODULES = {1: ("term2acp.acp.v1.handlers", "term2acp.acp.v1.routes")}
 # step 2 also imports providers.http (the /models listing a session starts waits for it)
 # and the default provider's module, and scans the command plug-ins
 TURN_LAYER = ("gevent.threadpool",  # the hub's pool (DNS, the local model) is then cheap
-              "term2acp.agent.turn", "term2acp.agent.context", "term2acp.agent.content",
-              "term2acp.agent.instructions", "term2acp.agent.prompt",
-              "term2acp.agent.failures", "term2acp.mcp.session", "term2acp.providers.http",
-              "term2acp.acp.v2.permissions", "term2acp.agent.commands",
+              "term2acp.turns.turn", "term2acp.turns.context", "term2acp.turns.content",
+              "term2acp.turns.instructions", "term2acp.turns.prompt",
+              "term2acp.turns.failures", "term2acp.mcp.session", "term2acp.providers.http",
+              "term2acp.acp.v2.permissions", "term2acp.turns.commands",
               "difflib")  # an edit's diff (acp/v2/translate.py)
 TURN_MODULES = ("term2acp.tools.registry", "term2acp.sandbox.bwrap")
 # the default provider's module (not the local one: its engine loads on first use)
@@ -300,7 +300,7 @@ def _provider_module(catalog):
 
 
 def _scan_commands():
-    from term2acp.agent import commands
+    from term2acp.turns import commands
 
     commands.available()  # cached: the entry-point scan happens once per process
 

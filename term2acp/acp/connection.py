@@ -76,7 +76,7 @@ def terminal_auth(capabilities, version):
     return None
 
 
-# Handlers that may import the turn layer (agent/turn.py, context, content, MCP): they
+# Handlers that may import the turn layer (turns/turn.py, context, content, MCP): they
 # wait until the warm-up has imported it (never two threads importing one module).
 NEEDS_TURNS = frozenset({m.SESSION_PROMPT, m.SESSION_RESUME, m.SESSION_LOAD})
 
@@ -100,7 +100,7 @@ class Connection:
         self.before_sessions = None  # waits (cooperatively) until the face's modules are in
         self.before_turns = None  # waits until the turn layer's modules are in
         # Images are advertised when the default model takes them (catalog or config
-        # ``images``); agent/content.py refuses them with -32602 for a model that does not.
+        # ``images``); turns/content.py refuses them with -32602 for a model that does not.
         self.accepts_images = lambda: (getattr(self, "catalog", None) is not None
                                        and self.catalog.accepts_images())
         self._schemas = {1: InitializeV1RequestSchema(), 2: InitializeRequestSchema()}

@@ -24,7 +24,7 @@ from term2acp import auth
 from term2acp.acp.errors import domain_errors
 from term2acp.acp.signin import auth_methods  # noqa: F401 - its home until issue 16
 from term2acp.core import events as ev
-from term2acp.agent.modes import MODES
+from term2acp.turns.modes import MODES
 from term2acp.rpc.errors import AuthRequiredError, InvalidParamsError
 from term2acp.sessions.options import Controls, InvalidChoice
 
@@ -56,7 +56,7 @@ def modes_state(session):
 
 
 def commands_update(version):
-    from term2acp.agent import commands  # sent after the warm-up's turn layer: imported
+    from term2acp.turns import commands  # sent after the warm-up's turn layer: imported
 
     listed = []
     for command in commands.available().values():

@@ -7,7 +7,7 @@ connection speaks.
 
 import functools
 
-from term2acp.agent.prompt import PromptError
+from term2acp.turns.prompt import PromptError
 from term2acp.providers.catalog import CatalogError
 from term2acp.providers.errors import ProviderNotConfigured
 from term2acp.rpc.errors import (

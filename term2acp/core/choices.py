@@ -5,5 +5,5 @@ the editor's pickers and the turn's policy accept exactly the same values.
 """
 
 EFFORTS = ("default", "none", "minimal", "low", "medium", "high", "xhigh")
-MODE_IDS = ("read-only", "plan", "ask", "auto")  # what each allows: agent/modes.py
+MODE_IDS = ("read-only", "plan", "ask", "auto")  # what each allows: turns/modes.py
 DEFAULT_MODE = "auto"

@@ -138,7 +138,7 @@ class Notice(Record):
 
 
 class CompactionReported(Record):
-    """A context compaction (``agent/context.py``): ``in_progress``, then ``completed`` (with
+    """A context compaction (``turns/context.py``): ``in_progress``, then ``completed`` (with
     the summary), ``failed`` (with the error) or ``cancelled``. ``text`` is what a client
     without compaction support reads instead (an agent message)."""
 

@@ -57,7 +57,7 @@ class McpTool(Tool):
         self.definition = definition
         annotations = definition.get("annotations") if isinstance(definition.get("annotations"), dict) else {}
         self.read_only = annotations.get("readOnlyHint") is True
-        # agent/modes.py keys on kind: read-only mode offers only tools the server annotates
+        # turns/modes.py keys on kind: read-only mode offers only tools the server annotates
         # readOnlyHint (a hint, so they still ask on first use); ask mode asks for the others.
         self.kind = "read" if self.read_only else "other"
         # What titles show: the server's and tool's names first, each bounded, then the

@@ -84,7 +84,7 @@ def _append(out, role, blocks):
 
 
 def _image_blocks(message):
-    """A user message's images (agent/content.py) as base64 image blocks."""
+    """A user message's images (turns/content.py) as base64 image blocks."""
     return [{"type": "image", "source": {"type": "base64", "media_type": image["mime_type"],
                                          "data": image["data"]}}
             for image in message.get("images") or ()]

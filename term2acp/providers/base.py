@@ -125,7 +125,7 @@ class Stop(_Record):
 class ModelRequest(_Record):
     # tools: [{"name", "description", "parameters"}]; effort: default none minimal low
     # medium high xhigh; purpose: "turn", or "compaction" for a summary request
-    # (agent/context.py); cache_key: the session's id, for servers that route requests
+    # (turns/context.py); cache_key: the session's id, for servers that route requests
     # with a shared prefix to one cache by a key
     __slots__ = ("model", "system", "messages", "tools", "effort", "max_output_tokens", "purpose",
                  "cache_key")
@@ -136,7 +136,7 @@ class ModelRequest(_Record):
 class Provider:
     name = ""
     # True: one request at a time (an in-process model): a side request, such as a
-    # session's title (agent/titles.py), would hold the next prompt's request, so none is sent
+    # session's title (turns/titles.py), would hold the next prompt's request, so none is sent
     serial = False
 
     def stream(self, request):

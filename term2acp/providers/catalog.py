@@ -69,7 +69,7 @@ BUILTIN_MODELS = (
 
 # An id the catalog does not know: the provider its naming follows, and what that family
 # of models generally has (window, reasoning, images); the window is learned from the
-# provider's overflow message when it is smaller (agent/context.py).
+# provider's overflow message when it is smaller (turns/context.py).
 FAMILIES = (
     (re.compile(r"claude-"), "anthropic", 200_000, True, True),
     (re.compile(r"gpt-4|chatgpt"), "openai", 128_000, False, True),

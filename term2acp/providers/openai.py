@@ -142,7 +142,7 @@ def _tool_images(images):
 
 
 def _user_content(message):
-    """A user message's text, with its images (agent/content.py) as data-URL parts."""
+    """A user message's text, with its images (turns/content.py) as data-URL parts."""
     images = message.get("images")
     if not images:
         return message["content"]

@@ -189,8 +189,8 @@ class Lifecycle:
 
 
 def _turn_cancelled():
-    # agent/turn.py defines it (a GreenletExit, which no ``except Exception`` swallows);
+    # turns/turn.py defines it (a GreenletExit, which no ``except Exception`` swallows);
     # imported on first cancel, so that opening a session does not load the turn code
-    from term2acp.agent.turn import TurnCancelled
+    from term2acp.turns.turn import TurnCancelled
 
     return TurnCancelled

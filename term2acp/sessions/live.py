@@ -58,10 +58,10 @@ class LiveSession:
         self.provider_id = row.get("provider")
         self.model = row.get("model")
         self.effort = row.get("effort") or "default"
-        self.mode = row.get("mode") or "auto"  # agent/modes.py: read-only | plan | ask | auto
+        self.mode = row.get("mode") or "auto"  # turns/modes.py: read-only | plan | ask | auto
         self.controls = None  # sessions.options.Controls, set by the front end
         self.context_window = None
-        self.window_learned = None  # tokens, from an overflow error (agent/context.py)
+        self.window_learned = None  # tokens, from an overflow error (turns/context.py)
         self.store = store
         self.lock = lock
         self.workdir = workdir
@@ -78,7 +78,7 @@ class LiveSession:
         self.provider = None
         self.lifecycle = Lifecycle(self.id, self.emit)  # the prompt state machine
         self.interaction_seq = 0
-        self.cost = 0.0  # USD, the sum of the history's priced requests (agent/turn.py)
+        self.cost = 0.0  # USD, the sum of the history's priced requests (turns/turn.py)
         self.sandbox_note = None  # the shell sandbox's state, for the context notes
         self.last_used = time.monotonic()
 

@@ -263,7 +263,7 @@ class SessionManager:
         store's rows (conversation, journal, checkpoints), our snapshot directory, its lock
         file. Raises SessionNotFound for an id the store does not know, SessionLocked when
         another process has it open."""
-        from term2acp.agent.checkpoints import private_dir
+        from term2acp.turns.checkpoints import private_dir
 
         self._dormant.pop(session_id, None)
         if self.store.open().get_session(session_id) is None and session_id not in self.live:
@@ -325,7 +325,7 @@ class SessionManager:
         """The stored conversation, with calls a killed process left open closed as failed
         (in the journal, so replay shows them failed, and in the history, so the model
         gets a result for every call it made: providers refuse unanswered tool calls)."""
-        from term2acp.agent import context
+        from term2acp.turns import context
 
         try:
             history, repaired = repair.history(self.store.load_history(session.id))
@@ -333,7 +333,7 @@ class SessionManager:
                 self.store.replace_history(session.id, history)
             session.history_rows = len(history)
             context.restore(session, history)  # from the last compaction on
-            session.cost = sum(m["cost"] for m in history  # priced requests (agent/turn.py)
+            session.cost = sum(m["cost"] for m in history  # priced requests (turns/turn.py)
                                if isinstance(m, dict) and isinstance(m.get("cost"), (int, float)))
             for kind, key, payload in repair.journal(self.store.journal(
                     session.id, ("tool_call", "terminal"))):
@@ -386,7 +386,7 @@ class SessionManager:
 
     def prepare(self, session, blocks):
         """Validate content and the provider; on failure the slot is released."""
-        from term2acp.agent import content
+        from term2acp.turns import content
 
         try:
             content.validate(blocks)  # before the provider: a bad prompt is -32602 anyway
@@ -421,9 +421,9 @@ class SessionManager:
         return session.lifecycle.start(spawn, gate)
 
     def _run_turn(self, session, blocks, text):
-        from term2acp.agent import content
-        from term2acp.agent.prompt import system_prompt, title_from
-        from term2acp.agent.turn import Turn, TurnCancelled, new_id
+        from term2acp.turns import content
+        from term2acp.turns.prompt import system_prompt, title_from
+        from term2acp.turns.turn import Turn, TurnCancelled, new_id
         from term2acp.mcp import session as mcp
 
         outcome, turn = Outcome(CANCELLED), None
@@ -447,7 +447,7 @@ class SessionManager:
                 tools = mcp.turn_tools(session, tools, new_id,
                                        call_timeout=self.settings.mcp.call_timeout,
                                        settings=self.settings.mcp)
-            session.sandbox_note = self._note()  # a context note (agent/notes.py)
+            session.sandbox_note = self._note()  # a context note (turns/notes.py)
             turn = Turn(session, session.provider, tools, self.settings,
                         system_prompt(tools, getattr(session.provider, "brief_prompt", False),
                                       session.root, session.sandbox_note))
@@ -474,7 +474,7 @@ class SessionManager:
         while the store was still full or locked) is told once, here, and this prompt goes
         on: the store works again, and failing this turn for the old loss would fail every
         next prompt too."""
-        from term2acp.agent.turn import new_id
+        from term2acp.turns.turn import new_id
 
         lost = self.store.take_lost(session.id)
         if lost is not None:
@@ -485,8 +485,8 @@ class SessionManager:
 
     def _tell(self, session, exc):
         """A failed turn says why as an agent message (besides the stop reason)."""
-        from term2acp.agent import failures
-        from term2acp.agent.turn import new_id
+        from term2acp.turns import failures
+        from term2acp.turns.turn import new_id
 
         try:
             session.emit(ev.Notice(new_id("msg"), failures.message(exc)))
@@ -502,7 +502,7 @@ class SessionManager:
             log.exception("session %s: could not finish the turn's checkpoint", session.id)
         words, session.title_words = getattr(session, "title_words", None), None
         if words and checkpoint is not None and outcome.reason != FAILED:
-            from term2acp.agent.titles import request_model_title
+            from term2acp.turns.titles import request_model_title
 
             request_model_title(session, words, self.settings)  # off the next prompt's path
         try:

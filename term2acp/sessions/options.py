@@ -13,7 +13,7 @@ resume restores it) and reports :class:`~term2acp.core.events.ConfigChanged`.
   provider says whether it serves it. A change applies from the next model request.
 * ``effort`` lists only what the chosen model supports; a model change resets it to a value
   the new model supports.
-* ``mode``: ``read-only``, ``plan``, ``ask`` or ``auto`` (see ``agent/modes.py``).
+* ``mode``: ``read-only``, ``plan``, ``ask`` or ``auto`` (see ``turns/modes.py``).
 """
 
 import logging
@@ -21,7 +21,7 @@ import logging
 import gevent
 
 from term2acp.core import events as ev
-from term2acp.agent.modes import MODES
+from term2acp.turns.modes import MODES
 from term2acp.settings import EFFORTS
 
 log = logging.getLogger(__name__)

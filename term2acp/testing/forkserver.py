@@ -31,7 +31,7 @@ STARTUP_ENV = ("PYTHON", "LANG", "LC_ALL", "LC_CTYPE")
 PRELOAD = ("term2acp.__main__", "term2acp.cli", "term2acp.server", "term2acp.warmup",
            "term2acp.acp.v2.handlers", "term2acp.acp.v2.routes", "term2acp.acp.v1.handlers",
            "term2acp.sessions.manager",
-           "term2acp.acp.v2.translate", "term2acp.acp.v2.permissions", "term2acp.agent.commands",
+           "term2acp.acp.v2.translate", "term2acp.acp.v2.permissions", "term2acp.turns.commands",
            "term2acp.providers.http", "term2acp.providers.scripted",
            "term2acp.providers.openai", "term2acp.providers.anthropic",
            "term2acp.tools.registry", "term2acp.sandbox.bwrap")

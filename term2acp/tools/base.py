@@ -169,7 +169,7 @@ class ToolContext:
             os.close(dfd)
         return True
 
-    checkpoint = None  # callable(path): the turn's checkpoint (agent/checkpoints.py)
+    checkpoint = None  # callable(path): the turn's checkpoint (turns/checkpoints.py)
 
     def before_write(self, real):
         """``real`` (canonical) is about to be written, replaced or removed: the turn's
@@ -235,7 +235,7 @@ class Tool:
     # True: every file the tool changes goes through ``ToolContext.before_write`` first (the
     # file tools). Otherwise a tool of a changing kind is snapshotted around (checkpoints).
     records_writes = False
-    modes = None  # the session modes the tool is offered in (agent/modes.py); None: all
+    modes = None  # the session modes the tool is offered in (turns/modes.py); None: all
     Params = Schema
     # A quiet tool is shown by the updates it emits itself (update_plan: the plan update);
     # its call appears in the editor only when it fails. Clients such as agent-shell draw

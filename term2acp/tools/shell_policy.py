@@ -15,7 +15,7 @@ secrets masked):
   time (grants are not consulted); any other (``core.approvals.COMMAND``: allow once,
   allow commands that start with ``<prefix>`` for the session, or reject) unless such a
   grant covers it;
-* ``read-only`` mode refuses every command before this is consulted (``agent/modes.py``).
+* ``read-only`` mode refuses every command before this is consulted (``turns/modes.py``).
 
 The prefix choices are offered only for one simple command (``core/commandline.py``), so a
 grant never covers more than the user saw.
@@ -27,7 +27,7 @@ from term2acp.core import commandline
 from term2acp.core.approvals import COMMAND, NETWORK, ApprovalRequest
 from term2acp.tools.base import Plan
 
-ASK = "ask"  # the session mode that asks for every command (agent/modes.py)
+ASK = "ask"  # the session mode that asks for every command (turns/modes.py)
 # What a command prints when it has no network (curl, wget, pip, npm, git, python, ...)
 _OFFLINE = re.compile(r"(?i)could not resolve host|temporary failure in name resolution|"
                       r"name or service not known|network is unreachable|"

@@ -457,7 +457,7 @@ def test_bad_choices_are_invalid_params(acp_agent, acp_workspace, protocol):
 
 # ---------------------------------------------------------------- plug-in commands
 PLUGIN = '''
-from term2acp.agent.commands import ModelPrompt, function_command
+from term2acp.turns.commands import ModelPrompt, function_command
 
 
 @function_command(name="hello", description="Greet someone", hint="name")

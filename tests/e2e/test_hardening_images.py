@@ -3,7 +3,7 @@ amount of them (the newest), older ones as a placeholder line."""
 
 import json
 
-from term2acp.agent import image_budget
+from term2acp.turns import image_budget
 from tests.support import fake_llm as f
 
 MIB = 1024 * 1024

@@ -195,7 +195,7 @@ def test_kill_9_during_a_shell_command_replays_it_failed_and_the_session_continu
     db = sqlite3.connect(home / "sessions.sqlite3")
     history = [json.loads(r[0]) for r in db.execute(
         "SELECT message FROM history WHERE session_id = ? ORDER BY seq", (sid,))]
-    # (the context note before the first prompt aside: agent/notes.py)
+    # (the context note before the first prompt aside: turns/notes.py)
     assert [(m["role"], m.get("tool_call_id")) for m in history if "notes" not in m] == [
         ("user", None), ("assistant", None), ("tool", "call_sh"), ("user", None), ("assistant", None)]
 

@@ -19,14 +19,14 @@ def modules_after(statement):
 def test_layering_wire_knows_nothing_of_acp_or_the_runtime(module):
     gained = modules_after(f"import {module}")
     assert not {m for m in gained if m.startswith(("term2acp.acp", "term2acp.sessions",
-                                                    "term2acp.agent", "term2acp.tools"))}
+                                                    "term2acp.turns", "term2acp.tools"))}
     assert "marshmallow" not in gained
 
 
-@pytest.mark.parametrize("module", ["term2acp.sessions.manager", "term2acp.agent.turn",
+@pytest.mark.parametrize("module", ["term2acp.sessions.manager", "term2acp.turns.turn",
                                     "term2acp.tools.registry", "term2acp.sandbox.bwrap",
                                     "term2acp.providers.catalog", "term2acp.mcp.hub",
-                                    "term2acp.agent.context", "term2acp.agent.commands",
+                                    "term2acp.turns.context", "term2acp.turns.commands",
                                     "term2acp.providers.http", "term2acp.sessions.options"])
 def test_layering_runtime_never_imports_wire_or_acp(module):
     gained = modules_after(f"import {module}")
@@ -51,7 +51,7 @@ def test_layering_core_depends_on_nothing_of_ours(module):
 # The package order: each package may import only packages before it (lazy imports
 # included), so there are no cycles and the shared vocabulary lives in ``core``.
 PACKAGE_ORDER = ["interpreter", "core", "providers", "config", "auth", "settings", "sandbox", "rpc", "tools", "mcp",
-                 "agent", "sessions", "acp", "warmup", "diagnostics", "server", "patching",
+                 "turns", "sessions", "acp", "warmup", "diagnostics", "server", "patching",
                  "cli", "__main__"]
 
 

@@ -7,7 +7,7 @@ import logging
 import pytest
 
 from term2acp import diagnostics
-from term2acp.agent import failures
+from term2acp.turns import failures
 from term2acp.core import secrets
 
 

@@ -209,7 +209,7 @@ class V1SessionHandlers(ControlHandlers):
             entry.woken.set()
 
     def _run(self, session, params):
-        blocks = params["prompt"]  # images: agent/content.py refuses them (-32602) unless
+        blocks = params["prompt"]  # images: turns/content.py refuses them (-32602) unless
         # the model takes them
         self.announced(session)
         text = self.manager.prepare(session, blocks)

@@ -8,7 +8,7 @@ import gevent
 
 from term2acp.core import approvals
 from term2acp.core import events as ev
-from term2acp.agent.turn import Turn, TurnCancelled
+from term2acp.turns.turn import Turn, TurnCancelled
 from term2acp.mcp.adapter import grant_key
 from term2acp.providers import base as pb
 from term2acp.settings import Settings
@@ -120,7 +120,7 @@ def test_cancelling_the_turn_cancels_the_call_on_the_server(make_hub, root, monk
 
 
 def test_modes_read_only_refuses_unannotated_tools_and_ask_asks_every_time(make_hub, root):
-    from term2acp.agent import modes
+    from term2acp.turns import modes
 
     hub = make_hub(stdio_entry())
     session, _, turn = run_turn(hub, root, [call("1", "mcp__test__echo", text="a"), DONE], Gate())

@@ -16,7 +16,7 @@ import gevent.socket
 import pytest
 from gevent.event import Event
 
-from term2acp.agent.turn import Turn
+from term2acp.turns.turn import Turn
 from term2acp.providers import base as pb
 from term2acp.providers.catalog import Catalog
 from term2acp.rpc.stream import Writer

@@ -3,9 +3,9 @@ sanity-bounded, and a stored misreading is not restored on resume."""
 
 import pytest
 
-from term2acp.agent import context as c
+from term2acp.turns import context as c
 from term2acp.providers.errors import ContextOverflow
-from tests.unit.agent.test_context import Session
+from tests.unit.turns.test_context import Session
 
 
 @pytest.mark.parametrize("text", [

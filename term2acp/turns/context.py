@@ -30,8 +30,8 @@ import uuid
 
 import gevent
 
-from term2acp.agent import image_budget
-from term2acp.agent.waiting import watch
+from term2acp.turns import image_budget
+from term2acp.turns.waiting import watch
 from term2acp.core import events as ev
 from term2acp.providers import base as pb
 from term2acp.providers.errors import ContextOverflow, ProviderError
@@ -475,7 +475,7 @@ def _ask(session, provider, text, max_tokens, stats, window=None):
 
 
 def retry_text(item):
-    from term2acp.agent.failures import seconds
+    from term2acp.turns.failures import seconds
 
     return f"Retrying in {seconds(item.delay)} s ({item.reason})...\n\n"
 

@@ -32,9 +32,9 @@ import logging
 import os
 import stat
 
-from term2acp.agent.modes import SAFE_KINDS
+from term2acp.turns.modes import SAFE_KINDS
 from term2acp.core.sensitive import is_sensitive
-from term2acp.agent.snapshots import GitSnapshots, SnapshotError, repository_of
+from term2acp.turns.snapshots import GitSnapshots, SnapshotError, repository_of
 
 log = logging.getLogger(__name__)
 

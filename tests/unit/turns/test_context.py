@@ -1,8 +1,8 @@
-"""Context size, windows and compaction (agent/context.py), without a process."""
+"""Context size, windows and compaction (turns/context.py), without a process."""
 
 import pytest
 
-from term2acp.agent import context as c
+from term2acp.turns import context as c
 from term2acp.core import events as ev
 from term2acp.providers import base as pb
 from term2acp.providers.errors import ContextOverflow

@@ -1,4 +1,4 @@
-"""agent/checkpoints.py, snapshots.py and undo.py on the real store and git, in process:
+"""turns/checkpoints.py, snapshots.py and undo.py on the real store and git, in process:
 the size bound, symlinks and modes, files outside the root, and that a snapshot never runs
 the user's git config (filters, fsmonitor) nor touches their repository."""
 
@@ -8,8 +8,8 @@ import uuid
 
 import pytest
 
-from term2acp.agent.checkpoints import TurnCheckpoint
-from term2acp.agent.undo import undo_last
+from term2acp.turns.checkpoints import TurnCheckpoint
+from term2acp.turns.undo import undo_last
 from term2acp.sessions.store import Store
 from term2acp.settings import Settings
 

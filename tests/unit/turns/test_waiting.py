@@ -1,9 +1,9 @@
-"""agent/waiting.py: one word after a silence of the model, and nothing when it speaks."""
+"""turns/waiting.py: one word after a silence of the model, and nothing when it speaks."""
 
 import gevent
 from gevent.event import Event
 
-from term2acp.agent.waiting import watch
+from term2acp.turns.waiting import watch
 
 
 def test_waiting_notice_comes_once_per_request_however_long_the_silence():

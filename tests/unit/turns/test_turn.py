@@ -8,7 +8,7 @@ import pytest
 
 from term2acp.core import approvals
 from term2acp.core import events as ev
-from term2acp.agent.turn import Turn, TurnAborted, TurnCancelled
+from term2acp.turns.turn import Turn, TurnAborted, TurnCancelled
 from term2acp.providers import base as pb
 from term2acp.settings import Settings
 from tests.support.turnsession import FakeSession
@@ -51,7 +51,7 @@ class Gate:
 
 
 def talk(session):
-    """The conversation without the context notes (agent/notes.py) put before a prompt."""
+    """The conversation without the context notes (turns/notes.py) put before a prompt."""
     return [m for m in session.history if "notes" not in m]
 
 

@@ -1,8 +1,8 @@
-"""agent/modes.py: each mode's rule for one call (issue 15)."""
+"""turns/modes.py: each mode's rule for one call (issue 15)."""
 
 import pytest
 
-from term2acp.agent import modes
+from term2acp.turns import modes
 from term2acp.core.approvals import OUTSIDE_EDIT, ApprovalRequest
 
 
@@ -45,7 +45,7 @@ def test_a_tool_with_modes_is_offered_only_in_them():
     assert modes.offered(modes.AUTO, tool)
     tool.modes = frozenset({modes.PLAN})
     assert modes.offered(modes.PLAN, tool) and not modes.offered(modes.AUTO, tool)
-    from term2acp.agent import notes  # the model is told the mode in a context note
+    from term2acp.turns import notes  # the model is told the mode in a context note
 
     assert "PLAN mode" in notes.MODE_TEXT[modes.PLAN]
 

@@ -1,7 +1,7 @@
-"""Context notes (agent/notes.py): what changed within a session reaches the model as a
+"""Context notes (turns/notes.py): what changed within a session reaches the model as a
 message, never as a change of the system prompt."""
 
-from term2acp.agent import notes
+from term2acp.turns import notes
 
 
 class Session:

@@ -2,7 +2,7 @@
 
 * ``read-only``: no writes and no commands. Calls of tools that could change anything
   (every kind but read, search, think and fetch) are refused without asking, and the
-  model is told so (a context note, agent/notes.py).
+  model is told so (a context note, turns/notes.py).
 * ``plan``: the same refusals, every fetch asks first, and the model has one more tool
   (``finish_plan``, ``tools/plan.py``) that asks the user to start the work: "start,
   auto", "start, ask for every change" or "keep planning"; starting switches the mode

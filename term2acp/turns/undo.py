@@ -16,7 +16,7 @@ import logging
 import os
 import secrets
 
-from term2acp.agent.checkpoints import digest_of, fingerprint
+from term2acp.turns.checkpoints import digest_of, fingerprint
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +137,7 @@ def _put(path, state, mode, content):
 
 def _rewind_history(session, start):
     """Cut the conversation where the turn began (stored and in memory)."""
-    from term2acp.agent import context
+    from term2acp.turns import context
 
     rows = session.store.load_history(session.id)
     if any(context.is_marker(message) for message in rows[start:]):

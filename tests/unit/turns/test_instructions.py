@@ -1,8 +1,8 @@
-"""Where AGENTS.md files are looked for (agent/instructions.py)."""
+"""Where AGENTS.md files are looked for (turns/instructions.py)."""
 
 import os
 
-from term2acp.agent import instructions as ins
+from term2acp.turns import instructions as ins
 
 
 def real(path):

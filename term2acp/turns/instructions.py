@@ -1,5 +1,5 @@
 """Project instructions: ``AGENTS.md`` files, given to the model as a context note
-(agent/notes.py).
+(turns/notes.py).
 
 Where: the session root, then each parent directory up to the nearest one holding
 ``.git`` (the repository root). Never above the user's home directory, never ``/``; when

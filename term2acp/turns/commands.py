@@ -22,7 +22,7 @@ import logging
 import re
 
 from term2acp.core import events as ev
-from term2acp.agent import modes
+from term2acp.turns import modes
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ class CompactCommand(Command):
 
     def run(self, argument, ctx):
         try:
-            context = importlib.import_module("term2acp.agent.context")
+            context = importlib.import_module("term2acp.turns.context")
         except ImportError:
             context = None
         hook = getattr(context, "compact", None)
@@ -165,7 +165,7 @@ class UndoCommand(Command):
     in_history = False  # the undo is what the history shows
 
     def run(self, argument, ctx):
-        from term2acp.agent.undo import undo_last
+        from term2acp.turns.undo import undo_last
 
         return undo_last(ctx.session)
 
@@ -177,7 +177,7 @@ class RenameCommand(Command):
     in_history = False
 
     def run(self, argument, ctx):
-        from term2acp.agent.titles import rename
+        from term2acp.turns.titles import rename
 
         title = rename(ctx.session, argument)
         return f"Renamed the session to \u201c{title}\u201d." if title else \
@@ -254,7 +254,7 @@ def run(turn, text):
     """Run the command ``text`` names, if any. Returns None (not a command: the model gets
     ``text``), ``""`` (the command answered; the turn ends) or a prompt for the model.
     A command starts the prompt, or the user's own words after attached context blocks
-    (``text.typed``, agent/content.py)."""
+    (``text.typed``, turns/content.py)."""
     found = parse(text)
     typed = getattr(text, "typed", "")
     if found is None and typed and typed != text:
@@ -282,7 +282,7 @@ def say(turn, text, in_history=True):
     when ``in_history``)."""
     if not text:
         return
-    from term2acp.agent.turn import new_id
+    from term2acp.turns.turn import new_id
 
     turn.session.emit(ev.TextChunk(new_id("msg"), text))
     if in_history:

@@ -46,7 +46,7 @@ TERMINAL = ("completed", "failed", "cancelled")
 
 @dataclass
 class CallRecord:
-    """One tool call's facts, kept once (``agent/turn.py``'s docstring)."""
+    """One tool call's facts, kept once (``turns/turn.py``'s docstring)."""
 
     id: str  # our tool call id, the editor's toolCallId
     name: str

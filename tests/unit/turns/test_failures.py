@@ -1,9 +1,9 @@
-"""What a failed turn tells the user (agent/failures.py)."""
+"""What a failed turn tells the user (turns/failures.py)."""
 
 import pytest
 
-from term2acp.agent import failures
-from term2acp.agent.context import CompactionFailed
+from term2acp.turns import failures
+from term2acp.turns.context import CompactionFailed
 from term2acp.providers import errors as pe
 
 

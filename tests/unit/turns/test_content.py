@@ -1,11 +1,11 @@
-"""Prompt content -> model text (agent/content.py)."""
+"""Prompt content -> model text (turns/content.py)."""
 
 import base64
 
 import pytest
 
-from term2acp.agent import content
-from term2acp.agent.prompt import PromptError
+from term2acp.turns import content
+from term2acp.turns.prompt import PromptError
 
 
 def test_embedded_text_is_delimited_and_capped(tmp_path):

@@ -7,7 +7,7 @@ import gevent
 import pytest
 from gevent.event import Event
 
-from term2acp.agent.turn import Turn, TurnCancelled
+from term2acp.turns.turn import Turn, TurnCancelled
 from term2acp.core import approvals
 from term2acp.core import events as ev
 from term2acp.providers import base as pb

@@ -144,7 +144,7 @@ def system_prompt(tool_names, brief=False, root="", sandbox_note=""):
     """The system prompt of a session with the tools ``tool_names``: the same text for
     every request of a session (and every session with those tools), so a prompt cache
     keeps it; the workspace, the platform, the date, the mode, the sandbox's state and
-    AGENTS.md reach the model as context notes (agent/notes.py). ``brief`` for small
+    AGENTS.md reach the model as context notes (turns/notes.py). ``brief`` for small
     local models (in process, no prompt cache to keep: the prompt they were tuned on)."""
     if brief:
         return _brief(root, tool_names, sandbox_note)

@@ -5,7 +5,7 @@ The turn runs in the session's turn greenlet and emits plain events through
 ``GreenletExit``), wherever it is: streaming, inside a tool, or waiting for approval.
 ``finally`` blocks close every open tool call, so nothing is left ``in_progress``.
 
-Each tool call has one ``CallRecord`` (``agent/rounds.py``), owned by the turn: its ids, name, input,
+Each tool call has one ``CallRecord`` (``turns/rounds.py``), owned by the turn: its ids, name, input,
 title, kind, locations, status and content. Every ``ToolCallReported`` is made from it,
 an approval's interaction describes it, and :meth:`Turn.close_open_calls` settles what it
 says is unfinished (a terminal status for the editor, a result for the model). A tool's
@@ -19,10 +19,10 @@ import logging
 import gevent
 from gevent.lock import Semaphore
 
-from term2acp.agent import commands, modes, notes
-from term2acp.agent.rounds import CallRecord, Ready, run_round
-from term2acp.agent.context import ContextGuard, model_messages
-from term2acp.agent.prompt import scrub_text
+from term2acp.turns import commands, modes, notes
+from term2acp.turns.rounds import CallRecord, Ready, run_round
+from term2acp.turns.context import ContextGuard, model_messages
+from term2acp.turns.prompt import scrub_text
 from term2acp.core import approvals
 from term2acp.core import events as ev
 from term2acp.core.ids import new_id  # the turn's ids (also re-exported)
@@ -73,7 +73,7 @@ class Turn:
             user_text = prompt
         self._begin_checkpoint(user_text)
         message = {"role": "user", "content": user_text}
-        if getattr(user_text, "images", None):  # agent/content.py: images for the model
+        if getattr(user_text, "images", None):  # turns/content.py: images for the model
             message["images"] = list(user_text.images)
         notes.add_pending(self.session)  # what changed since the last prompt, just before it
         self.session.append_history(message)
@@ -88,7 +88,7 @@ class Turn:
 
     def _begin_checkpoint(self, text):
         """This prompt reaches the model: it is a turn /undo can take back."""
-        from term2acp.agent.checkpoints import TurnCheckpoint
+        from term2acp.turns.checkpoints import TurnCheckpoint
 
         session = self.session
         message_id = getattr(session, "prompt_message_id", None)
@@ -99,7 +99,7 @@ class Turn:
     def _watch(self, tool):
         """Around a tool that may change files without telling the checkpoint (a command):
         returns what to call when it is done, or None."""
-        from term2acp.agent.checkpoints import may_change_files
+        from term2acp.turns.checkpoints import may_change_files
 
         checkpoint = getattr(self.session, "checkpoint", None)
         if checkpoint is None or not may_change_files(tool):

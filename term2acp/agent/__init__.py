@@ -1,1 +1,0 @@
-"""The agent loop: model -> tools -> model, emitting plain runtime events."""
