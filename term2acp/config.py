@@ -8,7 +8,7 @@ mode. Broken TOML is reported with its line and column.
 To add a key:
 
 1. one field in the section's schema below (``ConfigSchema`` for top-level keys, or
-   ``ShellSchema``, ``SandboxSchema``, ``McpSchema``, ``ProviderSchema`` (and
+   ``ShellSchema``, ``SandboxSchema``, ``McpSchema``, ``WebSearchSchema``, ``ProviderSchema`` (and
    ``BuiltinProviderSchema`` when the built-in providers take it), ``PriceSchema``; a new ``[table]``
    is a new schema nested in ``ConfigSchema``), built with the field makers below so a
    wrong type is refused with a clear message;
@@ -143,6 +143,11 @@ class McpSchema(Section):
     tools = _ToolChoice()
 
 
+class WebSearchSchema(Section):
+    enabled = switch()
+    max_uses = count()
+
+
 class ProviderSchema(Section):
     type = text(PROVIDER_TYPES)
     base_url = Typed((str,), "a string", validate=validate.Regexp(
@@ -270,6 +275,7 @@ class ConfigSchema(Section):
     shell = fields.Nested(ShellSchema)
     sandbox = fields.Nested(SandboxSchema)
     mcp = fields.Nested(McpSchema)
+    web_search = fields.Nested(WebSearchSchema)
     providers = _Providers()
     prices = _Prices()
 

@@ -4,7 +4,7 @@ The config file is TOML at ``$TERM2ACP_CONFIG`` or ``$XDG_CONFIG_HOME/term2acp/c
 ``term2acp/config.py`` holds its schema (every key, its type and allowed values) and
 README.rst's "Configuration reference" shows every key with its default. The attributes
 below are those defaults: a key of the file replaces the attribute of the same name
-(``[shell]``, ``[sandbox]`` and ``[mcp]`` keys the attributes of those sections;
+(``[shell]``, ``[sandbox]``, ``[mcp]`` and ``[web_search]`` keys the attributes of those sections;
 ``[providers.*]`` and ``[prices.*]`` stay dicts, read by the catalog and the price table).
 """
 
@@ -54,6 +54,14 @@ class McpSettings:
         self.tools = {}  # server name -> the tool names or patterns it may offer
 
 
+class WebSearchSettings:
+    """``[web_search]``: the provider's own web search (``turns/websearch.py``)."""
+
+    def __init__(self):
+        self.enabled = False  # offered to models whose provider searches server-side
+        self.max_uses = 5  # searches per model request, where the provider takes a bound
+
+
 class SandboxSettings:
     """``[sandbox]``: what the shell sandbox may read besides the workspace, and its bounds
     (see ``term2acp/sandbox/view.py`` and the README's "Shell sandbox" section)."""
@@ -94,6 +102,7 @@ class Settings:
         self.shell = ShellSettings()
         self.sandbox = SandboxSettings()
         self.mcp = McpSettings()
+        self.web_search = WebSearchSettings()
         self.providers = {}  # name -> dict from the config file
         self.prices = {}  # model id -> {input, output, cache_read, cache_write} (USD / Mtok)
         self.env = dict(env or {})

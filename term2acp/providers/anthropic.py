@@ -17,6 +17,18 @@ latest is written, the one before is what the previous request wrote, read back 
 when a round of parallel tool calls put more than the server's 20-block look-back in
 between). Four in all, the API's limit. ``cache_ttl = "1h"`` asks for the longer-lived
 cache (written at twice the input price instead of 1.25 times).
+
+Web search (``ModelRequest.web_search``): the server tool ``web_search_20250305`` goes
+last in ``tools``. Each search streams as a ``server_tool_use`` block (its input by
+``input_json`` deltas) and a ``web_search_tool_result`` block (the results with their
+``encrypted_content``, or a ``web_search_tool_result_error``), reported as
+:class:`~term2acp.providers.base.WebSearch` events. The API wants those blocks back in
+later requests as they came, in their place among the answer's text blocks (whose
+``citations`` point into them), so an answer that searched keeps all its blocks but
+``tool_use`` in its Replay, in stream order, and they are sent instead of the plain
+text. A request that does not offer the tool sends the plain text, as for any answer.
+A turn the server paused (``pause_turn``, a long run of searches) goes back as it is and
+the model goes on.
 """
 
 import json
@@ -31,6 +43,7 @@ from term2acp.providers.base import (
     ThoughtDelta,
     ToolCall,
     Usage,
+    WebSearch,
 )
 from term2acp.providers.errors import MalformedResponse, ProviderNotConfigured
 from term2acp.providers.http import HTTPClient
@@ -41,25 +54,30 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_TOKENS = 8192
 MIN_THINKING_BUDGET = 1024
 THINKING_BUDGETS = {"low": 1024, "medium": 4096, "high": 16384, "xhigh": 32000}
-STOP_REASONS = {"end_turn": "end_turn", "stop_sequence": "end_turn", "pause_turn": "end_turn",
+STOP_REASONS = {"end_turn": "end_turn", "stop_sequence": "end_turn", "pause_turn": "pause",
                 "tool_use": "tool_use", "max_tokens": "max_tokens",
                 "model_context_window_exceeded": "max_tokens", "refusal": "refusal"}
 REPLAY_KIND = "anthropic"
 CACHE_TTLS = ("5m", "1h")
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
+WEB_SEARCH_TOOL = "web_search_20250305"
+THINKING = ("thinking", "redacted_thinking")
+SEARCH_BLOCKS = ("server_tool_use", "web_search_tool_result")
 
 
 # ---------------------------------------------------------------- request building
-def anthropic_messages(messages, signed=False):
-    """Neutral history -> Messages API turns; ``signed``: with the stored thinking blocks."""
+def anthropic_messages(messages, signed=False, searching=False):
+    """Neutral history -> Messages API turns; ``signed``: with the stored thinking blocks;
+    ``searching``: the request offers web search (an answer that searched goes with its
+    search blocks)."""
     out = []
     for message in messages:
         role = message["role"]
         if role == "user":
             _append(out, "user", _image_blocks(message) + _user_blocks(message["content"]))
         elif role == "assistant":
-            _append(out, "assistant", _assistant_blocks(message, signed))
+            _append(out, "assistant", _assistant_blocks(message, signed, searching))
         elif role == "tool":
             block = {"type": "tool_result", "tool_use_id": message["tool_call_id"],
                      "is_error": bool(message.get("is_error"))}
@@ -96,22 +114,31 @@ def _user_blocks(content):
     return list(content or ())
 
 
-def _assistant_blocks(message, signed):
+def _assistant_blocks(message, signed, searching=False):
     calls = message.get("tool_calls") or []
-    blocks = list(_signed(message)) if signed else []
-    if message.get("content"):
-        blocks.append({"type": "text", "text": message["content"]})
+    kept = _kept(message)
+    if searching and any(b.get("type") in SEARCH_BLOCKS for b in kept):
+        blocks = [b for b in kept if signed or b.get("type") not in THINKING]
+    else:
+        blocks = [b for b in kept if b.get("type") in THINKING] if signed else []
+        if message.get("content"):
+            blocks.append({"type": "text", "text": message["content"]})
     for call in calls:
         blocks.append({"type": "tool_use", "id": call["id"], "name": call["name"],
                        "input": _tool_input(call.get("arguments"))})
     return blocks
 
 
-def _signed(message):
+def _kept(message):
+    """The answer's own blocks kept for later requests (its Replay)."""
     replay = message.get("replay")
     if isinstance(replay, dict) and replay.get("kind") == REPLAY_KIND:
         return [b for b in replay.get("items") or () if isinstance(b, dict)]
     return []
+
+
+def _signed(message):
+    return [b for b in _kept(message) if b.get("type") in THINKING]
 
 
 def _tool_input(arguments):
@@ -126,6 +153,21 @@ def anthropic_tools(tools):
     return [{"name": t["name"], "description": t.get("description", ""),
              "input_schema": t.get("parameters") or {"type": "object", "properties": {}}}
             for t in tools]
+
+
+def search_tool(request):
+    """The web search server tool for this request, or None. A tool of our own (an MCP
+    server's) named ``web_search`` wins: the API refuses two tools of one name."""
+    option = request.web_search
+    if not option:
+        return None
+    if any(t["name"] == "web_search" for t in request.tools):
+        log.warning("web search not offered: a tool of this session is named web_search")
+        return None
+    tool = {"type": WEB_SEARCH_TOOL, "name": "web_search"}
+    if option.get("max_uses"):
+        tool["max_uses"] = option["max_uses"]
+    return tool
 
 
 def token_plan(request):
@@ -153,12 +195,14 @@ def message_params(request, cache=None):
     if budget and _awaits_unsigned_results(request.messages):
         log.info("thinking off for this request: no signed thinking for the pending tool calls")
         budget = None
+    search = search_tool(request)
     params = {"model": request.model, "max_tokens": max_tokens, "stream": True,
-              "messages": anthropic_messages(request.messages, signed=bool(budget))}
+              "messages": anthropic_messages(request.messages, signed=bool(budget),
+                                             searching=search is not None)}
     if request.system:
         params["system"] = [{"type": "text", "text": request.system}]
-    if request.tools:
-        params["tools"] = anthropic_tools(request.tools)
+    if request.tools or search:
+        params["tools"] = anthropic_tools(request.tools) + ([search] if search else [])
     if budget:
         params["thinking"] = {"type": "enabled", "budget_tokens": budget}
     if cache is not None:
@@ -184,7 +228,9 @@ class MessageStreamState:
     """Accumulates one streamed message and turns its events (dicts) into provider events."""
 
     def __init__(self):
-        self.blocks = {}  # index -> dict: type, id, name, json, thinking, signature, data
+        # index -> dict: type, id, name, json, thinking, signature, data, text, citations;
+        # a web_search_tool_result's whole block in "block"
+        self.blocks = {}
         self.stop = None
         self.usage = {}
         self.received = False
@@ -197,6 +243,10 @@ class MessageStreamState:
                                    event.get("delta") or {})
         elif kind == "content_block_start":
             yield from self._start(event.get("index"), event.get("content_block") or {})
+        elif kind == "content_block_stop":
+            slot = self.blocks.get(event.get("index"))
+            if slot is not None and slot["type"] == "server_tool_use":
+                yield self._search_started(slot)
         elif kind == "message_start":
             self._usage((event.get("message") or {}).get("usage"))
         elif kind == "message_delta":
@@ -205,12 +255,21 @@ class MessageStreamState:
 
     def _start(self, index, block):
         kind = block.get("type")
-        self.blocks[index] = slot = {"type": kind, "json": "", "thinking": "", "signature": ""}
-        if kind == "tool_use":
+        self.blocks[index] = slot = {"type": kind, "json": "", "thinking": "", "signature": "",
+                                     "text": "", "citations": list(block.get("citations") or ())}
+        if kind in ("tool_use", "server_tool_use"):
             slot.update(id=block.get("id") or "", name=block.get("name") or "")
+            if kind == "server_tool_use":
+                given = block.get("input")
+                slot["input"] = given if isinstance(given, dict) else {}
+                yield self._search_started(slot)
+        elif kind == "web_search_tool_result":
+            slot["block"] = block
+            yield search_result(block)
         elif kind == "redacted_thinking":
             slot["data"] = block.get("data")
         elif kind == "text" and block.get("text"):
+            slot["text"] = block["text"]
             yield TextDelta(block["text"])
         elif kind == "thinking" and block.get("thinking"):
             slot["thinking"] = block["thinking"]
@@ -219,7 +278,11 @@ class MessageStreamState:
     def _delta(self, slot, delta):
         kind = delta.get("type")
         if kind == "text_delta":
+            slot["text"] = slot.get("text", "") + (delta.get("text") or "")
             yield TextDelta(delta.get("text") or "")
+        elif kind == "citations_delta":
+            if isinstance(delta.get("citation"), dict):
+                slot.setdefault("citations", []).append(delta["citation"])
         elif kind == "thinking_delta":
             slot["thinking"] = slot.get("thinking", "") + (delta.get("thinking") or "")
             yield ThoughtDelta(delta.get("thinking") or "")
@@ -239,26 +302,52 @@ class MessageStreamState:
         if details.get("thinking_tokens") is not None:
             self.usage["thinking_tokens"] = details["thinking_tokens"]
 
+    @staticmethod
+    def _search_started(slot):
+        """The search a ``server_tool_use`` block asks for: at its start, and again at
+        its stop, when its input (the query) is whole."""
+        if slot["json"]:
+            slot["input"] = _tool_input(slot["json"])
+        query = slot.get("input", {}).get("query")
+        action = {"type": "search", "query": query} if isinstance(query, str) else None
+        return WebSearch(slot["id"], "in_progress", action)
+
     def tool_calls(self):
         return [ToolCall(b["id"], b["name"], b["json"] or "{}")
                 for _, b in sorted(self.blocks.items()) if b["type"] == "tool_use"]
 
-    def signed_thinking(self):
+    def kept_blocks(self):
+        """The blocks later requests send back: signed thinking; and when the answer
+        searched, its text and search blocks too, all in stream order."""
+        searched = any(b["type"] in SEARCH_BLOCKS for b in self.blocks.values())
         blocks = []
-        for _, b in sorted(self.blocks.items()):
-            if b["type"] == "thinking" and b["signature"]:
+        for _, b in sorted(self.blocks.items(), key=lambda item: (item[0] is None, item[0] or 0)):
+            kind = b["type"]
+            if kind == "thinking" and b["signature"]:
                 blocks.append({"type": "thinking", "thinking": b["thinking"],
                                "signature": b["signature"]})
-            elif b["type"] == "redacted_thinking":
+            elif kind == "redacted_thinking":
                 blocks.append({"type": "redacted_thinking", "data": b["data"]})
+            elif not searched:
+                continue
+            elif kind == "text" and b["text"]:  # the API refuses empty text blocks
+                text = {"type": "text", "text": b["text"]}
+                if b["citations"]:
+                    text["citations"] = b["citations"]
+                blocks.append(text)
+            elif kind == "server_tool_use":
+                blocks.append({"type": kind, "id": b["id"], "name": b["name"],
+                               "input": _tool_input(b["json"]) if b["json"] else b["input"]})
+            elif kind == "web_search_tool_result":
+                blocks.append(b["block"])
         return blocks
 
     def finish_events(self, name, calls):
         if self.stop is None:
             raise ProviderError(f"{name}: the stream ended before the model finished")
-        thinking = self.signed_thinking()
-        if thinking:
-            yield Replay(REPLAY_KIND, thinking)
+        kept = self.kept_blocks()
+        if kept:
+            yield Replay(REPLAY_KIND, kept)
         yield from calls
         if self.usage:
             yield self._usage_event()
@@ -278,9 +367,22 @@ class MessageStreamState:
                      cache_write_tokens=written)
 
 
+def search_result(block):
+    """A ``web_search_tool_result`` block as the WebSearch event that settles it."""
+    content = block.get("content")
+    search_id = block.get("tool_use_id") or ""
+    if isinstance(content, list):
+        results = [{"url": r.get("url") or "", "title": r.get("title") or ""}
+                   for r in content if isinstance(r, dict) and r.get("type") == "web_search_result"]
+        return WebSearch(search_id, "completed", results=results)
+    code = content.get("error_code") if isinstance(content, dict) else None
+    return WebSearch(search_id, "failed", error=code or "unknown error")
+
+
 # ---------------------------------------------------------------- the provider
 class AnthropicProvider(Provider):
     name = "anthropic"
+    web_search = True
 
     def __init__(self, name="anthropic", api_key=None, base_url=None, timeout=600.0,
                  max_retries=2, headers=None, connect_timeout=15.0, prompt_cache=True,

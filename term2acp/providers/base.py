@@ -97,6 +97,20 @@ class Replay(_Record):
     __slots__ = ("kind", "items")
 
 
+class WebSearch(_Record):
+    """A web search the provider's server runs for the model (Anthropic's ``web_search``
+    server tool, the Responses API's ``web_search_call``), yielded as it goes: the turn
+    shows it to the user as a fetch call. Nothing runs here and no result is sent back:
+    the provider's own record of the search goes back with the answer (its
+    :class:`Replay`). ``search_id``: the provider's id; ``status``: in_progress,
+    completed or failed; ``action``: ``{"type": "search", "query"}`` (or ``open_page`` /
+    ``find_in_page`` with ``url`` and ``pattern``), None until known; ``results``:
+    ``[{"url", "title"}]``; ``error``: the provider's error code of a failed search."""
+
+    __slots__ = ("search_id", "status", "action", "results", "error")
+    _defaults = {"action": None, "results": list, "error": None}
+
+
 class Retrying(_Record):
     """The request failed with a retryable error; it is sent again after ``delay`` seconds.
 
@@ -116,7 +130,9 @@ class Status(_Record):
 
 
 class Stop(_Record):
-    __slots__ = ("reason",)  # end_turn | tool_use | max_tokens | refusal
+    # end_turn | tool_use | max_tokens | refusal | pause (the server paused a long turn of
+    # its own tools: the answer so far goes back as it is and the model goes on)
+    __slots__ = ("reason",)
 
     def __init__(self, reason):
         self.reason = reason
@@ -126,11 +142,12 @@ class ModelRequest(_Record):
     # tools: [{"name", "description", "parameters"}]; effort: default none minimal low
     # medium high xhigh; purpose: "turn", or "compaction" for a summary request
     # (turns/context.py); cache_key: the session's id, for servers that route requests
-    # with a shared prefix to one cache by a key
+    # with a shared prefix to one cache by a key; web_search: {"max_uses": n} to offer the
+    # provider's own web search (providers whose ``web_search`` is True), None: not offered
     __slots__ = ("model", "system", "messages", "tools", "effort", "max_output_tokens", "purpose",
-                 "cache_key")
+                 "cache_key", "web_search")
     _defaults = {"tools": list, "effort": "default", "max_output_tokens": None, "purpose": "turn",
-                 "cache_key": None}
+                 "cache_key": None, "web_search": None}
 
 
 class Provider:
@@ -138,6 +155,8 @@ class Provider:
     # True: one request at a time (an in-process model): a side request, such as a
     # session's title (turns/titles.py), would hold the next prompt's request, so none is sent
     serial = False
+    # True: the provider's server can search the web for the model (ModelRequest.web_search)
+    web_search = False
 
     def stream(self, request):
         raise NotImplementedError

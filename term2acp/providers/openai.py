@@ -292,6 +292,11 @@ class OpenAIProvider(Provider):
                                   self._key_hint, self._api_key, connect_timeout=connect_timeout,
                                   read_timeout=timeout, max_retries=max_retries)
 
+    @property
+    def web_search(self):
+        """The Responses API has a web search tool; Chat Completions has none."""
+        return self.api == "responses"
+
     def list_models(self, timeout=10.0):
         """Model ids the server lists at ``/models`` (the model picker; sessions/options.py);
         from the official endpoint only the chat models."""

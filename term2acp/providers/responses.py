@@ -16,12 +16,21 @@ final ``arguments``; reasoning items with their ``encrypted_content``),
 ``response.function_call_arguments.delta``, and one of ``response.completed``,
 ``response.incomplete`` (``incomplete_details.reason``) or ``response.failed``
 (``response.error``); an ``error`` event ends the stream with an error.
+
+Web search (``ModelRequest.web_search``): the built-in ``{"type": "web_search"}`` tool,
+with the sources asked for (``include: ["web_search_call.action.sources"]``). A search
+is a ``web_search_call`` output item (``response.web_search_call.in_progress`` /
+``.searching`` / ``.completed`` between its added and done events; its ``action``:
+``search`` with ``query`` and ``sources``, ``open_page``, ``find_in_page``), reported as
+:class:`~term2acp.providers.base.WebSearch` events. Stateless requests cannot refer to it
+by id, so it goes back in its place among the reasoning items without its id (and
+without the sources, which only the response carries).
 """
 
 import logging
 
 from term2acp.providers.base import ProviderError, Replay, Stop, TextDelta, ThoughtDelta, \
-    ToolCall, Usage
+    ToolCall, Usage, WebSearch
 
 log = logging.getLogger(__name__)
 
@@ -42,9 +51,12 @@ def response_params(request, cache_key=None):
                             "parameters": t.get("parameters") or {"type": "object",
                                                                   "properties": {}},
                             "strict": False} for t in request.tools]
+    if request.web_search:
+        params.setdefault("tools", []).append({"type": "web_search"})
+        _include(params, "web_search_call.action.sources")
     if request.effort in EFFORTS:
         params["reasoning"] = {"effort": request.effort, "summary": "auto"}
-        params["include"] = ["reasoning.encrypted_content"]
+        _include(params, "reasoning.encrypted_content")
     elif request.effort not in (None, "default"):
         log.warning("unknown effort %r ignored", request.effort)
     if request.max_output_tokens:
@@ -58,8 +70,14 @@ def with_reasoning(params):
     """A reasoning model given no effort still streams its summaries and returns its
     encrypted reasoning (``effort`` left to the model's default)."""
     params.setdefault("reasoning", {"summary": "auto"})
-    params.setdefault("include", ["reasoning.encrypted_content"])
+    _include(params, "reasoning.encrypted_content")
     return params
+
+
+def _include(params, field):
+    include = params.setdefault("include", [])
+    if field not in include:
+        include.append(field)
 
 
 def input_items(messages):
@@ -117,7 +135,8 @@ class ResponseStreamState:
 
     def __init__(self):
         self.calls = {}  # output_index -> [call_id, name, arguments]
-        self.reasoning = []  # finished reasoning items, as they are sent back
+        self.kept = []  # finished reasoning and web search items, as they are sent back
+        self.searches = {}  # output_index -> the web_search_call item's id
         self.status = None  # completed | incomplete | failed
         self.incomplete = None
         self.usage = None
@@ -142,8 +161,8 @@ class ResponseStreamState:
             slot = self.calls.setdefault(event.get("output_index"), ["", "", ""])
             slot[2] += event.get("delta") or ""
         elif kind in ("response.output_item.added", "response.output_item.done"):
-            self._item(event.get("output_index"), event.get("item") or {},
-                       kind.endswith(".done"))
+            yield from self._item(event.get("output_index"), event.get("item") or {},
+                                  kind.endswith(".done"))
         elif kind in ("response.completed", "response.incomplete", "response.failed"):
             self._end(kind.rsplit(".", 1)[1], event.get("response") or {})
 
@@ -159,7 +178,26 @@ class ResponseStreamState:
             kept = {"type": "reasoning", "summary": item.get("summary") or []}
             if item.get("encrypted_content"):
                 kept["encrypted_content"] = item["encrypted_content"]
-            self.reasoning.append(kept)
+            self.kept.append(kept)
+        elif kind == "web_search_call":
+            yield self._search(index, item, done)
+
+    def _search(self, index, item, done):
+        """A web search item as its WebSearch event (the item goes back once done)."""
+        search_id = self.searches.setdefault(index, item.get("id") or f"ws_{index}")
+        action = item.get("action") if isinstance(item.get("action"), dict) else None
+        if not done:
+            return WebSearch(search_id, "in_progress", _action(action))
+        kept = {"type": "web_search_call", "status": item.get("status") or "completed"}
+        if action is not None:
+            kept["action"] = {k: v for k, v in action.items() if k != "sources"}
+        self.kept.append(kept)
+        if item.get("status") == "failed":
+            return WebSearch(search_id, "failed", _action(action), error="failed")
+        sources = (action or {}).get("sources") or ()
+        results = [{"url": s["url"], "title": s.get("title") or ""} for s in sources
+                   if isinstance(s, dict) and isinstance(s.get("url"), str)]
+        return WebSearch(search_id, "completed", _action(action), results=results)
 
     def _end(self, status, response):
         self.status = status
@@ -174,8 +212,8 @@ class ResponseStreamState:
             if not self.received:
                 raise ProviderError(f"{name}: the server sent an empty response")
             raise ProviderError(f"{name}: the stream ended before the model finished")
-        if self.reasoning:
-            yield Replay(REPLAY_KIND, self.reasoning)
+        if self.kept:
+            yield Replay(REPLAY_KIND, self.kept)
         for index in sorted(self.calls, key=lambda i: (i is None, i or 0)):
             call_id, tool, arguments = self.calls[index]
             if call_id and tool:
@@ -188,6 +226,14 @@ class ResponseStreamState:
             yield Stop("tool_use")
         else:
             yield Stop("refusal" if self.refused else "end_turn")
+
+
+def _action(action):
+    """A web search action in the neutral shape (base.WebSearch), or None."""
+    if not isinstance(action, dict) or not isinstance(action.get("type"), str):
+        return None
+    return {k: v for k, v in action.items() if k in ("type", "query", "url", "pattern")
+            and isinstance(v, str)}
 
 
 def _usage(usage):

@@ -74,6 +74,7 @@ class ToolResult:
     #   {"type": "text", "text": str}
     #   {"type": "diff", "path": abs, "old": str | None, "new": str | None}
     #   {"type": "terminal", "terminal_id": str}
+    #   {"type": "link", "uri": str, "name": str}  (a web page: turns/websearch.py)
     content: list = field(default_factory=list)
     raw_output: Any = None
     locations: list | None = None  # [{"path": abs, "line": int}] to replace the initial ones

@@ -19,7 +19,7 @@ import logging
 import gevent
 from gevent.lock import Semaphore
 
-from term2acp.turns import commands, modes, notes
+from term2acp.turns import commands, modes, notes, websearch
 from term2acp.turns.rounds import CallRecord, Ready, run_round
 from term2acp.turns.context import ContextGuard, model_messages
 from term2acp.turns.prompt import scrub_text
@@ -62,6 +62,7 @@ class Turn:
         self.ended = False  # a call's result ends the turn after its round (ToolResult.end_turn)
         self.tokens = None  # summed over the turn's model rounds, once a provider reports
         self.context = ContextGuard(session, provider, settings)  # size, compaction
+        self.searches = websearch.Searches(self)  # the provider's own web searches
 
     # ------------------------------------------------------------ the loop
     def run(self, user_text):
@@ -79,6 +80,8 @@ class Turn:
         self.session.append_history(message)
         for _ in range(self.settings.max_turn_requests):
             stop, calls = self._model_round()
+            if stop == "pause" and not calls:  # the server paused its own tools' long run:
+                continue  # the answer so far goes back as it is, and the model goes on
             if not calls:
                 return stop if stop in ("max_tokens", "refusal") else "end_turn"
             run_round(self, calls, getattr(self.settings, "max_parallel_tools", 1))
@@ -117,7 +120,8 @@ class Turn:
                                   tools=[tool.spec() for tool in self.tools.values()
                                          if getattr(tool, "modes", None) is None
                                          or mode in tool.modes],  # modes.offered, inlined
-                                  effort=session.effort, cache_key=session.id)
+                                  effort=session.effort, cache_key=session.id,
+                                  web_search=websearch.option(self.settings, self.provider))
         # A mode switch during the turn (AGENTS.md is looked at once a prompt, before it),
         # or the notes a compaction folded away: a note message where it happened.
         notes.add_pending(session, notes.WITHIN_TURN)
@@ -149,6 +153,8 @@ class Turn:
                     spent = self._usage(item)
                 elif kind is pb.Replay:
                     replay = {"kind": item.kind, "items": item.items}
+                elif kind is pb.WebSearch:
+                    self.searches.report(item)
                 elif kind is pb.Stop:
                     stop = item.reason
         finally:
@@ -161,7 +167,7 @@ class Turn:
                 message["replay"] = replay
             if spent:  # USD; a resumed session's cost goes on from the stored sum
                 message["cost"] = round(spent, 8)
-            if text or thought or calls:
+            if text or thought or calls or replay is not None:  # (an answer that only searched)
                 session.append_history(message)
             records = []
             for call in calls:

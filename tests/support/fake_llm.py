@@ -13,6 +13,7 @@ the monkey-patched runtime. All waits are bounded.
 """
 
 import collections
+import hashlib
 import json
 import socket
 from dataclasses import dataclass, field
@@ -451,10 +452,45 @@ def an_tool(index, call_id, name, *json_parts):
                   [{"type": "input_json_delta", "partial_json": p} for p in json_parts])
 
 
-def an_end(stop_reason="end_turn", output_tokens=5, thinking_tokens=None):
+def an_search(index, search_id, query):
+    """A web search the server runs: a ``server_tool_use`` block, its input streamed as
+    ``input_json`` deltas (an empty one first), as the API does."""
+    text = json.dumps({"query": query})
+    parts = ("", text[:len(text) // 2], text[len(text) // 2:])
+    return _block(index, {"type": "server_tool_use", "id": search_id, "name": "web_search",
+                          "input": {}},
+                  [{"type": "input_json_delta", "partial_json": p} for p in parts])
+
+
+def an_search_result(index, search_id, results=(), error=None):
+    """The search's ``web_search_tool_result`` block, whole in its start event (no deltas):
+    ``results`` as ``(url, title)`` pairs, each with its opaque ``encrypted_content`` and
+    ``page_age``; or ``error``: a ``web_search_tool_result_error``'s code."""
+    if error is not None:
+        content = {"type": "web_search_tool_result_error", "error_code": error}
+    else:
+        content = [{"type": "web_search_result", "url": url, "title": title,
+                    "encrypted_content": "Eqgf" + hashlib.sha256(url.encode()).hexdigest(),
+                    "page_age": "April 30, 2026"} for url, title in results]
+    return _block(index, {"type": "web_search_tool_result", "tool_use_id": search_id,
+                          "content": content}, [])
+
+
+def an_cited_text(index, text, url, title):
+    """A text block citing a search result: its ``citations_delta`` before its text."""
+    citation = {"type": "web_search_result_location", "url": url, "title": title,
+                "encrypted_index": "Eo8BCioIAhgBIiQyYjQ", "cited_text": text[:40]}
+    return _block(index, {"type": "text", "text": ""},
+                  [{"type": "citations_delta", "citation": citation},
+                   {"type": "text_delta", "text": text}])
+
+
+def an_end(stop_reason="end_turn", output_tokens=5, thinking_tokens=None, searches=None):
     usage = {"output_tokens": output_tokens}
     if thinking_tokens is not None:
         usage["output_tokens_details"] = {"thinking_tokens": thinking_tokens}
+    if searches is not None:
+        usage["server_tool_use"] = {"web_search_requests": searches}
     return [{"type": "message_delta", "usage": usage,
              "delta": {"stop_reason": stop_reason, "stop_sequence": None}},
             {"type": "message_stop"}]

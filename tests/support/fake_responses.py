@@ -99,6 +99,22 @@ class Stream:
         self._emit("response.output_item.done", output_index=index, item=item)
         return self
 
+    def search(self, query, sources=(), status="completed"):
+        """A ``web_search_call`` item: added in progress, its three progress events, done
+        with its ``action`` (``sources`` as URLs; the server sends them only when the
+        request asked: ``include: ["web_search_call.action.sources"]``)."""
+        item_id = f"ws_{len(self.output)}"
+        index = self._added({"type": "web_search_call", "id": item_id, "status": "in_progress"})
+        for step in ("in_progress", "searching", "completed"):
+            self._emit(f"response.web_search_call.{step}", output_index=index, item_id=item_id)
+        action = {"type": "search", "query": query}
+        if sources is not None:
+            action["sources"] = [{"type": "url", "url": url} for url in sources]
+        item = {"type": "web_search_call", "id": item_id, "status": status, "action": action}
+        self.output[index] = item
+        self._emit("response.output_item.done", output_index=index, item=item)
+        return self
+
     def end(self, input_tokens=10, output_tokens=5, cached=0, reasoning=0, status="completed",
             reason=None, error=None):
         usage = {"input_tokens": input_tokens,
@@ -154,6 +170,9 @@ class Reasoner:
                     if not before or before[-1].get("encrypted_content") != expected:
                         return f"input[{number}]: the reasoning item required before " \
                                f"function call {item.get('call_id')} is missing or changed"
+            elif kind == "web_search_call" and "id" in item and body.get("store") is False:
+                return f"Item with id '{item['id']}' not found. Items are not persisted " \
+                       "when `store` is set to false."
             elif kind == "function_call_output" and item.get("call_id") not in seen_calls:
                 return f"No tool call found for function call output with call_id " \
                        f"{item.get('call_id')}."

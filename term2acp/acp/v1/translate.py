@@ -20,7 +20,8 @@ import base64
 import codecs
 import time
 
-from term2acp.acp.v2.translate import compaction_update, locations, replayed_compaction
+from term2acp.acp.v2.translate import compaction_update, locations, replayed_compaction, \
+    resource_link
 from term2acp.acp.v1 import terminal_meta
 from term2acp.core import events as ev
 
@@ -97,6 +98,8 @@ def tool_content(items, terminals=None, shown=None):
             if item.get("old") is not None:
                 diff["oldText"] = item["old"]
             out.append(diff)
+        elif kind == "link":
+            out.append({"type": "content", "content": resource_link(item)})
         elif kind == "terminal":
             call_id = shown(item["terminal_id"]) if shown is not None else None
             view = (terminals or {}).get(item["terminal_id"])

@@ -38,6 +38,11 @@ def patch_text(path, old, new, old_path=None):
     return "".join(head + body)
 
 
+def resource_link(item):
+    """A display item ``{"type": "link", "uri", "name"}`` as a ``resource_link`` block."""
+    return {"type": "resource_link", "uri": item["uri"], "name": item.get("name") or item["uri"]}
+
+
 def tool_content(items):
     out = []
     for item in items:
@@ -54,6 +59,8 @@ def tool_content(items):
                 change["oldPath"] = moved
             out.append({"type": "diff", "changes": [change], "patch": {
                 "format": "git_patch", "text": patch_text(path, old, new, moved)}})
+        elif kind == "link":
+            out.append({"type": "content", "content": resource_link(item)})
         elif kind == "terminal":
             out.append({"type": "terminal", "terminalId": item["terminal_id"]})
     return out
