@@ -24,7 +24,7 @@ import json
 
 from marshmallow import RAISE, Schema, ValidationError, fields, post_load, validate
 
-from term2acp.core.choices import EFFORTS, MODE_IDS
+from term2acp.core.option_values import EFFORTS, MODE_IDS
 from term2acp.providers.catalog import BUILTIN_PROVIDERS
 
 PROVIDER_TYPES = ("openai", "anthropic")

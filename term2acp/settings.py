@@ -10,7 +10,7 @@ below are those defaults: a key of the file replaces the attribute of the same n
 
 import os
 
-from term2acp.core.choices import DEFAULT_MODE, EFFORTS
+from term2acp.core.option_values import DEFAULT_MODE, EFFORTS
 
 __all__ = ["EFFORTS", "Settings", "SettingsError", "config_path", "data_dir"]
 

@@ -1,7 +1,7 @@
 """``authMethods`` of the initialize answer, in the negotiated version's shape.
 
 Its own module, importing only :mod:`term2acp.auth`: ``initialize`` needs it, and pulling
-in acp/controls.py (commands, events, session options) on that path cost the answer (and
+in acp/handlers.py (commands, events, session options) on that path cost the answer (and
 the hub) tens of milliseconds (issue 16).
 """
 

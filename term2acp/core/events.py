@@ -107,7 +107,7 @@ class SessionInfoChanged(Record):
 
 class ConfigChanged(Record):
     """The session's choices changed (model, effort, mode); ``options`` is the full list
-    as :mod:`term2acp.sessions.options` describes it (runtime-neutral)."""
+    as :mod:`term2acp.sessions.config_options` describes it (runtime-neutral)."""
 
     __slots__ = ("options",)
 

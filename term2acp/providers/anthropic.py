@@ -403,7 +403,7 @@ class AnthropicProvider(Provider):
                                   read_timeout=timeout, max_retries=max_retries)
 
     def list_models(self, timeout=10.0):
-        """Model ids the server lists at ``/v1/models`` (the model picker)."""
+        """Model ids the server lists at ``/v1/models`` (the model config option)."""
         body = self._client.get_json("/v1/models?limit=1000", timeout)
         data = body.get("data") if isinstance(body, dict) else None
         return [m["id"] for m in data or () if isinstance(m, dict) and isinstance(m.get("id"), str)]

@@ -6,8 +6,8 @@ to the provider that can serve it: the one given with ``--provider`` or in the c
 file, an OpenAI-compatible server (``OPENAI_BASE_URL``), or the one whose naming the id
 follows (``claude-*``: Anthropic; ``gpt-*``, ``o3``...: OpenAI). The provider then accepts
 the id or fails the turn with its own message. The catalog supplies what it knows of a
-model (window, images, efforts) and family defaults for the rest; the model picker adds
-what the provider's models endpoint lists (sessions/options.py). Provider modules are
+model (window, images, efforts) and family defaults for the rest; the model config option adds
+what the provider's models endpoint lists (sessions/config_options.py). Provider modules are
 imported only when a provider instance is created.
 """
 

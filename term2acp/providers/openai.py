@@ -298,7 +298,7 @@ class OpenAIProvider(Provider):
         return self.api == "responses"
 
     def list_models(self, timeout=10.0):
-        """Model ids the server lists at ``/models`` (the model picker; sessions/options.py);
+        """Model ids the server lists at ``/models`` (the model config option; sessions/config_options.py);
         from the official endpoint only the chat models."""
         body = self._client.get_json("/models", timeout)
         data = body.get("data") if isinstance(body, dict) else None
@@ -349,7 +349,7 @@ NOT_CHAT = ("audio", "realtime", "tts", "transcribe", "image", "embedding", "mod
 
 
 def chat_model(model_id):
-    """An official model id that can hold a conversation (the picker leaves out audio,
+    """An official model id that can hold a conversation (the model config option leaves out audio,
     image, embedding... models the endpoint also lists)."""
     name = model_id.lower()
     return name.startswith(("gpt-", "o1", "o3", "o4", "chatgpt", "codex")) \

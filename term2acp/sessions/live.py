@@ -59,7 +59,7 @@ class LiveSession:
         self.model = row.get("model")
         self.effort = row.get("effort") or "default"
         self.mode = row.get("mode") or "auto"  # turns/modes.py: read-only | plan | ask | auto
-        self.controls = None  # sessions.options.Controls, set by the front end
+        self.config_options = None  # sessions.config_options.ConfigOptions, set by the front end
         self.context_window = None
         self.window_learned = None  # tokens, from an overflow error (turns/context.py)
         self.store = store

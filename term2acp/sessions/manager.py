@@ -40,7 +40,7 @@ TAKEN_OVER = ("This session was opened in another term2-acp process (pid {pid}) 
               "here. To continue in this window, load or resume it here again (that takes it "
               "back).")
 DORMANT_STATE = ("sink", "access", "effort", "provider_id", "model", "context_window", "cost",
-                 "title", "interaction_seq", "mode", "controls", "window_learned", "mcp_servers",
+                 "title", "interaction_seq", "mode", "config_options", "window_learned", "mcp_servers",
                  "editor")
 
 
@@ -235,7 +235,7 @@ class SessionManager:
 
     def fork(self, source_id, cwd):
         """session/fork: a new live session in ``cwd`` with the conversation, replay journal
-        and choices of ``source_id`` (live or stored), and no grants."""
+        and config option values of ``source_id`` (live or stored), and no grants."""
         root = validate_cwd(cwd)
         source = self.live.get(source_id)
         if source is not None:

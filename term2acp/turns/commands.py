@@ -53,7 +53,7 @@ class CommandContext:
         self.turn = turn
         self.session = turn.session
         self.root = turn.session.root
-        self.controls = getattr(turn.session, "controls", None)
+        self.config_options = getattr(turn.session, "config_options", None)
 
 
 class Command:
@@ -127,17 +127,17 @@ class _OptionCommand(Command):
 
     def run(self, argument, ctx):
         value = argument.strip()
-        if ctx.controls is None:
+        if ctx.config_options is None:
             return f"/{self.name} is not available in this session."
-        current = {o["id"]: o for o in ctx.controls.options(ctx.session)}.get(self.option)
+        current = {o["id"]: o for o in ctx.config_options.options(ctx.session)}.get(self.option)
         if not value:
             if current is None:
                 return f"There is no {self.option} to choose in this session."
             choices = ", ".join(v for v, _n, _d in current["values"])
             return f"Current {self.option}: {current['current']}. Choices: {choices}."
         try:
-            changed = ctx.controls.set(ctx.session, self.option, value)
-        except ValueError as exc:  # sessions.options.InvalidChoice: the message lists choices
+            changed = ctx.config_options.set(ctx.session, self.option, value)
+        except ValueError as exc:  # InvalidOptionValue: the message lists the values
             return f"/{self.name}: {exc}"
         now = getattr(ctx.session, self.option)
         return f"{self.option.capitalize()} set to {now}." if changed else \

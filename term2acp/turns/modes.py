@@ -19,7 +19,7 @@ No mode runs commands unsandboxed or skips the fail-closed rules.
 """
 
 from term2acp.core.approvals import ORDINARY, ApprovalRequest
-from term2acp.core.choices import MODE_IDS
+from term2acp.core.option_values import MODE_IDS
 
 READ_ONLY, PLAN, ASK, AUTO = MODE_IDS
 MODES = (

@@ -357,11 +357,11 @@ class Turn:
         return decision.choice if decision.allowed else None
 
     def _set_mode(self, mode):
-        """Switch the session's mode as the editor's picker does (reported, stored)."""
+        """Switch the session's mode as ``session/set_config_option`` does (reported, stored)."""
         session = self.session
-        controls = getattr(session, "controls", None)
-        if controls is not None:
-            controls.set(session, "mode", mode)
+        options = getattr(session, "config_options", None)
+        if options is not None:
+            options.set(session, "mode", mode)
         else:
             session.mode = mode
 

@@ -11,7 +11,7 @@ import logging
 import gevent
 from gevent.event import Event
 
-from term2acp.acp.controls import ControlHandlers, control_updates
+from term2acp.acp.handlers import BaseHandlers, shared_updates
 from term2acp.acp.errors import domain_errors
 from term2acp.acp.v2.translate import CHUNK_EVENTS
 from term2acp.acp.v2.handlers import SessionHandlers
@@ -38,7 +38,7 @@ class _Held:
         self.cancelled = False
 
 
-class V1SessionHandlers(ControlHandlers):
+class V1SessionHandlers(BaseHandlers):
     VERSION = 1
     compaction = False  # the client advertised clientCapabilities.session.compaction
     terminal_meta = False  # ... clientCapabilities._meta.terminal_output (Zed's terminal)
@@ -65,9 +65,9 @@ class V1SessionHandlers(ControlHandlers):
         view = self._views.get(session.id)
         if view is None:
             return
-        controls = control_updates(session, event, 1)  # config options, modes, plans
-        if controls is not None:
-            for update in controls:
+        shared = shared_updates(session, event, 1)  # config options, modes, plans
+        if shared is not None:
+            for update in shared:
                 self.client.update(session.id, update)
             return
         if type(event) is ev.StateChanged:  # v1 has no state updates: the prompt answers

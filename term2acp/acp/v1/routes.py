@@ -1,7 +1,8 @@
 """The v1 route table: what a connection that initialized with version 1 can call."""
 
 from term2acp.acp import methods as m
-from term2acp.acp.schemas import controls as cs
+from term2acp.acp.schemas import config_options as cs
+from term2acp.acp.schemas import signin as auth_schemas
 from term2acp.acp.schemas import session as ss
 from term2acp.acp.v1 import schemas as v1
 
@@ -17,8 +18,8 @@ _SCHEMAS = {
     m.SESSION_CLOSE: ss.CloseSessionRequestSchema(),
     m.SESSION_FORK: v1.ForkSessionRequestSchema(),
     m.SESSION_DELETE: ss.DeleteSessionRequestSchema(),
-    m.AUTHENTICATE: cs.LoginRequestSchema(),
-    m.LOGOUT: cs.LogoutRequestSchema(),
+    m.AUTHENTICATE: auth_schemas.LoginRequestSchema(),
+    m.LOGOUT: auth_schemas.LogoutRequestSchema(),
     m.SESSION_SET_MODE: cs.SetModeRequestSchema(),
     m.SESSION_SET_CONFIG_OPTION: cs.SetConfigOptionRequestSchema(),
 }

@@ -7,7 +7,7 @@ face in ``acp/v1/``).
 import logging
 
 from term2acp.acp.v2 import translate
-from term2acp.acp.controls import ControlHandlers, control_updates, replay_plan
+from term2acp.acp.handlers import BaseHandlers, shared_updates, replay_plan
 from term2acp.acp.errors import domain_errors
 from term2acp.rpc.errors import InternalError, InvalidParamsError
 from term2acp.sessions.errors import InvalidCursor
@@ -15,7 +15,7 @@ from term2acp.sessions.errors import InvalidCursor
 log = logging.getLogger(__name__)
 
 
-class SessionHandlers(ControlHandlers):
+class SessionHandlers(BaseHandlers):
     VERSION = 2
 
     def __init__(self, manager, client, settings):
@@ -33,7 +33,7 @@ class SessionHandlers(ControlHandlers):
             tag = session.lifecycle.chunk_tag() if kind in translate.CHUNK_EVENTS else None
             self.client.update(session.id, build(event), tag=tag)
             return
-        updates = control_updates(session, event, 2)  # config options, plans
+        updates = shared_updates(session, event, 2)  # config options, plans
         if updates is None:
             update = translate.update_for(event, self.compaction)  # compaction
             updates = () if update is None else (update,)

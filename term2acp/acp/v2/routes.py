@@ -1,7 +1,8 @@
 """The v2 route table: what a connection that initialized with version 2 can call."""
 
 from term2acp.acp import methods as m
-from term2acp.acp.schemas import controls as cs
+from term2acp.acp.schemas import config_options as cs
+from term2acp.acp.schemas import signin as auth_schemas
 from term2acp.acp.schemas import session as ss
 
 
@@ -18,8 +19,8 @@ _SCHEMAS = {
     m.SESSION_FORK: ss.ForkSessionRequestSchema(),
     m.SESSION_DELETE: ss.DeleteSessionRequestSchema(),
     m.SESSION_SET_CONFIG_OPTION: cs.SetConfigOptionRequestSchema(),
-    m.AUTH_LOGIN: cs.LoginRequestSchema(),
-    m.AUTH_LOGOUT: cs.LogoutRequestSchema(),
+    m.AUTH_LOGIN: auth_schemas.LoginRequestSchema(),
+    m.AUTH_LOGOUT: auth_schemas.LogoutRequestSchema(),
 }
 
 

@@ -147,7 +147,7 @@ def _exit(e):
 
 
 # Event type -> its update (the common path of every event: one lookup, one call). Control
-# events (config, plan) and compaction have their own builders (acp/controls.py, below).
+# events (config, plan) and compaction have their own builders (acp/handlers.py, below).
 EVENTS = {
     ev.StateChanged: _state,
     ev.UserMessage: lambda e: {"sessionUpdate": "user_message", "messageId": e.message_id,

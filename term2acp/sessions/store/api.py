@@ -299,7 +299,7 @@ class Store:
         self.commit()
 
     def fork_session(self, source_id, session_id, cwd, title):
-        """A new session with ``source_id``'s choices, conversation and replay journal (not
+        """A new session with ``source_id``'s config option values, conversation and replay journal (not
         its checkpoints: undo in the fork starts from the fork), committed."""
         stamp = now()
         self._write(_fork, (source_id, session_id, cwd, clean_text(title) if title else None,
@@ -316,8 +316,8 @@ class Store:
         keys = ("id", "cwd", "title", "updated_at", "provider", "model", "effort", "mode")
         return dict(zip(keys, row), mcp_servers=_servers(row[-1]))
 
-    def set_choices(self, session_id, provider, model, effort, mode):
-        """The session's picker choices (restored on resume)."""
+    def set_option_values(self, session_id, provider, model, effort, mode):
+        """The session's config option values (restored on resume)."""
         self._write("UPDATE sessions SET provider = ?, model = ?, effort = ?, mode = ?"
                     " WHERE id = ?", (clean_text(provider), clean_text(model), effort, mode,
                                       session_id), session_id)

@@ -51,7 +51,7 @@ MIGRATIONS = {
         UNIQUE (session_id, key)
     );
     """,
-    # 2: the session's choices (the editor's pickers); NULL = the config file's default
+    # 2: the session's config option values; NULL = the config file's default
     2: """
     ALTER TABLE sessions ADD COLUMN effort TEXT;
     ALTER TABLE sessions ADD COLUMN mode TEXT

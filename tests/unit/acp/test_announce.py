@@ -1,4 +1,4 @@
-"""A prompt's first update never overtakes its session's commands update (acp/controls.py).
+"""A prompt's first update never overtakes its session's commands update (acp/handlers.py).
 
 Both wait for the warm-up's turn layer; when it is ready their greenlets may resume in
 either order, and transcripts (and editors) expect the commands update first."""
@@ -7,7 +7,7 @@ import gevent
 import gevent.pool
 from gevent.event import Event
 
-from term2acp.acp.controls import ControlHandlers
+from term2acp.acp.handlers import BaseHandlers
 
 
 class Session:
@@ -18,14 +18,14 @@ class Session:
         self.group = gevent.pool.Group()
 
 
-class Controls:
+class ConfigOptions:
     def list_models(self, provider, group):
         pass
 
 
-class Face(ControlHandlers):
+class Face(BaseHandlers):
     def __init__(self, turns_ready, sent):
-        self._controls = Controls()
+        self._config_options = ConfigOptions()
         self.client = self
         self._turns_ready, self._sent = turns_ready, sent
 

@@ -1,5 +1,5 @@
 """The MCP servers a session was last connected with, as ``ServerConfig.describe()`` (no
-secrets), kept for session/list (migration 3: test_choices_store.py); ``[mcp]
+secrets), kept for session/list (migration 3: test_option_values_store.py); ``[mcp]
 call_timeout`` reaches the hub."""
 
 import pytest

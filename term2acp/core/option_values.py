@@ -1,7 +1,7 @@
 """The enumerated settings every layer shares: reasoning efforts and session modes.
 
 One place, so that the config file's schema (``term2acp/config.py``), the command line,
-the editor's pickers and the turn's policy accept exactly the same values.
+the session config options and the turn's policy accept exactly the same values.
 """
 
 EFFORTS = ("default", "none", "minimal", "low", "medium", "high", "xhigh")

@@ -1,7 +1,7 @@
-"""The editor controls on the wire, for both faces: config options (model, effort, mode),
-v1 modes, slash commands (``available_commands_update``), plans and sign-in.
+"""What both faces' session handlers share: the session config options (model, effort,
+mode), v1 modes, slash commands (``available_commands_update``), plans and sign-in.
 
-:class:`ControlHandlers` is mixed into each face's session handlers
+:class:`BaseHandlers` is mixed into each face's session handlers
 (``acp/v2/handlers.py``, ``acp/v1/handlers.py``); ``VERSION`` picks the shapes:
 
 * config options: v1 names the option ``id``, v2 ``configId``; both are ``select``s;
@@ -26,14 +26,14 @@ from term2acp.acp.signin import auth_methods  # noqa: F401 - its home until issu
 from term2acp.core import events as ev
 from term2acp.turns.modes import MODES
 from term2acp.rpc.errors import AuthRequiredError, InvalidParamsError
-from term2acp.sessions.options import Controls, InvalidChoice
+from term2acp.sessions.config_options import ConfigOptions, InvalidOptionValue
 
 log = logging.getLogger(__name__)
 ANNOUNCE_WAIT = 5.0  # seconds a prompt waits for its session's commands update at most
 
 
 # ---------------------------------------------------------------- shapes
-def config_options(options, version):
+def wire_options(options, version):
     key = "id" if version == 1 else "configId"
     out = []
     for option in options:
@@ -78,7 +78,7 @@ def plan_update(event, version):
 
 def config_updates(event, session_mode, version):
     updates = [{"sessionUpdate": "config_option_update",
-                "configOptions": config_options(event.options, version)}]
+                "configOptions": wire_options(event.options, version)}]
     if version == 1 and session_mode is not None:
         updates.append({"sessionUpdate": "current_mode_update", "currentModeId": session_mode})
     return updates
@@ -96,32 +96,32 @@ def auth_required(message, catalog):
 
 
 # ---------------------------------------------------------------- handlers
-class ControlHandlers:
+class BaseHandlers:
     """Mixed into a face's handlers (which have ``manager``, ``client``, ``settings``)."""
 
     VERSION = 2
-    _controls = None
+    _config_options = None
     # Waits (cooperatively) until the warm-up has imported the turn layer, the providers'
     # HTTP client and scanned the command plug-ins (term2acp/warmup.py step 2), so that a
     # session/new right after initialize waits for less (acp/connection.py sets it).
     wait_turns = staticmethod(lambda: True)
 
     @property
-    def controls(self):
-        if self._controls is None:
-            self._controls = Controls(self.manager.catalog, self.settings)
-            self._controls.on_listed = self._models_listed
-        return self._controls
+    def config_options(self):
+        if self._config_options is None:
+            self._config_options = ConfigOptions(self.manager.catalog, self.settings)
+            self._config_options.on_listed = self._models_listed
+        return self._config_options
 
     def _models_listed(self, provider):
         for session in list(self.manager.live.values()):
-            if session.provider_id == provider and session.controls is self._controls:
-                session.emit(ev.ConfigChanged(self.controls.options(session)))
+            if session.provider_id == provider and session.config_options is self._config_options:
+                session.emit(ev.ConfigChanged(self.config_options.options(session)))
 
     def started(self, session):
-        """A session started (new/resume/load): its controls, the model listing, and (after
+        """A session started (new/resume/load): its config options, the model listing, and (after
         the answer, which is written first) the slash commands."""
-        session.controls = self.controls
+        session.config_options = self.config_options
         session.commands_sent = Event()
         session.group.spawn(self._after_start, session)
 
@@ -133,7 +133,7 @@ class ControlHandlers:
             self.client.update(session.id, commands_update(self.VERSION))
         finally:
             session.commands_sent.set()
-        self.controls.list_models(session.provider_id, session.group)
+        self.config_options.list_models(session.provider_id, session.group)
 
     @staticmethod
     def announced(session):
@@ -144,7 +144,7 @@ class ControlHandlers:
             sent.wait(ANNOUNCE_WAIT)
 
     def setup_result(self, session, result):
-        result["configOptions"] = config_options(self.controls.options(session), self.VERSION)
+        result["configOptions"] = wire_options(self.config_options.options(session), self.VERSION)
         if self.VERSION == 1:
             result["modes"] = modes_state(session)
         return result
@@ -156,17 +156,17 @@ class ControlHandlers:
         if not isinstance(value, str):
             raise InvalidParamsError(f'"{params["config_id"]}" takes a value id (a string)')
         try:
-            self.controls.set(session, params["config_id"], value)
-        except InvalidChoice as exc:
+            self.config_options.set(session, params["config_id"], value)
+        except InvalidOptionValue as exc:
             raise InvalidParamsError(str(exc)) from None
-        return {"configOptions": config_options(self.controls.options(session), self.VERSION)}
+        return {"configOptions": wire_options(self.config_options.options(session), self.VERSION)}
 
     @domain_errors
     def set_mode(self, params):
         session = self.manager.get(params["session_id"])
         try:
-            self.controls.set(session, "mode", params["mode_id"])
-        except InvalidChoice as exc:
+            self.config_options.set(session, "mode", params["mode_id"])
+        except InvalidOptionValue as exc:
             raise InvalidParamsError(str(exc)) from None
         return {}
 
@@ -196,8 +196,8 @@ class ControlHandlers:
                 session.provider = None
 
 
-def control_updates(session, event, version):
-    """The updates for a control event (config change, plan), or None for other events."""
+def shared_updates(session, event, version):
+    """The updates both faces build alike (a config option change, a plan), or None."""
     kind = type(event)
     if kind is ev.ConfigChanged:
         return config_updates(event, session.mode, version)

@@ -1,4 +1,4 @@
-"""Store migrations: 2 (issue 15), a session's picker choices are columns of its row;
+"""Store migrations: 2 (issue 15), a session's config option values are columns of its row;
 3 (issue 13), the MCP servers it was last connected with (no secrets)."""
 
 import sqlite3
@@ -25,7 +25,7 @@ def test_a_version_1_store_migrates_and_keeps_its_sessions(tmp_path):
     row = store.get_session("s1")
     assert (row["provider"], row["model"], row["effort"], row["mode"]) == \
         ("openai", "gpt-4o", None, None)  # None: the config file's defaults
-    store.set_choices("s1", "openai", "gpt-5", "high", "read-only")
+    store.set_option_values("s1", "openai", "gpt-5", "high", "read-only")
     store.commit()
     store.close()
     again = st.Store(path).open()

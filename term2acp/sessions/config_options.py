@@ -1,9 +1,9 @@
-"""A session's choices: model, reasoning effort and mode (the editor's pickers).
+"""A session's config options: model, reasoning effort and mode.
 
-Runtime only. :class:`Controls` describes the choices as plain dicts (``acp/controls.py``
-turns them into each protocol version's config options) and applies a change: it
-validates the value, updates the live session, persists the choice with the session (so
-resume restores it) and reports :class:`~term2acp.core.events.ConfigChanged`.
+Runtime only. :class:`ConfigOptions` describes them as plain dicts (``acp/handlers.py``
+gives them each protocol version's shape) and applies a change: it validates the value,
+updates the live session, persists the value with the session (so resume restores it) and reports
+:class:`~term2acp.core.events.ConfigChanged`.
 
 * ``model`` lists the models of the session's provider: the catalog, the config file, and
   what the provider's models endpoint lists (OpenAI and compatible servers ``/models``,
@@ -31,8 +31,8 @@ REASONING_EFFORTS = ("default", "low", "medium", "high")
 GPT5_EFFORTS = ("default", "minimal", "low", "medium", "high")
 
 
-class InvalidChoice(ValueError):
-    """A value the option does not offer; the message lists the choices."""
+class InvalidOptionValue(ValueError):
+    """A value the option does not offer; the message lists the values it does."""
 
 
 def efforts_for(info):
@@ -48,7 +48,7 @@ def efforts_for(info):
     return EFFORTS  # unknown model (a server's own id): every effort, the server decides
 
 
-class Controls:
+class ConfigOptions:
     def __init__(self, catalog, settings):
         self.catalog = catalog
         self.settings = settings
@@ -95,7 +95,7 @@ class Controls:
 
     # ------------------------------------------------------------ changing
     def set(self, session, option, value):
-        """Apply one choice; returns True when something changed."""
+        """Apply one value; returns True when something changed."""
         if option == "model":
             changed = self.set_model(session, value)
         elif option == "effort":
@@ -104,7 +104,7 @@ class Controls:
             changed = self.set_mode(session, value)
         else:
             known = ", ".join(o["id"] for o in self.options(session))
-            raise InvalidChoice(f'unknown config option "{option}"; the options are: {known}')
+            raise InvalidOptionValue(f'unknown config option "{option}"; the options are: {known}')
         if changed:
             self.persist(session)
             session.emit(ev.ConfigChanged(self.options(session)))
@@ -113,7 +113,7 @@ class Controls:
     def set_mode(self, session, mode):
         ids = [m[0] for m in MODES]
         if mode not in ids:
-            raise InvalidChoice(f'unknown mode "{mode}"; the modes are: {", ".join(ids)}')
+            raise InvalidOptionValue(f'unknown mode "{mode}"; the modes are: {", ".join(ids)}')
         changed = session.mode != mode
         session.mode = mode
         return changed
@@ -121,7 +121,7 @@ class Controls:
     def set_effort(self, session, effort):
         allowed = self.efforts(session)
         if effort not in allowed:
-            raise InvalidChoice(f'effort "{effort}" is not supported by {session.model}; '
+            raise InvalidOptionValue(f'effort "{effort}" is not supported by {session.model}; '
                                 f'choose one of: {", ".join(allowed)}')
         changed = session.effort != effort
         session.effort = effort
@@ -131,7 +131,7 @@ class Controls:
         """A model of the active provider (listed, or any id on an OpenAI-compatible
         server), else one the catalog resolves (``<provider>/<model>`` included)."""
         if not isinstance(model, str) or not model.strip():
-            raise InvalidChoice("the model id must be a non-empty string")
+            raise InvalidOptionValue("the model id must be a non-empty string")
         provider = session.provider_id
         if provider and (model in self.models(session) or self.catalog.passthrough(provider)):
             target = (provider, model)
@@ -141,7 +141,7 @@ class Controls:
             try:
                 target = self.catalog.resolve(None, model)
             except CatalogError as exc:
-                raise InvalidChoice(str(exc)) from None
+                raise InvalidOptionValue(str(exc)) from None
         if target == (session.provider_id, session.model):
             return False
         if target[0] != session.provider_id:
@@ -155,7 +155,7 @@ class Controls:
         return True
 
     def persist(self, session):
-        session.store.set_choices(session.id, session.provider_id, session.model,
+        session.store.set_option_values(session.id, session.provider_id, session.model,
                                   session.effort, session.mode)
         session.store.commit()
 

@@ -1,4 +1,4 @@
-"""session/set_config_option, v1 session/set_mode, authenticate / auth/login, logout."""
+"""session/set_config_option and v1 session/set_mode: a session's config options."""
 
 from marshmallow import fields, validate
 
@@ -17,11 +17,3 @@ class SetConfigOptionRequestSchema(WireSchema):
 class SetModeRequestSchema(WireSchema):
     session_id = SessionIdField()
     mode_id = fields.String(**_ID)
-
-
-class LoginRequestSchema(WireSchema):
-    method_id = fields.String(**_ID)
-
-
-class LogoutRequestSchema(WireSchema):
-    pass
