@@ -298,8 +298,8 @@ class OpenAIProvider(Provider):
         return self.api == "responses"
 
     def list_models(self, timeout=10.0):
-        """Model ids the server lists at ``/models`` (the model config option; sessions/config_options.py);
-        from the official endpoint only the chat models."""
+        """Model ids the server lists at ``/models`` (the model config option,
+        sessions/config_options.py); from the official endpoint only the chat models."""
         body = self._client.get_json("/models", timeout)
         data = body.get("data") if isinstance(body, dict) else None
         ids = [m["id"] for m in data or () if isinstance(m, dict) and isinstance(m.get("id"), str)]

@@ -40,8 +40,8 @@ TAKEN_OVER = ("This session was opened in another term2-acp process (pid {pid}) 
               "here. To continue in this window, load or resume it here again (that takes it "
               "back).")
 DORMANT_STATE = ("sink", "access", "effort", "provider_id", "model", "context_window", "cost",
-                 "title", "interaction_seq", "mode", "config_options", "window_learned", "mcp_servers",
-                 "editor")
+                 "title", "interaction_seq", "mode", "config_options", "window_learned",
+                 "mcp_servers", "editor")
 
 
 class PromptTicket:

@@ -299,8 +299,8 @@ class Store:
         self.commit()
 
     def fork_session(self, source_id, session_id, cwd, title):
-        """A new session with ``source_id``'s config option values, conversation and replay journal (not
-        its checkpoints: undo in the fork starts from the fork), committed."""
+        """A new session with ``source_id``'s config option values, conversation and replay
+        journal (not its checkpoints: undo in the fork starts from the fork), committed."""
         stamp = now()
         self._write(_fork, (source_id, session_id, cwd, clean_text(title) if title else None,
                             stamp), session_id)
