@@ -92,6 +92,21 @@ def message_chars(message):
     size += IMAGE_CHARS * len(message.get("images") or ())
     for call in message.get("tool_calls") or ():
         size += len(call.get("name") or "") + len(call.get("arguments") or "") + MESSAGE_OVERHEAD
+    if message.get("replay"):
+        size += search_chars(message["replay"])
+    return size
+
+
+def search_chars(replay):
+    """The web search results an answer carries back (Anthropic's): the provider reads each
+    result's text again in every later request, and its encrypted form is about as long."""
+    size = 0
+    for item in replay.get("items") or () if isinstance(replay, dict) else ():
+        results = item.get("content") if isinstance(item, dict) \
+            and item.get("type") == "web_search_tool_result" else None
+        if isinstance(results, list):
+            size += sum(len(r.get("encrypted_content") or "") + len(r.get("title") or "")
+                        for r in results if isinstance(r, dict))
     return size
 
 

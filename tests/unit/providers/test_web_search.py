@@ -171,3 +171,13 @@ def test_results_are_links_when_they_are_web_addresses():
     assert items[2]["type"] == "text"
     assert len(items) == websearch.MAX_LINKS + 1 and items[-1]["text"] == "... and 13 more."
     assert websearch.results_content([]) == [{"type": "text", "text": "No results."}]
+
+
+def test_the_context_estimate_counts_the_results_an_answer_carries_back():
+    from term2acp.turns.context import message_chars
+
+    result = f.an_search_result(1, "s", RESULTS)[0]["content_block"]
+    plain = {"role": "assistant", "content": "Found.", "tool_calls": []}
+    searched = dict(plain, replay={"kind": "anthropic", "items": [result]})
+    carried = sum(len(r["encrypted_content"]) + len(r["title"]) for r in result["content"])
+    assert message_chars(searched) == message_chars(plain) + carried
