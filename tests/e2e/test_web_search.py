@@ -171,6 +171,24 @@ def test_anthropic_paused_turn_goes_on_with_the_answer_so_far(acp_agent, acp_wor
     agent.close()
 
 
+def test_a_cancel_during_a_search_settles_its_call(acp_agent, acp_workspace, server, configure):
+    configure("[web_search]\nenabled = true\n")
+    events = f.anthropic_sse(f.an_start(), f.an_search(0, "srvtoolu_04", "slow")).events
+    stream = f.SSE(events + [(None, {"type": "ping"})], hold_after=len(events))  # searching
+    server.enqueue(stream)
+    agent, sid = start(acp_agent, acp_workspace, server, "anthropic", ANTHROPIC, 2)
+    agent.prompt_async(sid, "Search")
+    started = agent.wait_update("tool_call_update", kind="fetch", timeout=30)
+    assert stream.reached.wait(10)
+    agent.notify("session/cancel", {"sessionId": sid})
+    assert agent.wait_update(state="idle", timeout=10)["stopReason"] == "cancelled"
+    final = [m["params"]["update"] for m in agent.messages if m.get("method") == "session/update"
+             and m["params"]["update"].get("toolCallId") == started["toolCallId"]]
+    assert final[-1]["status"] == "cancelled"
+    assert stream.disconnected.wait(5)
+    agent.close()
+
+
 # ---------------------------------------------------------------- OpenAI Responses API
 def responses_config(search=True):
     return '[providers.openai]\napi = "responses"\n' + \
