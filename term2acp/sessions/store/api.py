@@ -247,8 +247,8 @@ class Store:
         if job is not None:
             job.wait()
             if job.lost is not None:
-                if session_id is not None:
-                    self._worker.lost.pop(session_id, None)
+                if session_id is not None and self._worker is not None:
+                    self._worker.lost.pop(session_id, None)  # told now: not again
                 raise job.lost
         if session_id is not None and self._worker is not None:
             lost = self._worker.lost.pop(session_id, None)
