@@ -13,6 +13,7 @@ import re
 import gevent
 from gevent.pool import Group, Pool
 
+from term2acp.core.cancel import CancelledExit
 from term2acp.core.nesting import MAX_DEPTH, may_be_too_deep, too_deep, top_level_members
 from term2acp.rpc.errors import (
     InternalError,
@@ -32,10 +33,6 @@ wire_log = logging.getLogger("term2acp.wire")
 
 CANCEL_REQUEST = "$/cancel_request"
 _SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-class CancelledExit(gevent.GreenletExit):
-    """Kills a request greenlet on ``$/cancel_request``; ``except Exception`` cannot eat it."""
 
 
 class Route:

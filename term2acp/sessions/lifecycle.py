@@ -25,6 +25,7 @@ from typing import NamedTuple
 from gevent.event import AsyncResult
 
 from term2acp.core import events as ev
+from term2acp.core.cancel import TurnCancelled
 from term2acp.sessions.errors import SessionBusy, SessionNotFound
 
 IDLE = "idle"
@@ -165,7 +166,7 @@ class Lifecycle:
             return
         self.cancelled_seq = self.seq
         if self.greenlet is not None and self._begun:
-            self.greenlet.kill(_turn_cancelled(), block=False)
+            self.greenlet.kill(TurnCancelled, block=False)
 
     def close(self):
         """-> closed, for good (after the turn, if any, has ended or been killed)."""
@@ -186,11 +187,3 @@ class Lifecycle:
         ended = self.ended
         if ended is not None and not ended.ready():
             ended.set(Outcome(CANCELLED))
-
-
-def _turn_cancelled():
-    # turns/turn.py defines it (a GreenletExit, which no ``except Exception`` swallows);
-    # imported on first cancel, so that opening a session does not load the turn code
-    from term2acp.turns.turn import TurnCancelled
-
-    return TurnCancelled

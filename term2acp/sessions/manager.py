@@ -21,6 +21,8 @@ import gevent
 
 from term2acp.core import events as ev
 from term2acp.core import scratch
+from term2acp.core.cancel import TurnCancelled
+from term2acp.core.ids import new_id
 from term2acp.core.nesting import too_deep
 from term2acp.providers.catalog import NO_PROVIDER_HELP
 from term2acp.providers.errors import ProviderError, ProviderNotConfigured
@@ -423,7 +425,7 @@ class SessionManager:
     def _run_turn(self, session, blocks, text):
         from term2acp.turns import content
         from term2acp.turns.prompt import system_prompt, title_from
-        from term2acp.turns.turn import Turn, TurnCancelled, new_id
+        from term2acp.turns.turn import Turn
         from term2acp.mcp import session as mcp
 
         outcome, turn = Outcome(CANCELLED), None
@@ -474,7 +476,6 @@ class SessionManager:
         while the store was still full or locked) is told once, here, and this prompt goes
         on: the store works again, and failing this turn for the old loss would fail every
         next prompt too."""
-        from term2acp.turns.turn import new_id
 
         lost = self.store.take_lost(session.id)
         if lost is not None:
@@ -486,7 +487,6 @@ class SessionManager:
     def _tell(self, session, exc):
         """A failed turn says why as an agent message (besides the stop reason)."""
         from term2acp.turns import failures
-        from term2acp.turns.turn import new_id
 
         try:
             session.emit(ev.Notice(new_id("msg"), failures.message(exc)))
@@ -566,7 +566,6 @@ class SessionManager:
         """Close ``session`` here for another process: its client is told why (not in the
         journal, which the new holder replays), a running turn is cancelled, and the
         session stays known here, so using it again says where it is."""
-        from term2acp.core.ids import new_id
 
         log.warning("session %s: taken over by term2-acp process %s", session.id, requester)
         if session.sink is not None:

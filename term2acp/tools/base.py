@@ -186,7 +186,7 @@ class ToolContext:
     def approve(self, request):
         """Ask the client (through the session's gate); returns True only on an allow. A
         denial that ends the turn is raised instead, as a ``GreenletExit``
-        (``agent.turn.TurnAborted``) that ``except Exception`` does not catch."""
+        (``core.cancel.TurnAborted``) that ``except Exception`` does not catch."""
         if self._approve is None:
             return False
         return self._approve(request)

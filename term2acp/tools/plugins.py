@@ -23,7 +23,7 @@ a failed tool call whose message the model sees. ``approval`` is ``"never"``,
 ``(args, ctx) -> ApprovalRequest | None``; the function may also ask mid-run with
 ``ctx.approve(ApprovalRequest(...))``, which returns True only on an allow. A denial that
 must end the turn (the session was cancelled or closed meanwhile) is raised from
-``ctx.approve`` as ``agent.turn.TurnAborted``, a ``GreenletExit``: ``except Exception``
+``ctx.approve`` as ``core.cancel.TurnAborted``, a ``GreenletExit``: ``except Exception``
 does not catch it, so the function cannot carry on past it.
 """
 

@@ -22,6 +22,7 @@ import logging
 import re
 
 from term2acp.core import events as ev
+from term2acp.core.ids import new_id
 from term2acp.turns import modes
 
 log = logging.getLogger(__name__)
@@ -282,8 +283,6 @@ def say(turn, text, in_history=True):
     when ``in_history``)."""
     if not text:
         return
-    from term2acp.turns.turn import new_id
-
     turn.session.emit(ev.TextChunk(new_id("msg"), text))
     if in_history:
         turn.session.append_history({"role": "assistant", "content": text, "thought": None,

@@ -1,7 +1,7 @@
 """One prompt turn: model -> tools -> model, until the model answers or a budget ends it.
 
 The turn runs in the session's turn greenlet and emits plain events through
-``session.emit``. Cancellation kills that greenlet with :class:`TurnCancelled` (a
+``session.emit``. Cancellation kills that greenlet with ``TurnCancelled`` (``core/cancel.py``) (a
 ``GreenletExit``), wherever it is: streaming, inside a tool, or waiting for approval.
 ``finally`` blocks close every open tool call, so nothing is left ``in_progress``.
 
@@ -25,7 +25,8 @@ from term2acp.turns.context import ContextGuard, model_messages
 from term2acp.turns.prompt import scrub_text
 from term2acp.core import approvals
 from term2acp.core import events as ev
-from term2acp.core.ids import new_id  # the turn's ids (also re-exported)
+from term2acp.core.cancel import TurnAborted
+from term2acp.core.ids import new_id
 from term2acp.core.commandline import shown_prefix
 from term2acp.core.nesting import MAX_ARGUMENT_CHARS, MAX_DEPTH, too_deep
 from term2acp.providers import base as pb
@@ -35,17 +36,6 @@ log = logging.getLogger(__name__)
 
 RESULT_DISPLAY_CAP = 16_000
 MODEL_RESULT_CAP = 100_000
-
-
-class TurnCancelled(gevent.GreenletExit):
-    """Kills a turn greenlet; ``except Exception`` in a tool cannot swallow it."""
-
-
-class TurnAborted(TurnCancelled):
-    """A fail-closed approval path that ends the turn as cancelled: an allow read after the
-    session's cancel or close, or the answer to a superseded request. A ``GreenletExit``
-    like a cancel, so a tool calling ``ctx.approve()`` inside ``except Exception`` cannot
-    swallow it (:meth:`Turn._abort`)."""
 
 
 class Turn:

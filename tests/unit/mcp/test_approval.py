@@ -8,7 +8,8 @@ import gevent
 
 from term2acp.core import approvals
 from term2acp.core import events as ev
-from term2acp.turns.turn import Turn, TurnCancelled
+from term2acp.core.cancel import TurnCancelled
+from term2acp.turns.turn import Turn
 from term2acp.mcp.adapter import grant_key
 from term2acp.providers import base as pb
 from term2acp.settings import Settings

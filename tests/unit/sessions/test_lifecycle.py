@@ -5,7 +5,7 @@ import gevent
 import pytest
 from gevent.event import Event
 
-from term2acp.turns.turn import TurnCancelled
+from term2acp.core.cancel import TurnCancelled
 from term2acp.core import events as ev
 from term2acp.sessions import lifecycle as lc
 from term2acp.sessions.errors import SessionBusy, SessionNotFound

@@ -7,7 +7,8 @@ import gevent
 import pytest
 from gevent.event import Event
 
-from term2acp.turns.turn import Turn, TurnCancelled
+from term2acp.core.cancel import TurnCancelled
+from term2acp.turns.turn import Turn
 from term2acp.core import approvals
 from term2acp.core import events as ev
 from term2acp.providers import base as pb

@@ -8,7 +8,8 @@ import pytest
 
 from term2acp.core import approvals
 from term2acp.core import events as ev
-from term2acp.turns.turn import Turn, TurnAborted, TurnCancelled
+from term2acp.core.cancel import TurnAborted, TurnCancelled
+from term2acp.turns.turn import Turn
 from term2acp.providers import base as pb
 from term2acp.settings import Settings
 from tests.support.turnsession import FakeSession
