@@ -198,7 +198,7 @@ class SandboxUnavailable(RuntimeError):
 def alive():
     """True while any sandboxed process of this agent is running (``process.live``): then
     a path inside a root can change at any moment, so the tools do their own fd-checked I/O
-    instead of handing the editor a path (``tools.base.ToolContext.read_via_editor``)."""
+    instead of handing the editor a path (``tools/editor_io.py``)."""
     return process.live() > 0
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from marshmallow import Schema, fields, validate
 
 from term2acp.core.approvals import OUTSIDE_EDIT, ApprovalRequest
+from term2acp.tools import editor_io
 from term2acp.tools.base import EditorError, Plan, Tool, ToolError, ToolResult, identity
 from term2acp.tools.changeset import ChangeSet
 from term2acp.tools.edit import EDIT_CAP, diff_item, first_changed_line, read_existing
@@ -219,7 +220,7 @@ def _write_all(ctx, changes):
             if change.new is not None:
                 target = change.dest or change.real
                 seen = change.seen if change.dest is None else None
-                if ctx.editor_writes(target):
+                if editor_io.editor_writes(ctx, target):
                     through_editor.append((target, change.new, seen,
                                            change.old if change.dest is None else None))
                 else:
@@ -228,7 +229,7 @@ def _write_all(ctx, changes):
                 local.delete(change.real, change.seen)
         try:
             for target, text, seen, old in through_editor:
-                if not ctx.write_via_editor(target, text, seen is None, seen):
+                if not editor_io.write_via_editor(ctx, target, text, seen is None, seen):
                     raise ToolError(f"{display_path(ctx, target)} can no longer be written "
                                     "through the editor (a command started meanwhile); "
                                     "nothing of the patch was applied. Call it again.")
@@ -254,7 +255,7 @@ def _restore_editor(ctx, written):
                 finally:
                     os.close(dfd)
             else:
-                ctx.write_via_editor(target, old, False)
+                editor_io.write_via_editor(ctx, target, old, False)
         except (OSError, ToolError):
             pass  # the failure being raised names the patch as not applied; best effort here
 

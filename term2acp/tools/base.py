@@ -23,9 +23,6 @@ The first two are the plug-in API (``tools/plugins.py``, MCP tools); the built-i
 return plans so one call resolves its path once, reads a file once and builds its diff once.
 """
 
-import io
-import os
-import stat
 import weakref
 from dataclasses import dataclass, field
 from typing import Any
@@ -100,83 +97,13 @@ class ToolContext:
         # ``write_text(path, text)``; the last two raise EditorError.
         self.editor = editor
 
-    # ------------------------------------------------------------ the editor's files
-    def _inside(self, real):
-        root = self.root.rstrip(os.sep)
-        return real == root or real.startswith(root + os.sep)
-
-    def _delegates(self, real, can):
-        """Whether I/O on ``real`` may go through the editor. The editor opens the *path*
-        it is given and follows symlinks, so only while no sandboxed process is alive (one
-        could swap the path for a symlink during the call; nested calls from run_code are
-        always inside one) and only inside the root; otherwise the tools' own fd-checked
-        I/O is used."""
-        if self.editor is None or not can(self.editor) or not self._inside(real):
-            return False
-        from term2acp import sandbox  # loaded with the tools that call us
-
-        return not sandbox.alive()
-
-    def read_via_editor(self, real, local):
-        """What the final read of ``real`` reads from: ``local`` (an open binary file that
-        passed the tools' checks) unless the editor serves reads (ACP ``fs/read_text_file``),
-        ``real`` is inside the root and may be delegated (:meth:`_delegates`); then the
-        editor's text, unsaved changes included, once ``real`` is shown to still be the
-        file ``local`` holds after the editor answered."""
-        if not self._delegates(real, lambda editor: editor.can_read):
-            return local
-        before = os.fstat(local.fileno())
-        text = self.editor.read_text(real)
-        if not _still(real, before):
-            raise ToolError(f"{real} changed while the editor read it (something was swapped "
-                            "in); nothing was read. Try again.")
-        return io.BytesIO(text.encode("utf-8"))
-
-    def editor_writes(self, real):
-        """True when :meth:`write_via_editor` would write ``real`` through the editor."""
-        return self._delegates(real, lambda editor: editor.can_write)
-
-    def write_via_editor(self, real, text, exclusive, seen=None):
-        """Write ``text`` through the editor (ACP ``fs/write_text_file``) so it shows and
-        tracks the change; False when the write must be local instead (see
-        :meth:`_delegates`). Called after the path policy and approvals; the target must be
-        a regular file or absent, under directories inside the root reached fd by fd with
-        no symlink on the way (missing ones are created fd-relative, as the atomic writer
-        does), and still the file ``seen`` (see :func:`identity`) when given. After the
-        editor answers, the directory and the target are checked again."""
-        if not self._delegates(real, lambda editor: editor.can_write):
-            return False
-        from term2acp.tools import atomic  # it imports this module
-
-        parent, name = os.path.split(real)
-        dfd = atomic.open_dirs(self, parent)
-        try:
-            st = _stat_at(dfd, name)
-            if st is not None and exclusive:
-                raise ToolError(f"{real} appeared while writing; nothing was written.")
-            if st is not None and not stat.S_ISREG(st.st_mode):
-                raise ToolError(f"{real} is no longer a regular file; nothing was written.")
-            if seen is not None and identity(st) != seen:
-                raise ToolError(changed_since_read(real))
-            self.before_write(real)  # the turn's checkpoint: what the file is now
-            self.editor.write_text(real, text)
-            after = _stat_at(dfd, name)
-            if not _still(parent, os.fstat(dfd)) or (
-                    after is not None and not stat.S_ISREG(after.st_mode)):
-                raise ToolError(f"{real} or its directory was swapped while the editor saved "
-                                "it: the editor may have written elsewhere through a symlink. "
-                                "Check the file and call the tool again.")
-        finally:
-            os.close(dfd)
-        return True
-
     checkpoint = None  # callable(path): the turn's checkpoint (turns/checkpoints.py)
 
     def before_write(self, real):
         """``real`` (canonical) is about to be written, replaced or removed: the turn's
         checkpoint records what it is now (so /undo can put it back). Every tool that
         changes a file calls this first; the shared write paths (``write_atomically``,
-        :meth:`write_via_editor`) do."""
+        ``tools/editor_io.py``) do."""
         if self.checkpoint is not None:
             self.checkpoint(real)
 
@@ -196,26 +123,6 @@ class ToolContext:
         if self._run_tool is None:
             raise ToolError("nested tool calls are not available here")
         return self._run_tool(name, arguments)
-
-
-def _still(path, held):
-    """Whether ``path`` (canonical) names, without a symlink on the way, the file ``held``
-    (an ``os.stat_result`` of an fd we hold)."""
-    try:
-        now = os.lstat(path)
-    except OSError:
-        return False
-    return ((now.st_dev, now.st_ino) == (held.st_dev, held.st_ino)
-            and os.path.realpath(path) == path)
-
-
-def _stat_at(dfd, name):
-    try:
-        return os.stat(name, dir_fd=dfd, follow_symlinks=False)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise ToolError(f"cannot write {name}: {exc.strerror}") from None
 
 
 def identity(st):

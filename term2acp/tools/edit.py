@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from marshmallow import Schema, fields, validate
 
+from term2acp.tools import editor_io
 from term2acp.tools.atomic import write_atomically
 from term2acp.tools.base import Plan, Tool, ToolError, ToolResult, identity
 from term2acp.tools.files import SNIFF, open_regular
@@ -55,7 +56,7 @@ def read_existing(ctx, real):
         if st.st_size > EDIT_CAP:
             raise ToolError(f"{shown} is {st.st_size} bytes, above the {EDIT_CAP // 2**20} MiB "
                             "edit limit. Use the shell to change it.")
-        data = ctx.read_via_editor(real, fh).read(EDIT_CAP + 1)  # editor's buffer if it serves
+        data = editor_io.read_via_editor(ctx, real, fh).read(EDIT_CAP + 1)  # editor's buffer if it serves
     if len(data) > EDIT_CAP:  # the editor's unsaved buffer can be larger than the file:
         # editing a cut copy would save it cut, so refuse, never truncate
         raise ToolError(f"{shown} is over the {EDIT_CAP // 2**20} MiB edit limit (in the "
@@ -87,7 +88,7 @@ def write_text(ctx, path, plan):
     right before (the time-of-use check)."""
     recheck_target(ctx, path, plan)
     real, exclusive = plan.target, plan.old is None
-    if not ctx.write_via_editor(real, plan.new, exclusive, plan.seen):  # the editor saves it
+    if not editor_io.write_via_editor(ctx, real, plan.new, exclusive, plan.seen):  # the editor saves it
         write_atomically(ctx, real, plan.new.encode("utf-8"), exclusive, plan.seen)
 
 

@@ -16,7 +16,7 @@ import stat
 import gevent
 from marshmallow import Schema, ValidationError, fields, validate, validates_schema
 
-from term2acp.tools import images
+from term2acp.tools import editor_io, images
 from term2acp.tools.base import Tool, ToolError, ToolResult
 from term2acp.tools.paths import (DIR_FLAGS, FILE_FLAGS, PathMoved, display_path, located,
                                   open_checked, read_plan, readable_path)
@@ -136,7 +136,7 @@ class ReadFileTool(Tool):
                 raise ToolError(f"{display_path(ctx, real)} is a binary file; read_file only "
                                 "shows text. Use the shell (e.g. xxd or file) to inspect it.")
             start = args.get("start_line") or 1
-            source = ctx.read_via_editor(real, fh)  # the editor's buffer when it serves reads
+            source = editor_io.read_via_editor(ctx, real, fh)  # the editor's buffer when it serves reads
             block, last, cut = _read_lines(source, start, args.get("end_line"))
         if not block and start > 1:
             raise ToolError(f"start_line {start} is past the end of the file "

@@ -101,3 +101,57 @@ def test_layering_the_v2_face_never_imports_v1():
     gained = modules_after("import term2acp.acp.v2.handlers, term2acp.acp.v2.routes, "
                            "term2acp.acp.v2.permissions, term2acp.acp.v2.translate")
     assert not {m for m in gained if m.startswith("term2acp.acp.v1")}
+
+
+def module_imports():
+    """Each module of term2acp -> the modules of term2acp it imports, lazy imports and
+    ``importlib.import_module("...")`` with a literal name included."""
+    import ast
+    import os
+
+    base = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))), "term2acp")
+    paths = {}
+    for folder, _dirs, files in os.walk(base):
+        for name in files:
+            if name.endswith(".py"):
+                path = os.path.join(folder, name)
+                module = ".".join(["term2acp"] + os.path.relpath(path, base)[:-3].split(os.sep))
+                paths[module.removesuffix(".__init__")] = path
+    graph = {}
+    for module, path in paths.items():
+        with open(path, encoding="utf-8") as fh:
+            tree = ast.parse(fh.read())
+        found = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                for alias in node.names:
+                    child = f"{node.module}.{alias.name}"
+                    found.add(child if child in paths else node.module)
+            elif isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+            elif (isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "import_module"
+                  and node.args and isinstance(node.args[0], ast.Constant)):
+                found.add(node.args[0].value)
+        graph[module] = {m for m in found if m in paths and m != module}
+    return graph
+
+
+def test_layering_no_module_import_cycle():
+    """No two modules import each other, directly or through others, even lazily: a lazy
+    import that closes a cycle hides an order problem instead of solving it."""
+    graph = module_imports()
+    state = {}  # module -> "open" while on the path, "done" after
+
+    def visit(module, path):
+        state[module] = "open"
+        for target in sorted(graph[module]):
+            if state.get(target) == "open":
+                raise AssertionError(" -> ".join(path[path.index(target):] + [target]))
+            if target not in state:
+                visit(target, path + [target])
+        state[module] = "done"
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])

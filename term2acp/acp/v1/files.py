@@ -2,9 +2,8 @@
 ``fs/write_text_file``, offered to the tools through the hook in ``tools/base.py``.
 
 Used only when the client advertised the capability, and only after the tools' own path
-policy has resolved and approved the target (see ``ToolContext.read_via_editor`` and
-``write_via_editor``). Any failure (an error answer, a malformed one, no answer in
-``TIMEOUT`` seconds, a disconnect) is an :class:`EditorError`: a failed tool call, never
+policy has resolved and approved the target (see ``tools/editor_io.py``). Any failure (an
+error answer, a malformed one, no answer in ``TIMEOUT`` seconds, a disconnect) is an :class:`EditorError`: a failed tool call, never
 a silent local read or write instead.
 """
 
