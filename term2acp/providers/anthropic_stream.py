@@ -113,6 +113,9 @@ class MessageStreamState:
         details = usage.get("output_tokens_details") or {}
         if details.get("thinking_tokens") is not None:
             self.usage["thinking_tokens"] = details["thinking_tokens"]
+        server = usage.get("server_tool_use")
+        if isinstance(server, dict) and server.get("web_search_requests") is not None:
+            self.usage["web_search_requests"] = server["web_search_requests"]
 
     @staticmethod
     def _search_started(slot):
@@ -176,7 +179,8 @@ class MessageStreamState:
         prompt = count.get("input_tokens", 0) + cached + written
         return Usage(input_tokens=prompt, output_tokens=count.get("output_tokens", 0),
                      thought_tokens=count.get("thinking_tokens", 0), cached_tokens=cached,
-                     cache_write_tokens=written)
+                     cache_write_tokens=written,
+                     web_searches=count.get("web_search_requests", 0))
 
 
 def search_result(block):

@@ -80,11 +80,12 @@ class ToolCall(_Record):
 
 class Usage(_Record):
     # input_tokens: the whole prompt, cache reads (cached_tokens) and writes
-    # (cache_write_tokens) included; cost_usd: float | None, when the server says it
+    # (cache_write_tokens) included; cost_usd: float | None, when the server says it;
+    # web_searches: searches the provider ran for the request (WebSearch), billed apiece
     __slots__ = ("input_tokens", "output_tokens", "thought_tokens", "cached_tokens", "cost_usd",
-                 "cache_write_tokens")
+                 "cache_write_tokens", "web_searches")
     _defaults = {"input_tokens": 0, "output_tokens": 0, "thought_tokens": 0, "cached_tokens": 0,
-                 "cost_usd": None, "cache_write_tokens": 0}
+                 "cost_usd": None, "cache_write_tokens": 0, "web_searches": 0}
 
 
 class Replay(_Record):

@@ -8,7 +8,9 @@ and ~15 MB on the first turn) for a lookup this table does in microseconds. Long
 surcharges (prompts past 200k or 272k tokens on a few models) are not applied.
 
 Anthropic writes to its cache at 1.25 times the input price (2 times for the one-hour
-cache), OpenAI at no premium. A model without a price shows tokens only. The config file
+cache), OpenAI at no premium. A web search the provider runs (``Usage.web_searches``)
+costs USD 10 per thousand at both (Anthropic's web search tool; OpenAI's ``web_search``
+tool), besides the tokens of its results. A model without a price shows tokens only. The config file
 sets or overrides prices::
 
     [prices."my-model"]
@@ -20,6 +22,7 @@ sets or overrides prices::
 
 import re
 
+SEARCH_USD = 0.01  # one web search by the provider (USD 10 per 1,000)
 PRICES = {
     # Anthropic
     "claude-opus-5": (5.0, 0.50, 6.25, 25.0),
@@ -80,7 +83,8 @@ def cost(model, usage, overrides=None, long_cache=False):
     cached, written = usage.cached_tokens or 0, usage.cache_write_tokens or 0
     fresh = max(0, (usage.input_tokens or 0) - cached - written)
     return (fresh * base + cached * read + written * write
-            + (usage.output_tokens or 0) * output) / 1e6
+            + (usage.output_tokens or 0) * output) / 1e6 \
+        + SEARCH_USD * (getattr(usage, "web_searches", 0) or 0)
 
 
 def _number(value):

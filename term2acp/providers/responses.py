@@ -18,7 +18,8 @@ final ``arguments``; reasoning items with their ``encrypted_content``),
 (``response.error``); an ``error`` event ends the stream with an error.
 
 Web search (``ModelRequest.web_search``): the built-in ``{"type": "web_search"}`` tool,
-with the sources asked for (``include: ["web_search_call.action.sources"]``). A search
+with the sources asked for (``include: ["web_search_call.action.sources"]``) and at
+most ``max_uses`` calls of built-in tools a response (``max_tool_calls``). A search
 is a ``web_search_call`` output item (``response.web_search_call.in_progress`` /
 ``.searching`` / ``.completed`` between its added and done events; its ``action``:
 ``search`` with ``query`` and ``sources``, ``open_page``, ``find_in_page``), reported as
@@ -54,6 +55,8 @@ def response_params(request, cache_key=None):
     if request.web_search:
         params.setdefault("tools", []).append({"type": "web_search"})
         _include(params, "web_search_call.action.sources")
+        if request.web_search.get("max_uses"):  # counts built-in tools only: the search
+            params["max_tool_calls"] = request.web_search["max_uses"]
     if request.effort in EFFORTS:
         params["reasoning"] = {"effort": request.effort, "summary": "auto"}
         _include(params, "reasoning.encrypted_content")
@@ -219,7 +222,7 @@ class ResponseStreamState:
             if call_id and tool:
                 yield ToolCall(call_id, tool, arguments or "{}")
         if self.usage:
-            yield _usage(self.usage)
+            yield _usage(self.usage, len(self.searches))
         if self.status == "incomplete":
             yield Stop(INCOMPLETE.get(self.incomplete, "max_tokens"))
         elif self.calls:
@@ -236,9 +239,9 @@ def _action(action):
             and isinstance(v, str)}
 
 
-def _usage(usage):
+def _usage(usage, searches=0):
     cached = (usage.get("input_tokens_details") or {}).get("cached_tokens") or 0
     reasoning = (usage.get("output_tokens_details") or {}).get("reasoning_tokens") or 0
     return Usage(input_tokens=usage.get("input_tokens") or 0,
                  output_tokens=usage.get("output_tokens") or 0,
-                 thought_tokens=reasoning, cached_tokens=cached)
+                 thought_tokens=reasoning, cached_tokens=cached, web_searches=searches)

@@ -107,6 +107,8 @@ def test_anthropic_search_is_a_fetch_call_and_its_blocks_go_back_unchanged(
     assert search["statuses"][0] == "in_progress"
     assert search["statuses"][-1] == "completed"
     assert links(search) == RESULTS
+    costs = [u["cost"]["amount"] for u in updates if u["sessionUpdate"] == "usage_update"]
+    assert costs[0] >= 0.01  # the search's price, besides the tokens
     first, second = [r.json for r in server.wait_requests(2)]
     offered = dict(first["tools"][-1])
     assert offered.pop("cache_control") == {"type": "ephemeral"}  # the tool list's breakpoint
@@ -222,7 +224,7 @@ def test_responses_search_is_a_fetch_call_and_goes_back_without_its_id(
     assert links(found) == [(url, url) for url, _ in RESULTS]
     assert failed["statuses"][-1] == "failed" and failed["title"] == "Web search: nothing"
     first, second = [r.json for r in server.wait_requests(2)]
-    assert {"type": "web_search"} in first["tools"]
+    assert {"type": "web_search"} in first["tools"] and first["max_tool_calls"] == 5
     assert "web_search_call.action.sources" in first["include"]
     carried = [i for i in second["input"] if i.get("type") == "web_search_call"]
     assert carried == [{"type": "web_search_call", "status": "completed",

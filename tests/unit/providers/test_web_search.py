@@ -10,7 +10,16 @@ import pytest
 
 from term2acp.turns import websearch
 from term2acp.providers.anthropic import AnthropicProvider, message_params
-from term2acp.providers.base import ModelRequest, Replay, Stop, TextDelta, ToolCall, WebSearch
+from term2acp.providers import prices
+from term2acp.providers.base import (
+    ModelRequest,
+    Replay,
+    Stop,
+    TextDelta,
+    ToolCall,
+    Usage,
+    WebSearch,
+)
 from term2acp.providers.openai import OpenAIProvider
 from term2acp.settings import Settings
 from tests.support import fake_llm as f
@@ -67,6 +76,7 @@ def test_anthropic_search_events_and_the_blocks_kept_in_stream_order(server):
         WebSearch("srvtoolu_1", "in_progress", {"type": "search", "query": "acp"}),
         WebSearch("srvtoolu_1", "completed", results=[{"url": u, "title": t} for u, t in RESULTS])]
     assert [e.text for e in events if isinstance(e, TextDelta)] == ["Looking.", "Found."]
+    assert next(e for e in events if isinstance(e, Usage)).web_searches == 1  # billed apiece
     assert events[-1] == Stop("tool_use")
     body = server.requests[0].json
     assert body["tools"][-1]["type"] == "web_search_20250305"
@@ -127,9 +137,10 @@ def test_responses_search_events_include_and_replay_without_ids(server):
         WebSearch("ws_1", "in_progress"),
         WebSearch("ws_1", "completed", action, results=[{"url": u, "title": ""}
                                                          for u, _ in RESULTS])]
+    assert next(e for e in events if isinstance(e, Usage)).web_searches == 1
     body = server.requests[0].json
     assert body["include"] == ["web_search_call.action.sources", "reasoning.encrypted_content"]
-    assert body["tools"][-1] == {"type": "web_search"}
+    assert body["tools"][-1] == {"type": "web_search"} and body["max_tool_calls"] == 2
     answer = stored(events, "Done.")
     assert answer["replay"]["items"] == [
         {"type": "reasoning", "summary": [{"type": "summary_text", "text": "r"}],
@@ -181,3 +192,11 @@ def test_the_context_estimate_counts_the_results_an_answer_carries_back():
     searched = dict(plain, replay={"kind": "anthropic", "items": [result]})
     carried = sum(len(r["encrypted_content"]) + len(r["title"]) for r in result["content"])
     assert message_chars(searched) == message_chars(plain) + carried
+
+
+def test_each_search_costs_a_cent_besides_the_tokens():
+    tokens = Usage(input_tokens=1_000_000, output_tokens=0)
+    searched = Usage(input_tokens=1_000_000, output_tokens=0, web_searches=3)
+    assert prices.cost("claude-sonnet-4-5", tokens) == pytest.approx(3.0)
+    assert prices.cost("claude-sonnet-4-5", searched) == pytest.approx(3.03)
+    assert prices.cost("unpriced-model", searched) is None
