@@ -23,7 +23,7 @@ from term2acp import __version__
 from term2acp.acp import methods as m
 from term2acp.acp.schemas.base import load
 from term2acp.acp.schemas.initialize import InitializeRequestSchema, InitializeV1RequestSchema
-from term2acp.rpc.endpoint import Route
+from term2acp.rpc.messages import Route
 from term2acp.rpc.errors import InternalError, InvalidParamsError, InvalidRequestError
 
 log = logging.getLogger(__name__)

@@ -2,19 +2,19 @@
 
 The endpoint is fed decoded lines by the reader and emits encoded lines through an
 injected ``send`` callable, so tests can drive it with plain lists. What the methods
-mean is the router's business (see :class:`Route`); this module knows only JSON-RPC.
+mean is the router's business (see ``Route`` in ``messages.py``, with the encoding and
+the envelope checks); our own requests are ``outgoing.py``'s. This package knows only
+JSON-RPC.
 """
 
 import json
 import logging
-import math
-import re
 
 import gevent
 from gevent.pool import Group, Pool
 
 from term2acp.core.cancel import CancelledExit
-from term2acp.core.nesting import MAX_DEPTH, may_be_too_deep, too_deep, top_level_members
+from term2acp.core.nesting import MAX_DEPTH, top_level_members
 from term2acp.rpc.errors import (
     InternalError,
     InvalidParamsError,
@@ -25,80 +25,14 @@ from term2acp.rpc.errors import (
     RequestCancelledError,
     RpcError,
 )
+from term2acp.rpc.messages import (CANCEL_REQUEST, PARAMS_SHAPE, decode, encode,
+                                   envelope_error, error_response, id_key, nests_too_deep,
+                                   structured, valid_id)
 from term2acp.rpc.outgoing import OutgoingRequests
 from term2acp.rpc.stream import Oversized
 
 log = logging.getLogger(__name__)
 wire_log = logging.getLogger("term2acp.wire")
-
-CANCEL_REQUEST = "$/cancel_request"
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-class Route:
-    """What the router returns for a method.
-
-    ``load(params)`` turns raw params into handler arguments (raising :class:`RpcError`),
-    ``handler(value)`` does the work and returns a JSON-serialisable result, ``inline``
-    runs it in the reader greenlet (only for short, non-blocking handlers). ``quick``: the
-    answer reports no state (a read), so it need not wait until what was reported before
-    it is stored, and may overtake queued lines (``Writer.put_quick``).
-    """
-
-    __slots__ = ("handler", "load", "inline", "mark", "quick")
-
-    def __init__(self, handler, load=None, inline=False, mark=None, quick=False):
-        self.handler = handler
-        self.load = load or (lambda params: params)
-        self.inline = inline
-        # mark(value) runs in the reader, before the next line is read, even when the
-        # handler runs in its own greenlet: what must take effect in reading order (a
-        # session/close marks the session cancelled before an answer read after it).
-        self.mark = mark
-        self.quick = quick
-
-
-def _reject_constant(name):
-    raise ValueError(f"{name} is not valid JSON")
-
-
-def _strict_loads(text):
-    return json.loads(text, parse_constant=_reject_constant)
-
-
-_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
-
-
-def encode(message):
-    """One message as a UTF-8 line.
-
-    A lone surrogate (a prompt can carry one as a ``\\udXXX`` escape) becomes U+FFFD:
-    neither raw (invalid UTF-8) nor escaped (strict parsers such as serde_json reject a
-    lone surrogate escape) can be sent."""
-    text = _JSON(message)
-    try:
-        return text.encode("utf-8") + b"\n"
-    except UnicodeEncodeError:
-        return _SURROGATE.sub("\ufffd", text).encode("utf-8") + b"\n"
-
-
-def _nests_deeper(line, message, limit=MAX_DEPTH):
-    return may_be_too_deep(line, limit) and too_deep(message, limit)
-
-
-def _valid_id(value):
-    if value is None or isinstance(value, str):
-        return True
-    if isinstance(value, bool):
-        return False
-    if isinstance(value, int):
-        return True
-    return isinstance(value, float) and math.isfinite(value)
-
-
-def _id_key(value):
-    return (type(value).__name__ if not isinstance(value, (int, float)) else "num", value)
-
 
 class Endpoint:
     def __init__(self, router, send, pool=None, max_line=None, send_wait=None, backlogged=None,
@@ -225,7 +159,7 @@ class Endpoint:
             self._send_error(None, ParseError(f"Parse error: line is not valid UTF-8 ({exc.reason} at byte {exc.start})"))
             return
         try:
-            message = _strict_loads(text)
+            message = decode(text)
         except RecursionError:  # deeper than the parser goes: refused as too deep, with
             self._refuse_deep(top_level_members(text))  # its id when it can be found
             return
@@ -234,7 +168,7 @@ class Endpoint:
             return
         if wire_log.isEnabledFor(logging.DEBUG):
             wire_log.debug("-> %s", (self.wire_mask(message) or text)[:4000])
-        if _nests_deeper(line, message):
+        if nests_too_deep(line, message):
             self._refuse_deep(message)
             return
         self.receive(message)
@@ -244,7 +178,7 @@ class Endpoint:
         error = InvalidRequestError(f"message nests arrays/objects deeper than {MAX_DEPTH} "
                                     "levels; it was discarded")
         msg_id = message.get("id") if isinstance(message, dict) else None
-        if not _valid_id(msg_id):
+        if not valid_id(msg_id):
             msg_id = None
         if isinstance(message, dict) and "method" not in message and msg_id is not None:
             # an answer to one of our requests: it fails (a permission request denies)
@@ -277,7 +211,7 @@ class Endpoint:
             if isinstance(entry, dict):
                 outcome = self._receive_message(entry, batch_size=len(batch), batched=True)
             else:
-                outcome = _error_response(None, InvalidRequestError("batch entry must be an object"))
+                outcome = error_response(None, InvalidRequestError("batch entry must be an object"))
             if outcome is not None:
                 outcomes.append(outcome)
         if not outcomes:
@@ -306,7 +240,7 @@ class Endpoint:
         that will produce one (a batched request), or None."""
         if "method" not in msg:
             return self._receive_response(msg)
-        refused = _envelope_error(msg)
+        refused = envelope_error(msg)
         if refused is not None:
             return refused
         if "id" in msg:
@@ -319,28 +253,28 @@ class Endpoint:
         if "id" in msg and ("result" in msg or "error" in msg):
             self._outgoing.answer(msg)
             return None
-        return _error_response(None, InvalidRequestError("message has neither a method nor a result or error"))
+        return error_response(None, InvalidRequestError("message has neither a method nor a result or error"))
 
     # ------------------------------------------------------------ requests
     def _receive_request(self, msg, batch_size, batched):
         """Route, load and mark in the reader; run inline or in a pooled greenlet."""
         msg_id, method, params = msg["id"], msg["method"], msg.get("params")
-        if not _structured(params):
-            return _error_response(msg_id, _PARAMS_SHAPE)
+        if not structured(params):
+            return error_response(msg_id, PARAMS_SHAPE)
         try:
             route = self._route(method, batch_size)
             value = self._load(route, params)
         except RpcError as exc:
-            return _error_response(msg_id, exc)
+            return error_response(msg_id, exc)
         if route.mark is not None:
             self._mark(method, route, value)
         if route.inline:
             return self._outcome(msg_id, method, route, value)
         if self._pool.full():  # spawning would block the reader (and a cancel behind it)
-            return _error_response(msg_id, OverloadedError(
+            return error_response(msg_id, OverloadedError(
                 f"{self._pool.size} requests are already in flight; wait for their responses "
                 "before sending more"))
-        key = _id_key(msg_id)
+        key = id_key(msg_id)
         greenlet = self._pool.spawn(self._run_request, key, msg_id, method, route, value, batched)
         greenlet.name = f"req-{msg_id}-{method}"
         self._active[key] = greenlet
@@ -381,23 +315,23 @@ class Endpoint:
         try:
             result = route.handler(value)
         except CancelledExit:
-            return _error_response(msg_id, RequestCancelledError())
+            return error_response(msg_id, RequestCancelledError())
         except RpcError as exc:
-            return _error_response(msg_id, exc)
+            return error_response(msg_id, exc)
         except Exception as exc:  # noqa: BLE001 - the funnel
             log.exception("internal error in %s", method)
-            return _error_response(msg_id, InternalError(f"Internal error: {type(exc).__name__}"))
+            return error_response(msg_id, InternalError(f"Internal error: {type(exc).__name__}"))
         return {"jsonrpc": "2.0", "id": msg_id, "result": {} if result is None else result}
 
     # ------------------------------------------------------------ notifications
     def _receive_notification(self, method, params, batch_size):
         """Never answered: whatever fails is logged and dropped."""
-        if not _structured(params):
-            self._drop(method, _PARAMS_SHAPE)
+        if not structured(params):
+            self._drop(method, PARAMS_SHAPE)
             return
         if method == CANCEL_REQUEST:
             request_id = params.get("requestId") if isinstance(params, dict) else None
-            greenlet = self._active.get(_id_key(request_id)) if _valid_id(request_id) else None
+            greenlet = self._active.get(id_key(request_id)) if valid_id(request_id) else None
             if greenlet is not None:
                 greenlet.kill(CancelledExit, block=False)
             return
@@ -446,30 +380,6 @@ class Endpoint:
                 log.warning("the client is not reading; %d id-less error answers dropped so far "
                             "(last: %s)", self.dropped_errors, error.message[:200])
             return
-        self.send(_error_response(msg_id, error))
+        self.send(error_response(msg_id, error))
 
 
-_PARAMS_SHAPE = InvalidRequestError('"params" must be an object or an array')
-
-
-def _structured(params):
-    return params is None or isinstance(params, (dict, list))
-
-
-def _envelope_error(msg):
-    """The error response for a request or notification whose envelope is not JSON-RPC
-    2.0 (``jsonrpc``, ``method``, ``id``), or None."""
-    msg_id = msg.get("id")
-    if msg.get("jsonrpc") != "2.0":
-        return _error_response(msg_id if _valid_id(msg_id) else None,
-                               InvalidRequestError('"jsonrpc" must be exactly "2.0"'))
-    if not isinstance(msg["method"], str):
-        return _error_response(msg_id if _valid_id(msg_id) else None,
-                               InvalidRequestError('"method" must be a string'))
-    if "id" in msg and not _valid_id(msg_id):
-        return _error_response(None, InvalidRequestError('"id" must be a string, a number or null'))
-    return None
-
-
-def _error_response(msg_id, error):
-    return {"jsonrpc": "2.0", "id": msg_id, "error": error.to_wire()}

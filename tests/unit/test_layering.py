@@ -15,7 +15,8 @@ def modules_after(statement):
     return set(out.stdout.split())
 
 
-@pytest.mark.parametrize("module", ["term2acp.rpc.endpoint", "term2acp.rpc.stream"])
+@pytest.mark.parametrize("module", ["term2acp.rpc.endpoint", "term2acp.rpc.stream",
+                                    "term2acp.rpc.messages"])
 def test_layering_wire_knows_nothing_of_acp_or_the_runtime(module):
     gained = modules_after(f"import {module}")
     assert not {m for m in gained if m.startswith(("term2acp.acp", "term2acp.sessions",

@@ -6,7 +6,8 @@ import gevent
 import pytest
 from gevent.event import Event
 
-from term2acp.rpc.endpoint import Endpoint, Route
+from term2acp.rpc.endpoint import Endpoint
+from term2acp.rpc.messages import Route
 from term2acp.rpc.errors import DisconnectedError, InvalidParamsError, InvalidRequestError
 
 
