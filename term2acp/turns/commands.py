@@ -17,13 +17,12 @@ with :func:`function_command`::
 The function returns text to show, or :class:`ModelPrompt` to ask the model.
 """
 
-import importlib
 import logging
 import re
 
 from term2acp.core import events as ev
 from term2acp.core.ids import new_id
-from term2acp.turns import modes
+from term2acp.turns import compaction, modes
 
 log = logging.getLogger(__name__)
 
@@ -92,17 +91,11 @@ class CompactCommand(Command):
     in_history = False  # the compaction itself is what the history keeps
 
     def run(self, argument, ctx):
-        try:
-            context = importlib.import_module("term2acp.turns.context")
-        except ImportError:
-            context = None
-        hook = getattr(context, "compact", None)
-        if hook is None:
-            return "Compaction is not available yet in this version of term2; nothing changed."
         turn = ctx.turn
         try:
-            hook(ctx.session, turn.provider, turn.system, turn.settings, reason="manual")
-        except getattr(context, "CompactionFailed", ()) as exc:
+            compaction.compact(ctx.session, turn.provider, turn.system, turn.settings,
+                               reason="manual")
+        except compaction.CompactionFailed as exc:
             text = str(exc) or "compacting failed"
             return text[0].upper() + text[1:] + "."
         return None  # the compaction reports itself (compaction_update or a message)

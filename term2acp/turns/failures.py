@@ -17,7 +17,7 @@ _RETRY_AFTER = re.compile(r"retry(?:ing)? (?:after|in) (\d+(?:\.\d+)?)\s*s", re.
 def explain(exc):
     """The user-facing text for an exception that ended a turn."""
     text = secrets.mask(str(exc).strip()) or type(exc).__name__
-    # CompactionFailed lives in turns/context.py; matched by name to keep this module light
+    # CompactionFailed lives in turns/compaction.py, which imports this module: matched by name
     if type(exc).__name__ == "CompactionFailed":
         return (f"The conversation no longer fits the model's context window, and {text}. "
                 "Start a new session, or send a shorter prompt.")

@@ -27,7 +27,8 @@ def test_layering_wire_knows_nothing_of_acp_or_the_runtime(module):
 @pytest.mark.parametrize("module", ["term2acp.sessions.manager", "term2acp.turns.turn",
                                     "term2acp.tools.registry", "term2acp.sandbox.bwrap",
                                     "term2acp.providers.catalog", "term2acp.mcp.hub",
-                                    "term2acp.turns.context", "term2acp.turns.commands",
+                                    "term2acp.turns.context", "term2acp.turns.compaction",
+                                    "term2acp.turns.commands",
                                     "term2acp.providers.http", "term2acp.sessions.config_options"])
 def test_layering_runtime_never_imports_wire_or_acp(module):
     gained = modules_after(f"import {module}")

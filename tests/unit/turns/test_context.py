@@ -2,6 +2,7 @@
 
 import pytest
 
+from term2acp.turns import compaction
 from term2acp.turns import context as c
 from term2acp.core import events as ev
 from term2acp.providers import base as pb
@@ -97,7 +98,7 @@ def test_compaction_keeps_recent_exchanges_and_the_store_keeps_everything():
     history = [m for n in range(1, 9) for m in exchange(n, tools=1)]
     session = Session(history, window=2000)
     provider = Summarizer()
-    done = c.compact(session, provider, system="SYS", reason="threshold")
+    done = compaction.compact(session, provider, system="SYS", reason="threshold")
     assert session.history[0]["role"] == "compaction" and session.history[0]["summary"] == "SUMMARY"
     kept = session.history[1:]
     assert kept and kept[0]["role"] == "user" and kept == history[-len(kept):]
@@ -126,8 +127,8 @@ def test_resume_continues_from_the_last_compaction():
 
 def test_nothing_older_to_summarize_is_a_clear_failure():
     session = Session([{"role": "user", "content": "x" * 20_000}], window=1000)
-    with pytest.raises(c.CompactionFailed, match="latest exchange alone"):
-        c.compact(session, Summarizer(), reason="overflow")
+    with pytest.raises(compaction.CompactionFailed, match="latest exchange alone"):
+        compaction.compact(session, Summarizer(), reason="overflow")
     assert not session.events
 
 
@@ -135,7 +136,7 @@ def test_an_overflowing_summary_request_is_retried_in_smaller_pieces():
     history = [m for n in range(1, 30) for m in exchange(n)]
     session = Session(history, window=3000)
     provider = Summarizer(overflow_first=1)
-    c.compact(session, provider, reason="threshold")
+    compaction.compact(session, provider, reason="threshold")
     assert len(provider.requests) >= 2
 
 
@@ -164,7 +165,7 @@ def test_the_guard_compacts_and_resends_on_overflow():
             yield pb.Stop("end_turn")
 
     provider = Model()
-    guard = c.ContextGuard(session, provider, None)
+    guard = compaction.ContextGuard(session, provider, None)
     request = pb.ModelRequest(model="m", system="S", messages=guard.messages("S"))
     items = list(guard.stream(request))
     assert items[0] == pb.TextDelta("answer")
@@ -175,10 +176,10 @@ def test_the_guard_compacts_and_resends_on_overflow():
 
 def test_past_the_threshold_with_nothing_to_summarize_the_request_still_goes():
     session = Session([{"role": "user", "content": "x" * 3400}], window=1000)  # ~85 %
-    guard = c.ContextGuard(session, Summarizer(), None)
+    guard = compaction.ContextGuard(session, Summarizer(), None)
     assert guard.messages("") == session.history
     session.history = [{"role": "user", "content": "x" * 4400}]  # over the window itself
-    with pytest.raises(c.CompactionFailed, match="latest exchange alone"):
+    with pytest.raises(compaction.CompactionFailed, match="latest exchange alone"):
         guard.messages("")
 
 
@@ -186,14 +187,14 @@ def test_the_latest_request_is_kept_even_when_it_is_big():
     history = [m for n in range(1, 5) for m in exchange(n)] + [
         {"role": "user", "content": "LATEST " + "z" * 2400}]
     session = Session(history, window=1000)
-    c.compact(session, Summarizer(), reason="threshold")
+    compaction.compact(session, Summarizer(), reason="threshold")
     assert session.history[-1]["content"].startswith("LATEST")
     assert [m["role"] for m in session.history] == ["compaction", "user"]
 
 
 def test_an_empty_summary_fails_once_with_its_reason():
     session = Session([m for n in range(1, 5) for m in exchange(n)], window=1000)
-    with pytest.raises(c.CompactionFailed) as failure:
-        c.compact(session, Summarizer(text="  "), reason="threshold")
+    with pytest.raises(compaction.CompactionFailed) as failure:
+        compaction.compact(session, Summarizer(text="  "), reason="threshold")
     assert str(failure.value) == "compacting failed because the model returned an empty summary"
     assert session.events[-1].status == "failed"

@@ -3,7 +3,7 @@
 import pytest
 
 from term2acp.turns import failures
-from term2acp.turns.context import CompactionFailed
+from term2acp.turns.compaction import CompactionFailed
 from term2acp.providers import errors as pe
 
 
