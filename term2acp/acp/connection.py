@@ -90,7 +90,6 @@ class Connection:
         self.settings = settings
         self.initialized = False
         self.version = None  # fixed by initialize: 1 or 2
-        self.client_info = None
         self.client_files = ClientFiles(None)
         self.terminal_auth = None  # how the client runs term2-acp --login: "auth", "meta"
         self._catalog = None  # the server's catalog (set by the composition root)
@@ -243,14 +242,12 @@ class Connection:
         self.version = version
         self.initialized = True
         if version == m.PROTOCOL_V1:
-            self.client_info = params["client_info"]
             self.client_files = ClientFiles(params["client_capabilities"])
             self.terminal_auth = terminal_auth(params["client_capabilities"], 1)
             self.client_compaction = advertises_compaction(params["client_capabilities"])
             self.client_terminal_meta = terminal_output_meta(params["client_capabilities"])
             answer = self._v1_answer()
         else:
-            self.client_info = params["info"]
             self.terminal_auth = terminal_auth(params["capabilities"], 2)
             self.client_compaction = advertises_compaction(params["capabilities"])
             prompt = {"embeddedContext": {}}

@@ -22,7 +22,6 @@ from gevent.event import Event
 
 from term2acp import auth
 from term2acp.acp.errors import domain_errors
-from term2acp.acp.signin import auth_methods  # noqa: F401 - its home until issue 16
 from term2acp.core import events as ev
 from term2acp.turns.modes import MODES
 from term2acp.rpc.errors import AuthRequiredError, InvalidParamsError

@@ -13,7 +13,6 @@ imported only when a provider instance is created.
 
 import importlib
 import importlib.util
-import os
 import re
 from typing import NamedTuple
 

@@ -24,9 +24,9 @@ from marshmallow import Schema, fields, validate
 
 from term2acp.tools.base import Tool, ToolError, ToolResult
 from term2acp.tools.filetypes import TYPES, UnknownType, glob_for
-from term2acp.tools.grepping import (MAX_GREP_BYTES, MAX_LINE_CHARS, content_lines,  # noqa: F401
-                                     cut, line_numbers, matching_lines, matching_spans,
-                                     read_regular_fd, searchable)
+from term2acp.tools.grepping import (MAX_GREP_BYTES, content_lines, line_numbers,
+                                     matching_lines, matching_spans, read_regular_fd,
+                                     searchable)
 from term2acp.tools.paths import (FILE_FLAGS, display_path, located, open_checked, read_plan,
                                   readable_path)
 from term2acp.tools.patterns import PatternError, compile_grep, path_matcher

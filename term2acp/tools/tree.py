@@ -30,7 +30,7 @@ import gevent
 from term2acp.core.sensitive import home_dir, is_sensitive
 from term2acp.core.workspace import is_within
 from term2acp.tools.paths import DIR_FLAGS, FILE_FLAGS, open_checked
-from term2acp.tools.patterns import IgnoreRules, path_matcher  # noqa: F401 (re-exported)
+from term2acp.tools.patterns import IgnoreRules
 
 MAX_WALK = 200_000  # entries visited before a search gives up
 MAX_DEPTH = 100  # directory levels below the top (one fd each while the walk is inside)

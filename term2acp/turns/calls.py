@@ -19,9 +19,9 @@ from term2acp.core.cancel import TurnAborted
 from term2acp.core.commandline import shown_prefix
 from term2acp.core.ids import new_id
 from term2acp.core.nesting import MAX_ARGUMENT_CHARS, MAX_DEPTH, too_deep
+from term2acp.core.text import scrub_text
 from term2acp.tools.base import Plan, ToolContext, ToolError, ToolResult, editor_of
 from term2acp.turns import modes
-from term2acp.turns.prompt import scrub_text
 from term2acp.turns.rounds import CallRecord, Ready
 
 log = logging.getLogger(__name__)

@@ -21,7 +21,8 @@ import binascii
 import os
 from urllib.parse import unquote, urlsplit
 
-from term2acp.turns.prompt import PromptError, scrub_text
+from term2acp.core.text import scrub_text
+from term2acp.turns.prompt import PromptError
 from term2acp.core.workspace import is_within
 
 FILE_CAP = 100_000  # characters of one attached file

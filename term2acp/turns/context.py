@@ -142,10 +142,6 @@ def history_tokens(session, system):
     return tokens_of_chars(len(system or "") + chars)
 
 
-def over_threshold(system, messages, window):
-    return bool(window) and estimate(system, messages) > THRESHOLD * window
-
-
 def result_cap(window, default):
     """Characters of one tool result the model may receive."""
     if not window:

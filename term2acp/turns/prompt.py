@@ -2,37 +2,9 @@
 
 from datetime import date
 
-from term2acp.core.text import scrub_text  # noqa: F401 - re-exported for the agent
-
 
 class PromptError(ValueError):
     """Prompt content the agent cannot accept; the message is user-facing."""
-
-
-def prompt_to_text(blocks):
-    """Join ACP content blocks into the user message the model sees."""
-    if not blocks:
-        raise PromptError("prompt must contain text")
-    parts = []
-    for block in blocks:
-        kind = block.get("type")
-        if kind == "text":
-            parts.append(block["text"])
-        elif kind == "resource_link":
-            label = block.get("title") or block.get("name")
-            parts.append(f"[Resource: {label} <{block['uri']}>]")
-        elif kind == "resource" and isinstance(block["resource"].get("text"), str):
-            resource = block["resource"]
-            parts.append(f"<resource uri=\"{resource.get('uri', '')}\">\n{resource['text']}\n</resource>")
-        elif isinstance(kind, str) and kind.startswith("_"):
-            continue  # implementation extensions of other agents: ignored
-        else:
-            label = "resource (blob)" if kind == "resource" else kind
-            raise PromptError(f"Unsupported prompt content block: {label}")
-    text = "\n".join(parts)
-    if not text.strip():
-        raise PromptError("prompt must contain text")
-    return scrub_text(text)
 
 
 def title_from(text, limit=80):

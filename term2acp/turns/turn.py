@@ -23,12 +23,12 @@ from gevent.lock import Semaphore
 from term2acp.core import events as ev
 from term2acp.core.ids import new_id
 from term2acp.core.nesting import MAX_ARGUMENT_CHARS
+from term2acp.core.text import scrub_text
 from term2acp.providers import base as pb
 from term2acp.turns import commands, notes, websearch
 from term2acp.turns.calls import CallSteps
 from term2acp.turns.compaction import ContextGuard
 from term2acp.turns.context import model_messages
-from term2acp.turns.prompt import scrub_text
 from term2acp.turns.rounds import CallRecord, run_round
 
 log = logging.getLogger(__name__)

@@ -45,7 +45,3 @@ class ResumeSessionRequestSchema(_SessionSetup):
 
 
 ForkSessionRequestSchema = ResumeSessionRequestSchema  # sessionId, cwd, mcpServers
-
-
-class AuthenticateRequestSchema(WireSchema):
-    method_id = fields.String(load_default=None, allow_none=True)

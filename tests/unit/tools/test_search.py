@@ -8,7 +8,7 @@ import pytest
 
 from term2acp.core.approvals import FOLDER_READ
 from term2acp.core.access import AccessState
-from term2acp.tools import search
+from term2acp.tools import grepping, search
 from term2acp.tools.base import ToolContext, ToolError
 from term2acp.tools.search import GlobTool, GrepTool
 from term2acp.tools.patterns import glob_regex, path_matcher
@@ -170,7 +170,7 @@ def test_grep_caps_matches_and_cuts_long_lines(ctx, root):
     tree(root, {"many.txt": "match\n" * 500, "long.txt": "match" + "x" * 1000 + "\n"})
     lines = grep(ctx, "match")
     assert len(lines) == search.MAX_MATCHES + 1
-    assert lines[0] == "long.txt:1: match" + "x" * (search.MAX_LINE_CHARS - 5) + "…"
+    assert lines[0] == "long.txt:1: match" + "x" * (grepping.MAX_LINE_CHARS - 5) + "…"
     assert lines[-1].startswith("[showing lines 1-200; more follow: call again with offset=200")
 
 
