@@ -1,4 +1,6 @@
-"""Session lifecycle: create, list, resume, admit prompts, run turns, cancel, close.
+"""The live sessions: create, list, resume, fork, delete, close, shut down. A session's
+prompts are ``sessions/prompts.py``'s, sessions closed but remembered
+``sessions/dormant.py``'s; both are mixed into :class:`SessionManager`.
 
 What only prompts (and resume/load) need (the turn loop, compaction, content,
 instructions, MCP) is imported where it is used: session/new does not wait for it (the
@@ -19,43 +21,25 @@ import uuid
 
 import gevent
 
-from term2acp.core import events as ev
 from term2acp.core import scratch
-from term2acp.core.cancel import TurnCancelled
-from term2acp.core.ids import new_id
 from term2acp.core.nesting import too_deep
-from term2acp.providers.catalog import NO_PROVIDER_HELP
-from term2acp.providers.errors import ProviderError, ProviderNotConfigured
 from term2acp.sessions import repair, takeover
-from term2acp.sessions.errors import (CwdMismatch, SessionBusy, SessionLimit, SessionLocked,
-                                      SessionNotFound, StoreError)
-from term2acp.sessions.lifecycle import CANCELLED, FAILED, Outcome
+from term2acp.sessions.dormant import Dormancy
+from term2acp.sessions.errors import CwdMismatch, SessionLocked, SessionNotFound
 from term2acp.sessions.live import LiveSession, SessionLock
+from term2acp.sessions.prompts import PromptSteps
 from term2acp.sessions.store import store_for
 from term2acp.core.workspace import WorkspaceError, is_utf8, validate_cwd
 
 log = logging.getLogger(__name__)
 
 PAGE_SIZE = 50
-MAX_DORMANT = 4096  # idle-closed sessions remembered for a transparent reopen
-TAKEN_OVER = ("This session was opened in another term2-acp process (pid {pid}) and is closed "
-              "here. To continue in this window, load or resume it here again (that takes it "
-              "back).")
-DORMANT_STATE = ("sink", "access", "effort", "provider_id", "model", "context_window", "cost",
-                 "title", "interaction_seq", "mode", "config_options", "window_learned",
-                 "mcp_servers", "editor")
 
 
-class PromptTicket:
-    """A session/prompt read by the reader and not yet admitted (see prompt_read)."""
+class SessionManager(Dormancy, PromptSteps):
+    """The live sessions of this process: created, resumed, forked, closed; their prompts
+    are :class:`PromptSteps`', the ones closed but remembered :class:`Dormancy`'s."""
 
-    __slots__ = ("cancelled",)
-
-    def __init__(self):
-        self.cancelled = False
-
-
-class SessionManager:
     def __init__(self, settings, catalog, tools, sandbox_note="available", store=None):
         self.settings = settings
         self.catalog = catalog
@@ -127,67 +111,6 @@ class SessionManager:
         session.mcp_stored = row.get("mcp_servers") or []  # what the store says (describe())
         self.live[session.id] = session
         self._arm_idle_timer()
-        return session
-
-    # ------------------------------------------------------------ live-session budget
-    def _make_room(self):
-        """At the cap, idle-close sessions idle past the timeout; else refuse clearly."""
-        cap = self.settings.max_live_sessions
-        if len(self.live) < cap:
-            return
-        self._close_idle()
-        if len(self.live) >= cap:
-            raise SessionLimit(cap)
-
-    def _arm_idle_timer(self):
-        if self._idle_timer is None and self.settings.idle_session_timeout:
-            period = max(0.05, min(60.0, self.settings.idle_session_timeout / 4))
-            self._idle_timer = gevent.spawn_later(period, self._idle_tick)
-            self._idle_timer.name = "idle-sessions"
-
-    def _idle_tick(self):
-        self._idle_timer = None
-        try:
-            self._close_idle()
-        except Exception:  # noqa: BLE001
-            log.exception("closing idle sessions failed")
-        if self.live:
-            self._arm_idle_timer()
-
-    def _close_idle(self):
-        """Close sessions with no turn that were not used for ``idle_session_timeout``; they
-        reopen transparently on their next prompt, resume or close (see ``_reopen``)."""
-        timeout = self.settings.idle_session_timeout
-        if not timeout:
-            return
-        horizon = time.monotonic() - timeout
-        for session in list(self.live.values()):
-            if _keeps_processes(session):
-                continue  # its background processes live until it closes for good
-            if not session.busy and not session.closed and session.last_used < horizon:
-                log.info("session %s idle for %ds: closed (reopens on next use)",
-                         session.id, timeout)
-                self._dormant[session.id] = {k: getattr(session, k) for k in DORMANT_STATE}
-                while len(self._dormant) > MAX_DORMANT:
-                    self._dormant.pop(next(iter(self._dormant)))
-                session.group.kill(block=False)
-                self._release(session, forget_grants=False)
-
-    def _reopen(self, session_id, take=False):
-        """A session idle-closed (or taken over from) this process, attached again as it
-        was; or None."""
-        state = self._dormant.get(session_id)
-        if state is None:
-            return None
-        row = self.store.open().get_session(session_id)
-        if row is None:
-            self._dormant.pop(session_id, None)
-            return None
-        session = self._attach(row, take)  # SessionLocked if another process has it now
-        del self._dormant[session_id]
-        for key, value in state.items():
-            setattr(session, key, value)
-        self._load_history(session)
         return session
 
     # ------------------------------------------------------------ lifecycle
@@ -356,180 +279,6 @@ class SessionManager:
                         session.id, len(records) - len(kept))
         return kept
 
-    # ------------------------------------------------------------ prompts
-    def prompt_read(self, session_id):
-        """A session/prompt was read (runs in the reader, before the next line): returns
-        its ticket for :meth:`admit`. A session/cancel read before the prompt is admitted
-        (the two lines arrived together) marks the ticket, so it cancels that prompt
-        instead of being lost. Tickets of prompts never admitted (their request was
-        cancelled before it ran) are dropped past a small bound."""
-        ticket = PromptTicket()
-        tickets = self._read_prompts.setdefault(session_id, [])
-        tickets.append(ticket)
-        del tickets[:-8]
-        return ticket
-
-    def admit(self, session_id, ticket=None):
-        """Reserve the foreground slot (the first thing a prompt does): idle -> preparing."""
-        cancelled = False
-        if ticket is not None:
-            tickets = self._read_prompts.get(session_id, ())
-            if ticket in tickets:
-                tickets.remove(ticket)
-                if not tickets:
-                    del self._read_prompts[session_id]
-            cancelled = ticket.cancelled
-        session = self.live.get(session_id)
-        if session is not None and session.busy:
-            raise SessionBusy(session_id)
-        session = self.get(session_id)
-        session.lifecycle.admit(cancelled)
-        return session
-
-    def prepare(self, session, blocks):
-        """Validate content and the provider; on failure the slot is released."""
-        from term2acp.turns import content
-
-        try:
-            content.validate(blocks)  # before the provider: a bad prompt is -32602 anyway
-            if session.provider is None:
-                provider_id, model = session.provider_id, session.model
-                if provider_id is None:
-                    provider_id, model = self.catalog.resolve(self.settings.provider,
-                                                              self.settings.model)
-                if provider_id is None:
-                    raise ProviderNotConfigured(NO_PROVIDER_HELP)
-                session.provider = self.catalog.create(provider_id)
-                session.provider_id, session.model = provider_id, model
-                info = self.catalog.info(provider_id, model)
-                session.context_window = info.context_window
-                if info.reasoning is False:  # e.g. gpt-4.1 rejects a reasoning effort
-                    session.effort = "default"
-            images = session.images = bool(self.catalog.info(session.provider_id,
-                                                             session.model).images)
-            return content.to_model(blocks, session.root, images=images, model=session.model)
-        except BaseException:
-            session.lifecycle.abandon()
-            raise
-
-    def start(self, session, blocks, text, gate):
-        """preparing -> running: spawn the turn (it emits the user message first, after
-        the face's acknowledgement). Returns the AsyncResult of the turn's Outcome."""
-        def spawn():
-            greenlet = session.group.spawn(self._run_turn, session, blocks, text)
-            greenlet.name = f"turn-{session.id}"
-            return greenlet
-
-        return session.lifecycle.start(spawn, gate)
-
-    def _run_turn(self, session, blocks, text):
-        from term2acp.turns import content
-        from term2acp.turns.prompt import system_prompt, title_from
-        from term2acp.turns.turn import Turn
-        from term2acp.mcp import session as mcp
-
-        outcome, turn = Outcome(CANCELLED), None
-        try:
-            if not session.lifecycle.begin():
-                return  # cancelled before it began
-            self._tell_earlier_loss(session)
-            title = None
-            if not session.title:
-                title = session.title = title_from(content.user_words(blocks)) or None
-                session.title_words = title and content.user_words(blocks)  # for the model
-            stamp = self.store.touch(session.id, title)
-            session.prompt_message_id = new_id("user")  # the turn's id for checkpoints
-            session.emit(ev.UserMessage(session.prompt_message_id, blocks))
-            session.emit(ev.SessionInfoChanged(title=title, updated_at=stamp))
-            # A mode's own tools (plan mode's finish_plan) only in that mode: the request's
-            # tool budget (mcp/offer.py) and the prompt's list count what is offered.
-            tools = {name: tool for name, tool in self.tools().items()
-                     if getattr(tool, "modes", None) is None or session.mode in tool.modes}
-            if session.mcp_servers:  # waits (bounded) for handshakes, tells failures once
-                tools = mcp.turn_tools(session, tools, new_id,
-                                       call_timeout=self.settings.mcp.call_timeout,
-                                       settings=self.settings.mcp)
-            session.sandbox_note = self._note()  # a context note (turns/notes.py)
-            turn = Turn(session, session.provider, tools, self.settings,
-                        system_prompt(tools, getattr(session.provider, "brief_prompt", False),
-                                      session.root, session.sandbox_note))
-            outcome = Outcome(turn.run(text))
-        except TurnCancelled:  # also TurnAborted (a stale or cancelled approval)
-            outcome = Outcome(CANCELLED)
-        except ProviderError as exc:
-            log.error("session %s: model provider failed: %s", session.id, exc)
-            outcome = Outcome(FAILED, str(exc)[:500])
-            self._tell(session, exc)
-        except StoreError as exc:  # disk full, locked by another process: said as it is
-            log.error("session %s: the session store failed: %s", session.id, exc)
-            outcome = Outcome(FAILED, f"session store: {str(exc)[:480]}")
-            self._tell(session, exc)
-        except Exception as exc:  # noqa: BLE001 - a turn never takes the agent down
-            log.exception("session %s: turn failed", session.id)
-            outcome = Outcome(FAILED, f"internal error ({type(exc).__name__})")
-            self._tell(session, exc)
-        finally:
-            self._settle(session, turn, outcome)
-
-    def _tell_earlier_loss(self, session):
-        """A store failure that lost the end of an earlier turn (its last updates, written
-        while the store was still full or locked) is told once, here, and this prompt goes
-        on: the store works again, and failing this turn for the old loss would fail every
-        next prompt too."""
-
-        lost = self.store.take_lost(session.id)
-        if lost is not None:
-            log.warning("session %s: earlier changes were not saved: %s", session.id, lost)
-            session.emit(ev.Notice(new_id("msg"), (
-                f"Note: some changes of the previous turn could not be saved ({lost}); the "
-                "saved session lacks them. The store works again.\n\n")))
-
-    def _tell(self, session, exc):
-        """A failed turn says why as an agent message (besides the stop reason)."""
-        from term2acp.turns import failures
-
-        try:
-            session.emit(ev.Notice(new_id("msg"), failures.message(exc)))
-        except Exception:  # noqa: BLE001 - the stop reason still carries the error
-            log.exception("session %s: could not report the failure", session.id)
-
-    def _settle(self, session, turn, outcome):
-        checkpoint, session.checkpoint = session.checkpoint, None
-        try:
-            if checkpoint is not None:
-                checkpoint.finish()
-        except Exception:  # noqa: BLE001 - /undo then says what the turn left is unknown
-            log.exception("session %s: could not finish the turn's checkpoint", session.id)
-        words, session.title_words = getattr(session, "title_words", None), None
-        if words and checkpoint is not None and outcome.reason != FAILED:
-            from term2acp.turns.titles import request_model_title
-
-            request_model_title(session, words, self.settings)  # off the next prompt's path
-        try:
-            if turn is not None:
-                if turn.tokens is not None:
-                    outcome = Outcome(outcome.reason, outcome.error, dict(zip(
-                        ("input", "output", "thought", "cached", "cache_write"), turn.tokens)))
-                turn.close_open_calls("cancelled" if outcome.reason == CANCELLED else "failed")
-                session.cost += turn.cost
-            stamp = self.store.touch(session.id)
-            session.emit(ev.SessionInfoChanged(updated_at=stamp))
-        except Exception:  # noqa: BLE001
-            log.exception("session %s: could not record the end of the turn", session.id)
-        finally:
-            session.last_used = time.monotonic()
-            session.lifecycle.finish(outcome)  # -> idle, the one idle update
-            session.recorder.forget_finished()
-
-    def cancel(self, session_id):
-        """session/cancel (runs in the reader): the prompt admitted last, or one read and
-        not yet admitted, ends ``cancelled`` (sessions/lifecycle.py decides the rest)."""
-        for ticket in self._read_prompts.get(session_id, ()):
-            ticket.cancelled = True  # prompts read before this cancel, not yet admitted
-        session = self.live.get(session_id)
-        if session is not None:
-            session.lifecycle.cancel()
-
     def close(self, session_id, timeout=10.0):
         """Cancel, wait for the turn to settle, release. Returns False if cancelling failed."""
         session = self.live.get(session_id)
@@ -551,40 +300,6 @@ class SessionManager:
         session.group.kill(block=True, timeout=1)
         self._release(session)
         return ok
-
-    def yield_requested(self):
-        """Let go of every live session another process asked for (its SIGUSR2)."""
-        for session in list(self.live.values()):
-            requester = takeover.requested(self._locks, session.id)
-            if requester is not None and requester != os.getpid():
-                try:
-                    self._yield(session, requester)
-                except Exception:  # noqa: BLE001 - the requester then hears it is locked
-                    log.exception("session %s: could not let it go", session.id)
-
-    def _yield(self, session, requester):
-        """Close ``session`` here for another process: its client is told why (not in the
-        journal, which the new holder replays), a running turn is cancelled, and the
-        session stays known here, so using it again says where it is."""
-
-        log.warning("session %s: taken over by term2-acp process %s", session.id, requester)
-        if session.sink is not None:
-            session.sink(session, ev.Notice(new_id("msg"), TAKEN_OVER.format(pid=requester)))
-        state = {key: getattr(session, key) for key in DORMANT_STATE}
-        turn = session.lifecycle.greenlet
-        self.cancel(session.id)
-        if turn is not None:
-            turn.join(self.settings.shutdown_timeout)
-        session.group.kill(block=True, timeout=1)
-        self._release(session, forget_grants=False)
-        self._dormant[session.id] = state
-        while len(self._dormant) > MAX_DORMANT:
-            self._dormant.pop(next(iter(self._dormant)))
-
-    def mark_closing(self, session_id):
-        """session/close was read: from now on the session's turn is cancelled (runs in the
-        reader, before any later line, so an answer read after the close cannot allow)."""
-        self.cancel(session_id)
 
     def connect_mcp(self, session, configs):
         """The MCP servers the client sent with session/new, resume or load (replacing the
@@ -646,13 +361,6 @@ class SessionManager:
         if self._scratch:
             shutil.rmtree(self._scratch, ignore_errors=True)
         scratch.cleanup()  # the process's whole scratch folder (core/scratch.py)
-
-
-def _keeps_processes(session):
-    """Whether background processes of the session's shell are running (an idle close
-    would end them, so it waits)."""
-    processes = sys.modules.get("term2acp.tools.processes")  # never used: none running
-    return processes is not None and processes.running(session.id) > 0
 
 
 def _end_processes(session):

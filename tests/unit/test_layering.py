@@ -157,3 +157,25 @@ def test_layering_no_module_import_cycle():
     for module in sorted(graph):
         if module not in state:
             visit(module, [module])
+
+
+MAX_MODULE_LINES = 400
+
+
+def test_layering_no_module_over_400_lines():
+    """Modules stay small enough to read whole: past the bound, split along a real seam
+    (a mixin for one part of a class, a module for one concern), not by cutting in two."""
+    import os
+
+    base = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))), "term2acp")
+    over = {}
+    for folder, _dirs, files in os.walk(base):
+        for name in files:
+            if name.endswith(".py"):
+                path = os.path.join(folder, name)
+                with open(path, encoding="utf-8") as fh:
+                    count = sum(1 for _ in fh)
+                if count > MAX_MODULE_LINES:
+                    over[os.path.relpath(path, base)] = count
+    assert not over, over

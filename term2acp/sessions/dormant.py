@@ -1,0 +1,131 @@
+"""Sessions closed here but remembered: idle-closed at the live-session cap or after
+``idle_session_timeout``, or let go to another process that asked for them (its SIGUSR2,
+``sessions/takeover.py``). Their state stays in memory, so the next prompt, resume or
+close reopens them as they were (:meth:`~Dormancy._reopen`).
+
+:class:`Dormancy` is that part of ``SessionManager`` (``sessions/manager.py``).
+"""
+
+import logging
+import os
+import sys
+import time
+
+import gevent
+
+from term2acp.core import events as ev
+from term2acp.core.ids import new_id
+from term2acp.sessions import takeover
+from term2acp.sessions.errors import SessionLimit
+
+log = logging.getLogger(__name__)
+
+MAX_DORMANT = 4096  # idle-closed sessions remembered for a transparent reopen
+TAKEN_OVER = ("This session was opened in another term2-acp process (pid {pid}) and is closed "
+              "here. To continue in this window, load or resume it here again (that takes it "
+              "back).")
+DORMANT_STATE = ("sink", "access", "effort", "provider_id", "model", "context_window", "cost",
+                 "title", "interaction_seq", "mode", "config_options", "window_learned",
+                 "mcp_servers", "editor")
+
+
+class Dormancy:
+    """Mixed into ``SessionManager``, which has ``settings``, ``store``, ``live``,
+    ``_dormant``, ``_idle_timer``, ``_locks``, ``_attach``, ``_load_history``, ``_release``
+    and ``cancel``."""
+
+    def _make_room(self):
+        """At the cap, idle-close sessions idle past the timeout; else refuse clearly."""
+        cap = self.settings.max_live_sessions
+        if len(self.live) < cap:
+            return
+        self._close_idle()
+        if len(self.live) >= cap:
+            raise SessionLimit(cap)
+
+    def _arm_idle_timer(self):
+        if self._idle_timer is None and self.settings.idle_session_timeout:
+            period = max(0.05, min(60.0, self.settings.idle_session_timeout / 4))
+            self._idle_timer = gevent.spawn_later(period, self._idle_tick)
+            self._idle_timer.name = "idle-sessions"
+
+    def _idle_tick(self):
+        self._idle_timer = None
+        try:
+            self._close_idle()
+        except Exception:  # noqa: BLE001
+            log.exception("closing idle sessions failed")
+        if self.live:
+            self._arm_idle_timer()
+
+    def _close_idle(self):
+        """Close sessions with no turn that were not used for ``idle_session_timeout``; they
+        reopen transparently on their next prompt, resume or close (see ``_reopen``)."""
+        timeout = self.settings.idle_session_timeout
+        if not timeout:
+            return
+        horizon = time.monotonic() - timeout
+        for session in list(self.live.values()):
+            if _keeps_processes(session):
+                continue  # its background processes live until it closes for good
+            if not session.busy and not session.closed and session.last_used < horizon:
+                log.info("session %s idle for %ds: closed (reopens on next use)",
+                         session.id, timeout)
+                self._dormant[session.id] = {k: getattr(session, k) for k in DORMANT_STATE}
+                while len(self._dormant) > MAX_DORMANT:
+                    self._dormant.pop(next(iter(self._dormant)))
+                session.group.kill(block=False)
+                self._release(session, forget_grants=False)
+
+    def _reopen(self, session_id, take=False):
+        """A session idle-closed (or taken over from) this process, attached again as it
+        was; or None."""
+        state = self._dormant.get(session_id)
+        if state is None:
+            return None
+        row = self.store.open().get_session(session_id)
+        if row is None:
+            self._dormant.pop(session_id, None)
+            return None
+        session = self._attach(row, take)  # SessionLocked if another process has it now
+        del self._dormant[session_id]
+        for key, value in state.items():
+            setattr(session, key, value)
+        self._load_history(session)
+        return session
+
+    def yield_requested(self):
+        """Let go of every live session another process asked for (its SIGUSR2)."""
+        for session in list(self.live.values()):
+            requester = takeover.requested(self._locks, session.id)
+            if requester is not None and requester != os.getpid():
+                try:
+                    self._yield(session, requester)
+                except Exception:  # noqa: BLE001 - the requester then hears it is locked
+                    log.exception("session %s: could not let it go", session.id)
+
+    def _yield(self, session, requester):
+        """Close ``session`` here for another process: its client is told why (not in the
+        journal, which the new holder replays), a running turn is cancelled, and the
+        session stays known here, so using it again says where it is."""
+
+        log.warning("session %s: taken over by term2-acp process %s", session.id, requester)
+        if session.sink is not None:
+            session.sink(session, ev.Notice(new_id("msg"), TAKEN_OVER.format(pid=requester)))
+        state = {key: getattr(session, key) for key in DORMANT_STATE}
+        turn = session.lifecycle.greenlet
+        self.cancel(session.id)
+        if turn is not None:
+            turn.join(self.settings.shutdown_timeout)
+        session.group.kill(block=True, timeout=1)
+        self._release(session, forget_grants=False)
+        self._dormant[session.id] = state
+        while len(self._dormant) > MAX_DORMANT:
+            self._dormant.pop(next(iter(self._dormant)))
+
+
+def _keeps_processes(session):
+    """Whether background processes of the session's shell are running (an idle close
+    would end them, so it waits)."""
+    processes = sys.modules.get("term2acp.tools.processes")  # never used: none running
+    return processes is not None and processes.running(session.id) > 0
