@@ -90,6 +90,38 @@ def parse(argv):
     return {"provider": opts["--provider"], "model": opts["--model"], "effort": opts["--effort"]}
 
 
+class StartError(Exception):
+    """What stops the agent before it serves: a bad config or setting, an unknown provider
+    or model. The message says what to fix."""
+
+
+def load(flags, env=None, resolve=True):
+    """``(settings, catalog)`` for ``flags`` (from :func:`parse`) and ``env`` (the process
+    environment when None), with the provider and model resolved unless ``resolve`` is
+    false. Raises :class:`StartError`."""
+    from term2acp.providers.catalog import Catalog, CatalogError
+    from term2acp.settings import Settings, SettingsError
+
+    try:
+        settings = Settings.load({k: v for k, v in flags.items()
+                                  if v is not None and k != "login"}, env=env)
+    except SettingsError as exc:
+        raise StartError(str(exc)) from None
+    catalog = Catalog(settings)
+    if not resolve:
+        return settings, catalog
+    if settings.provider and settings.provider not in catalog.provider_ids():
+        lines = [f'unknown provider "{settings.provider}".', "Available providers:"]
+        lines += [f"  - {pid}  ({label})" for pid, label in catalog.describe_providers()]
+        raise StartError("\n".join(lines))
+    try:
+        provider, model = catalog.resolve(settings.provider, settings.model)
+    except CatalogError as exc:
+        raise StartError(str(exc)) from None
+    settings.provider, settings.model = provider, model
+    return settings, catalog
+
+
 def install_model():
     from term2acp.providers.gguf import InstallError, install
 
@@ -115,29 +147,16 @@ def main(argv=None):
         return flags
 
     from term2acp import diagnostics
-    from term2acp.providers.catalog import Catalog, CatalogError
-    from term2acp.settings import Settings, SettingsError
 
     diagnostics.configure()
     try:
-        settings = Settings.load({k: v for k, v in flags.items()
-                                  if v is not None and k != "login"})
-    except SettingsError as exc:
+        settings, catalog = load(flags, resolve=not flags.get("login"))
+    except StartError as exc:
         return fail(str(exc))
-    catalog = Catalog(settings)
     if flags.get("login"):
         from term2acp.auth import login_main
 
         return login_main(settings, catalog)
-    if settings.provider and settings.provider not in catalog.provider_ids():
-        lines = [f'unknown provider "{settings.provider}".', "Available providers:"]
-        lines += [f"  - {pid}  ({label})" for pid, label in catalog.describe_providers()]
-        return fail("\n".join(lines))
-    try:
-        provider, model = catalog.resolve(settings.provider, settings.model)
-    except CatalogError as exc:
-        return fail(str(exc))
-    settings.provider, settings.model = provider, model
 
     from term2acp.server import Server
 

@@ -31,30 +31,39 @@ class _Masking(logging.Formatter):
 
 
 def configure(env=os.environ):
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    level, handlers = log_handlers(env, sys.stderr)
+    root.setLevel(level)
+    for handler in handlers:
+        root.addHandler(handler)
+
+
+def log_handlers(env, stream):
+    """``(level, handlers)`` of the agent's log for ``env``: ``stream`` (stderr) at
+    ``TERM2ACP_LOG_LEVEL``, and with ``TERM2ACP_LOG_FILE`` that file too, stderr then
+    keeping warnings and errors (agent-shell prints stderr into the chat)."""
     level_name = (env.get("TERM2ACP_LOG_LEVEL") or "WARNING").upper()
     level = getattr(logging, level_name, None)
     if not isinstance(level, int):
         level = logging.WARNING
-    root = logging.getLogger()
-    root.setLevel(level)
-    for handler in list(root.handlers):
-        root.removeHandler(handler)
-    stderr = logging.StreamHandler(sys.stderr)
+    stderr = logging.StreamHandler(stream)
     stderr.setFormatter(_Masking(FORMAT))
-    root.addHandler(stderr)
     path = env.get("TERM2ACP_LOG_FILE")
-    if path:
-        try:
-            handler = logging.FileHandler(path, encoding="utf-8")
-        except OSError as exc:
-            root.warning("cannot open TERM2ACP_LOG_FILE %s: %s", path, exc)
-        else:
-            handler.setFormatter(_Masking(
-                "%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"))
-            root.addHandler(handler)
-            # the file has the detail; editors that show stderr in the chat (agent-shell)
-            # get warnings and errors only
-            stderr.setLevel(logging.WARNING)
+    if not path:
+        return level, [stderr]
+    try:
+        handler = logging.FileHandler(path, encoding="utf-8")
+    except OSError as exc:
+        if level <= logging.WARNING:
+            stderr.handle(logging.makeLogRecord({
+                "name": "root", "levelno": logging.WARNING, "levelname": "WARNING",
+                "msg": "cannot open TERM2ACP_LOG_FILE %s: %s", "args": (path, exc)}))
+        return level, [stderr]
+    handler.setFormatter(_Masking("%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"))
+    stderr.setLevel(logging.WARNING)
+    return level, [stderr, handler]
 
 
 class StderrOutlet:

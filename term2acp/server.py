@@ -112,20 +112,24 @@ class Server:
             self.sandbox_note = f"unavailable ({status.reason}); shell calls are refused"
             log.warning("%s", status.warning())
 
-    def run(self):
+    def run(self, signals=True):
+        """Serve until EOF, a disconnect or (with ``signals``, the process's own agent)
+        SIGINT/SIGTERM; returns the exit status. A server that does not own its process
+        (the test kit's in-process agents) leaves the signals to the process."""
         # The programs the agent starts outside the sandbox (bwrap, bare MCP commands) come
         # from the PATH it started with, bwrap's found now: before any model turn can plant one
         executables.pin_environment()
         executables.find("bwrap")
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            gevent.signal_handler(signum, self.stop.set)
-        gevent.signal_handler(signal.SIGUSR1, _dump_greenlets)
-        gevent.signal_handler(signal.SIGUSR2, self._yield_sessions)  # sessions/takeover.py
+        if signals:
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                gevent.signal_handler(signum, self.stop.set)
+            gevent.signal_handler(signal.SIGUSR1, _dump_greenlets)
+            gevent.signal_handler(signal.SIGUSR2, self.yield_sessions)  # sessions/takeover.py
         self.warmup.start()  # the session layer, before the first line is read
-        reader = gevent.spawn(self._read)
-        reader.name = "rpc-reader"
+        self.reader = gevent.spawn(self._read)
+        self.reader.name = "rpc-reader"
         self.stop.wait()
-        self.shutdown(reader)
+        self.shutdown(self.reader)
         return 0
 
     def shutdown(self, reader):
@@ -141,10 +145,11 @@ class Server:
             log.exception("shutdown failed")
         self.endpoint.cancel_incoming()
         self.endpoint.join(timeout=0.5)
+        self.warmup.close(bound * 0.1)
         if not self.writer.drain(bound * 0.2):
             log.warning("could not flush every message to stdout before exiting")
 
-    def _yield_sessions(self):
+    def yield_sessions(self):
         """SIGUSR2: another process asks for sessions live here (sessions/takeover.py)."""
         manager = self.manager
         if manager is not None:

@@ -89,6 +89,7 @@ class Warmup:
         self.store = None  # an opened Store (None: the manager opens its own)
         self._ready = self._sessions_ready = self._turns_ready = None  # Events, once scheduled
         self._store_job = None  # the greenlet opening the store, once started
+        self._store_taken = False  # by the session manager (take_store)
         self._turn_modules = ()
         self.greenlet = None  # runs the warm-up, then ``then``
         self._sessions_at = None
@@ -167,7 +168,20 @@ class Warmup:
 
     def take_store(self):
         store, self.store = self.store, None
+        self._store_taken = True
         return store
+
+    def close(self, timeout):
+        """At shutdown: the warm-up (or the sandbox probe after it) is stopped, and a store
+        it opened that no session manager took is closed: nothing of it outlives the
+        server. A step running in a native thread finishes there on its own."""
+        if self.greenlet is not None:
+            self.greenlet.kill(block=True, timeout=timeout)
+        if self._store_job is not None and not self._store_taken:
+            self._store_job.join(timeout)
+            store = self._store_job.value
+            if store is not None:
+                store.close()
 
     # ------------------------------------------------------------ on the hub
     def _run(self, then):

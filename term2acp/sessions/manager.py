@@ -323,6 +323,9 @@ class SessionManager(Dormancy, PromptSteps):
             mcp.close(session)
         if forget_grants:
             session.access.clear()
+        close = getattr(session.provider, "close", None)
+        if close is not None:
+            close()  # its idle connection (a session opened again makes a new one)
         self.live.pop(session.id, None)
         try:
             session.recorder.flush()
@@ -360,7 +363,6 @@ class SessionManager(Dormancy, PromptSteps):
         self.store.close()
         if self._scratch:
             shutil.rmtree(self._scratch, ignore_errors=True)
-        scratch.cleanup()  # the process's whole scratch folder (core/scratch.py)
 
 
 def _end_processes(session):
