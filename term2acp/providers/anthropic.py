@@ -227,6 +227,9 @@ class AnthropicProvider(Provider):
                                   self._key_hint, self._api_key, connect_timeout=connect_timeout,
                                   read_timeout=timeout, max_retries=max_retries)
 
+    def close(self):
+        self._client.close()
+
     def list_models(self, timeout=10.0):
         """Model ids the server lists at ``/v1/models`` (the model config option)."""
         body = self._client.get_json("/v1/models?limit=1000", timeout)

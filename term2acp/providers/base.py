@@ -164,3 +164,7 @@ class Provider:
 
     def context_window(self, model):
         return None
+
+    def close(self):
+        """Let go of what the provider holds between requests (an idle connection); it
+        may still be used afterwards. Called when its session is released."""

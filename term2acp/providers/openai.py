@@ -297,6 +297,9 @@ class OpenAIProvider(Provider):
         """The Responses API has a web search tool; Chat Completions has none."""
         return self.api == "responses"
 
+    def close(self):
+        self._client.close()
+
     def list_models(self, timeout=10.0):
         """Model ids the server lists at ``/models`` (the model config option,
         sessions/config_options.py); from the official endpoint only the chat models."""

@@ -121,19 +121,17 @@ def _make(bwrap):
         info_write = None
         pid = _child_pid(info_read)
         fds = []
-        try:
+        try:  # the pair is returned, or closed: also when a cancel kills this greenlet
             for kind in ("user", "net"):
                 fds.append(os.open(f"/proc/{pid}/ns/{kind}", os.O_RDONLY | os.O_CLOEXEC))
-        except OSError:
+            os.write(block_write, b"x")
+            outcome = child.wait(MAKE_TIMEOUT)
+            if outcome != process.Exit(0, None):
+                raise LoopbackError(0, f"bwrap ended with {outcome}: {_last(output)}")
+        except BaseException:
             for fd in fds:
                 os.close(fd)
             raise
-        os.write(block_write, b"x")
-        outcome = child.wait(MAKE_TIMEOUT)
-        if outcome != process.Exit(0, None):
-            for fd in fds:
-                os.close(fd)
-            raise LoopbackError(0, f"bwrap ended with {outcome}: {_last(output)}")
         return tuple(fds)
     except (OSError, ValueError, KeyError) as exc:
         if isinstance(exc, LoopbackError):

@@ -114,8 +114,10 @@ class RunCodeTool(Tool):
             return execute(ctx, argv, _label(args["code"]), timeout, (theirs.fileno(),))
         finally:
             theirs.close()
-            helpers.kill(block=True, timeout=1)
-            ours.close()
+            try:  # a second kill (a session closed during a cancel) may cut the wait short
+                helpers.kill(block=True, timeout=1)
+            finally:
+                ours.close()
 
 
 def _label(code):
