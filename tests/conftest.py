@@ -2,6 +2,7 @@
 
 import os
 import sys
+import time
 import weakref
 
 import gevent
@@ -45,7 +46,7 @@ def pytest_configure(config):
 
 
 def _compile_sources():
-    """Byte-compile the code that spawned processes import (hundreds of agents): with
+    """Byte-compile the code that spawned processes import (dozens of agents): with
     PYTHONDONTWRITEBYTECODE set, as here and maybe in CI, a fresh clone has no .pyc files
     and every agent would compile term2acp from source. compileall writes them anyway and
     skips the up-to-date ones."""
@@ -106,6 +107,60 @@ def _no_leaked_greenlets():
     for g in leaked:
         g.kill(block=False)
     assert not leaked, f"greenlets outlived the test: {leaked}"
+
+
+# ---------------------------------------------------------------- thread and fd leak check
+LEAK_WAIT = 5.0  # seconds for what a test started to end after it (reaped, closed)
+
+
+def _threads():
+    """Native threads of this process, but gevent's thread pool's workers (they idle on)."""
+    pool = getattr(gevent.get_hub(), "_threadpool", None)
+    return len(os.listdir("/proc/self/task")) - (pool.size if pool is not None else 0)
+
+
+def _fds():
+    found = set()
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            found.add((int(name), os.readlink(f"/proc/self/fd/{name}")))
+        except OSError:
+            pass  # the listing's own descriptor, already closed
+    return found
+
+
+def _singletons():
+    """Descriptors the agent keeps for the life of its process, made on first use: the
+    MCP keeper's pipe (one keeper per process, mcp/keeper.py)."""
+    from term2acp.mcp import keeper
+
+    made = keeper._keeper
+    try:
+        return {(made[2], os.readlink(f"/proc/self/fd/{made[2]}"))} if made else set()
+    except OSError:  # closed: then it is not there to be told apart either
+        return set()
+
+
+@pytest.fixture(autouse=True)
+def _no_leaked_threads_or_fds():
+    """What a test's agents served in this process started (the store's thread, sockets,
+    SQLite files, sandboxes' pipes and namespaces) ends with them: no native thread and no
+    descriptor outlives a test that served one (bounded wait). Set up before, and so torn
+    down after, every other fixture of the test."""
+    from term2acp.testing import inprocess
+
+    threads, fds, served = _threads(), _fds(), inprocess.served()
+    yield
+    if inprocess.served() == served:
+        return  # a process's agents end with their process
+    deadline = time.monotonic() + LEAK_WAIT
+    while True:
+        extra_threads, extra_fds = _threads() - threads, _fds() - fds - _singletons()
+        if (extra_threads <= 0 and not extra_fds) or time.monotonic() > deadline:
+            break
+        gevent.sleep(0.02)
+    assert extra_threads <= 0 and not extra_fds, (
+        f"outlived the test: {max(0, extra_threads)} threads, descriptors {sorted(extra_fds)}")
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
-"""Drive a real agent process over pipes with bounded waits.
+"""Drive a real agent with bounded waits: served in the test process over a socket pair
+(``inprocess.py``) or started as a process over pipes (:class:`AgentProcess` decides).
 
 Every line the agent writes must be a JSON-RPC message that validates against the schema
 of the connection's ACP version (``protocol=2``, the default, or ``protocol=1``);
@@ -36,9 +37,6 @@ V2_INITIALIZE = {"protocolVersion": 2, "info": {"name": "term2acp-tests", "versi
 FS_METHODS = ("fs/read_text_file", "fs/write_text_file")
 ANSWERED = object()  # from an on_request callback: it sent the answer itself (e.g. an error)
 JOIN_TIMEOUT = 5  # seconds to wait for the pipe reader threads after the process ended
-# Agents on the default command are forked from a fork server (forkserver.py) instead of
-# started afresh: set by the pytest plugin from the ``acp_fork_agents`` ini option.
-FORK_AGENTS = False
 
 
 class ProtocolError(AssertionError):
@@ -52,14 +50,18 @@ def default_command():
 
 
 class AgentProcess:
+    """A real agent: served in this process over a socket pair (inprocess.py) when the
+    test process is patched by gevent and nothing about the agent needs a process of its
+    own, else ``bin/term2-acp`` started as a process. ``process=True`` asks for a process
+    (signals, a crash, stdio itself); ``process=False`` insists on serving it here."""
+
     def __init__(self, args=(), env=None, command=None, validate=True, protocol=2,
-                 initialize_params=None, fork=None, cwd=None):
+                 initialize_params=None, cwd=None, process=None):
         self.command = list(command or default_command()) + list(args)
         self.cwd = cwd  # the agent's working directory (given: a process of its own)
-        forkable = command is None and os.path.exists(REPO_LAUNCHER) and cwd is None
-        self._fork_args = list(args) if forkable and fork is not False else None
-        self._fork = FORK_AGENTS if fork is None else fork
+        self.args = list(args)
         self.env = dict(os.environ if env is None else env)
+        self.in_process = self._serve_here(process, command)
         self.validate = validate
         self.protocol = protocol
         self.initialize_params = initialize_params or (
@@ -76,13 +78,23 @@ class AgentProcess:
         self._stderr = []
         self._stderr_seen = threading.Condition()
 
+    def _serve_here(self, process, command):
+        from term2acp.testing import inprocess
+
+        if process or command is not None:
+            return False
+        reason = inprocess.reason_for_process(self.args, self.env, self.cwd)
+        if process is False and reason:
+            raise ValueError(f"this agent cannot be served in process: {reason}")
+        return reason is None
+
     # ------------------------------------------------------------ process
     def start(self):
-        if self._fork and self._fork_args is not None:
-            from term2acp.testing import forkserver
+        if self.in_process:
+            from term2acp.testing import inprocess
 
-            self.proc = forkserver.shared().spawn(self._fork_args, self.env)
-        if self.proc is None:
+            self.proc = inprocess.ServedAgent(self.args, self.env)
+        else:
             self.proc = subprocess.Popen(self.command, stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                          env=self.env, cwd=self.cwd)
@@ -181,7 +193,22 @@ class AgentProcess:
             raise ProtocolError("schema errors:\n" + "\n".join(self.schema_errors[:20]))
         return code
 
+    def dispose(self, timeout=10):
+        """Make sure the agent is gone (a test's teardown, after :meth:`close` or a
+        failure): a process is killed; a served agent gets EOF and its bounded shutdown,
+        and fails this call if it does not end in ``timeout`` seconds."""
+        if self.proc is None:
+            return
+        if not self.in_process:
+            self.kill()
+            return
+        ended = self.proc.stop(timeout)
+        self._join_pumps()
+        if not ended:
+            raise ProtocolError(f"in-process agent did not end within {timeout}s of EOF")
+
     def kill(self):
+        """SIGKILL (a process only: a served agent refuses, see inprocess.py)."""
         if self.proc and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(5)

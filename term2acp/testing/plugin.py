@@ -4,18 +4,23 @@ Fixtures:
 
 * ``acp_workspace``: a temporary project directory (canonical path);
 * ``acp_env``: an environment with a private ``TERM2ACP_HOME`` and no provider keys;
-* ``acp_agent(turns=None, script=None, args=(), env=None, initialize=True, protocol=2)``:
-  a real ``term2-acp`` over pipes, with the scripted provider when ``turns`` (a list of
-  model turns) or ``script`` (a file) is given; every message it sends is validated
-  against the ACP schema of ``protocol`` (2, or 1 for the v1 face with Zed's
-  ``initialize``), and it is closed (EOF, exit 0, no schema errors) after the test;
+* ``acp_agent(turns=None, script=None, args=(), env=None, initialize=True, protocol=2,
+  cwd=None, process=None)``: a real ``term2-acp`` (where it runs: below), with the
+  scripted provider when ``turns`` (a list of model turns) or ``script`` (a file) is
+  given; every message it sends is validated against the ACP schema of ``protocol`` (2,
+  or 1 for the v1 face with Zed's ``initialize``), and it is closed (EOF, exit 0, no
+  schema errors) after the test;
 * ``acp_transcript(path)``: play a recorded transcript and compare; run pytest with
   ``--update-transcripts`` to re-record instead (review the diff before committing).
 
-With ``acp_fork_agents = true`` in the pytest ini, ``acp_agent``'s agents are forked from
-one pre-imported agent process per test process (forkserver.py: the same launcher steps
-and ``main()``, without a new interpreter and its imports); a test marked
-``@pytest.mark.acp_no_fork`` starts its agents afresh, e.g. one about start-up imports.
+Where the agent runs: in the test process, over a socket pair (term2acp/testing/inprocess.py:
+the same server, no interpreter start per agent) when pytest runs under gevent's monkey
+patching (``python -m gevent.monkey --module pytest``) and nothing about the agent needs a
+process of its own (a working directory, a differing ``HOME``/``PATH``/proxy/CA variable,
+``--help``-like arguments); else as a process (``bin/term2-acp``). A plain ``pytest`` run
+gets processes only: the same tests pass either way, slower. ``acp_agent(...,
+process=True)`` or the ``@pytest.mark.acp_process`` marker ask for processes (a signal, a
+crash with ``kill()``, the process's own stdio or stderr).
 
 An integrator's test::
 
@@ -45,24 +50,12 @@ def pytest_addoption(parser):
     group = parser.getgroup("term2acp")
     group.addoption("--update-transcripts", action="store_true", default=False,
                     help="re-record ACP transcripts instead of comparing them")
-    parser.addini("acp_fork_agents", type="bool", default=False,
-                  help="start acp_agent's agents (the default command) by forking one "
-                       "pre-imported agent process (term2acp/testing/forkserver.py)")
 
 
 def pytest_configure(config):
     _patched_xdist_workers(config)
-    from term2acp.testing import harness
-
-    harness.FORK_AGENTS = config.getini("acp_fork_agents")
-    config.addinivalue_line("markers", "acp_no_fork: this test's acp_agent agents start "
-                            "afresh (a new interpreter) even with acp_fork_agents")
-
-
-def pytest_unconfigure(config):
-    from term2acp.testing import forkserver
-
-    forkserver.stop_shared()
+    config.addinivalue_line("markers", "acp_process: this test's acp_agent agents run as "
+                            "processes of their own (bin/term2-acp), never in the test process")
 
 
 def _patched_xdist_workers(config):
@@ -98,10 +91,10 @@ def acp_env(tmp_path):
 @pytest.fixture
 def acp_agent(request, acp_env, tmp_path):
     started = []
-    fork = False if request.node.get_closest_marker("acp_no_fork") else None
+    own_process = True if request.node.get_closest_marker("acp_process") else None
 
     def start(turns=None, script=None, args=(), env=None, initialize=True, protocol=2,
-              cwd=None, **script_extra):
+              cwd=None, process=None, **script_extra):
         full = dict(acp_env, **(env or {}))
         args = list(args)
         if turns is not None:
@@ -111,7 +104,8 @@ def acp_agent(request, acp_env, tmp_path):
             full["TERM2ACP_SCRIPT"] = str(script)
             if "--provider" not in args:
                 args = ["--provider", "scripted"] + args
-        agent = AgentProcess(args, env=full, protocol=protocol, fork=fork, cwd=cwd).start()
+        agent = AgentProcess(args, env=full, protocol=protocol, cwd=cwd,
+                             process=own_process if process is None else process).start()
         started.append(agent)
         if initialize:
             agent.initialize()
@@ -126,7 +120,7 @@ def acp_agent(request, acp_env, tmp_path):
             elif agent.schema_errors:
                 problems += agent.schema_errors
         finally:
-            agent.kill()
+            agent.dispose()
     assert not problems, "schema errors:\n" + "\n".join(problems[:20])
 
 

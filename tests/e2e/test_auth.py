@@ -97,6 +97,7 @@ def _login_in_a_terminal(env, answers):
                           capture_output=True, text=True, timeout=30)
 
 
+@pytest.mark.acp_process  # the secret is looked for in a process's whole stderr
 @pytest.mark.parametrize("protocol", [1, 2])
 def test_auth_required_then_login_then_logout(acp_agent, acp_env, acp_workspace, server,
                                               keyless, protocol):

@@ -227,6 +227,7 @@ def test_v1_the_editors_reason_for_refusing_a_write_reaches_the_tool_result(acp_
 
 
 # ---------------------------------------------------------------- CodeCompanion: /resume elsewhere
+@pytest.mark.acp_process
 def test_v1_load_in_another_process_takes_the_session_over(acp_agent, acp_workspace, tmp_path):
     """One agent process per chat: the second chat's session/load of a session the first
     still holds takes it over, and a turn running there ends cancelled."""

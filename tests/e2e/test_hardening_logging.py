@@ -15,6 +15,7 @@ from tests.support import fake_llm as f
 
 @pytest.mark.parametrize("key", ["sk-secret-abcdef123456\r", "sk-secret-abcdef123456\r\n",
                                  " sk-secret-abcdef123456\n"])
+@pytest.mark.acp_process  # the secret is looked for in a process's whole stderr
 def test_an_api_key_pasted_with_its_line_break_is_stripped(spawn, workspace, server, key):
     server.enqueue(f.openai_sse(f.oa_text("hello"), f.oa_finish("stop"), f.oa_usage(3, 1)))
     agent = spawn("--provider", "openai", "--model", "gpt-4.1-mini",
@@ -28,6 +29,7 @@ def test_an_api_key_pasted_with_its_line_break_is_stripped(spawn, workspace, ser
     assert "Traceback" not in agent.stderr
 
 
+@pytest.mark.acp_process  # the secret is looked for in a process's whole stderr
 def test_an_api_key_broken_inside_is_a_clear_error_that_never_shows_it(spawn, workspace,
                                                                        server):
     agent = spawn("--provider", "openai", "--model", "gpt-4.1-mini",

@@ -108,6 +108,7 @@ def test_cancel_or_close_racing_an_allow_inside_run_code_never_writes(spawn, wor
 
 
 # ---------------------------------------------------------------- item 5: kill -9 during a tool call
+@pytest.mark.acp_process
 def test_kill_9_during_a_tool_call_is_closed_as_interrupted_on_resume(spawn, workspace, tmp_path):
     server = f.FakeLLMServer().start()
     try:
@@ -165,6 +166,7 @@ def test_kill_9_during_a_tool_call_is_closed_as_interrupted_on_resume(spawn, wor
         server.stop()
 
 
+@pytest.mark.acp_process
 @needs_bwrap
 def test_kill_9_during_a_shell_command_replays_it_failed_and_the_session_continues(spawn, home, workspace, tmp_path):
     os.mkfifo(os.path.join(workspace, "fifo"))
@@ -192,9 +194,9 @@ def test_kill_9_during_a_shell_command_replays_it_failed_and_the_session_continu
     assert [u["content"]["text"] for u in updates if u["sessionUpdate"] == "agent_message_chunk"] == [
         "after the crash"]
     again.close()
-    db = sqlite3.connect(home / "sessions.sqlite3")
-    history = [json.loads(r[0]) for r in db.execute(
-        "SELECT message FROM history WHERE session_id = ? ORDER BY seq", (sid,))]
+    with contextlib.closing(sqlite3.connect(home / "sessions.sqlite3")) as db:
+        history = [json.loads(r[0]) for r in db.execute(
+            "SELECT message FROM history WHERE session_id = ? ORDER BY seq", (sid,))]
     # (the context note before the first prompt aside: turns/notes.py)
     assert [(m["role"], m.get("tool_call_id")) for m in history if "notes" not in m] == [
         ("user", None), ("assistant", None), ("tool", "call_sh"), ("user", None), ("assistant", None)]
@@ -511,4 +513,5 @@ def test_a_damaged_store_is_moved_aside_and_the_client_is_told(spawn, home, work
     while moved[0] not in agent.stderr:  # logged on stderr (read by the harness's thread)
         assert time.monotonic() < deadline, agent.stderr
         time.sleep(0.05)
-    assert sqlite3.connect(store).execute("SELECT count(*) FROM sessions").fetchone() == (1,)
+    with contextlib.closing(sqlite3.connect(store)) as db:
+        assert db.execute("SELECT count(*) FROM sessions").fetchone() == (1,)

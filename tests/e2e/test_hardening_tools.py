@@ -93,6 +93,7 @@ ATTACKS = {
 }
 
 
+@pytest.mark.acp_process
 @pytest.mark.parametrize("attack", sorted(ATTACKS))
 def test_hostile_patterns_never_stall_the_agent(started, workspace, attack):
     make, attack_call = ATTACKS[attack]
@@ -114,6 +115,7 @@ def test_hostile_patterns_never_stall_the_agent(started, workspace, attack):
     agent.close()
 
 
+@pytest.mark.acp_process
 def test_one_long_search_answers_requests_and_cancels_mid_call(started, workspace):
     for i in range(16):  # 32 MiB of one-line files: seconds of (bounded, paced) RE2 work
         with open(os.path.join(workspace, f"q{i}.txt"), "w") as fh:

@@ -2,6 +2,7 @@
 tool, the permission is asked, the result reaches the model and the editor; servers that
 do not exist or crash; close and EOF leave no process; v2 and v1 clients."""
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -53,7 +54,7 @@ def agent_text(updates):
 
 def history(home, session_id):
     """What the model was given: the stored conversation of the session."""
-    with sqlite3.connect(os.path.join(home, "sessions.sqlite3")) as db:
+    with contextlib.closing(sqlite3.connect(os.path.join(home, "sessions.sqlite3"))) as db:
         rows = db.execute("select message from history where session_id = ? order by seq",
                           (session_id,)).fetchall()
     return [json.loads(row[0]) for row in rows]
@@ -173,6 +174,7 @@ def test_close_and_eof_leave_no_process(mcp_agent, ending):
     assert all(wait_gone(pid, 5) for pid in pids)
 
 
+@pytest.mark.acp_process  # the secret is looked for in a process's whole stderr
 def test_streamable_http_server(mcp_agent):
     server = HttpServer("http")
     try:
@@ -201,6 +203,7 @@ def test_v1_client_with_server_everything_by_bare_command(mcp_agent):
     agent.close()
 
 
+@pytest.mark.acp_process  # the secret is looked for in a process's whole stderr
 @pytest.mark.parametrize("protocol", [2, 1])
 def test_session_list_shows_the_servers_and_no_secret_is_stored_or_sent(mcp_agent, home,
                                                                          protocol):

@@ -14,6 +14,7 @@ def stored_bytes(home):
     return b"".join(p.read_bytes() for p in home.iterdir() if p.name.startswith("sessions.sqlite3"))
 
 
+@pytest.mark.acp_process  # the secret is looked for in a process's whole stderr
 def test_an_sse_endpoint_on_another_origin_gets_no_request_and_no_header(mcp_agent):
     with socket.socket() as elsewhere:  # what an attacker's host would be: it must hear nothing
         elsewhere.bind(("127.0.0.1", 0))
@@ -39,6 +40,7 @@ def test_an_sse_endpoint_on_another_origin_gets_no_request_and_no_header(mcp_age
     assert "sse-secret-token" not in agent.stderr
 
 
+@pytest.mark.acp_process  # the secret is looked for in a process's whole stderr
 def test_secrets_with_a_stray_newline_reach_no_log_message_or_store(mcp_agent, home):
     server = HttpServer("http")
     header, token = "Bearer hdr-secret-4711\n", "env-secret-0815\r\n"
@@ -75,6 +77,7 @@ def test_session_new_refuses_injected_headers_and_duplicate_names(agent, workspa
     assert "tok-9" not in str(answer)
 
 
+@pytest.mark.acp_process
 def test_a_killed_agent_leaves_no_server_nor_its_child_even_one_that_ignores_eof(mcp_agent):
     turns = [[call("mcp__test__where"), call("mcp__test__spawn_child")], [{"text": "ok"}]]
     agent, sid, _ = mcp_agent(turns, [stdio_entry(env={"MCP_FAKE_IGNORE_EOF": "1"})])

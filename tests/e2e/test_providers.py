@@ -34,6 +34,7 @@ def test_openai_compatible_server_full_turn_with_a_tool_call(spawn, workspace, s
     assert agent.close() == 0
 
 
+@pytest.mark.acp_process  # the secret is looked for in a process's whole stderr
 def test_openai_auth_failure_ends_the_turn_with_a_clear_error_and_no_secret(spawn, workspace, server):
     server.enqueue(f.Status(401, {"error": {"message": "Incorrect API key provided"}}))
     agent = spawn("--provider", "openai", "--model", "gpt-4.1-mini",
@@ -102,8 +103,9 @@ def test_a_server_streaming_without_pause_does_not_starve_the_agent(agent_env, w
     answered meanwhile, and cancel must end the turn (the stream never ends by itself)."""
     burst = f.NativeBurstServer(f.Burst(None, f.oa_text("x"), 200_000)).start()
     env = dict(agent_env, OPENAI_BASE_URL=burst.openai_url, OPENAI_API_KEY="x")
+    # a process: the server's thread refills the socket whatever the agent's process does
     agent = AgentProcess(["--provider", "openai", "--model", "gpt-4.1-mini"], env=env,
-                         validate=False).start()  # 200,000 schema checks would slow the reader
+                         validate=False, process=True).start()  # 200,000 schema checks would slow the reader
     try:
         agent.initialize()
         sid = agent.new_session(workspace)

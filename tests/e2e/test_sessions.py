@@ -1,5 +1,6 @@
 """Sessions over the real launcher: new, list, resume (+replay), close, locks, crashes."""
 
+import contextlib
 import os
 import signal
 import sqlite3
@@ -223,6 +224,7 @@ def test_close_during_a_turn_settles_cancelled_before_answering(spawn, workspace
 
 
 # ---------------------------------------------------------------- several processes
+@pytest.mark.acp_process
 def test_two_processes_share_the_store_and_a_resume_takes_the_session_over(spawn, workspace):
     a, b = spawn(), spawn()
     a.initialize()
@@ -257,6 +259,7 @@ def test_shutdown_releases_locks(spawn, workspace):
     b.close()
 
 
+@pytest.mark.acp_process
 def test_kill_9_loses_nothing_that_was_reported(spawn, workspace, hanging):
     agent = spawn(script=hanging)
     agent.initialize()
@@ -305,9 +308,9 @@ def test_read_only_data_dir_gives_a_clear_error(spawn, tmp_path, workspace):
 def test_store_schema_is_versioned(agent, home, workspace):
     agent.new_session(workspace)
     agent.close()
-    db = sqlite3.connect(home / "sessions.sqlite3")
-    assert db.execute("PRAGMA user_version").fetchone()[0] >= 1
-    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    with contextlib.closing(sqlite3.connect(home / "sessions.sqlite3")) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] >= 1
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
 def test_locked_database_gives_a_clear_error(spawn, home, workspace, tmp_path):

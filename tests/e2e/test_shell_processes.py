@@ -171,6 +171,7 @@ def test_a_foreground_command_waiting_for_input_times_out_with_a_hint(spawn_any,
     assert agent.close() == 0
 
 
+@pytest.mark.acp_process
 def test_kill_9_of_the_agent_leaves_no_sandboxed_process(spawn_any, server, workspace):
     background, foreground = "sleep 91.%d" % random.randrange(10**6), \
         "sleep 92.%d" % random.randrange(10**6)

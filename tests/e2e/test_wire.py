@@ -188,11 +188,13 @@ def test_responses_to_unknown_ids_are_ignored(agent):
     agent.close()
 
 
+@pytest.mark.acp_process
 def test_eof_exits_0_quickly(agent):
     agent.close_stdin()
     assert agent.wait(timeout=2) == 0
 
 
+@pytest.mark.acp_process
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_signals_exit_0(agent, signum):
     agent.proc.send_signal(signum)
@@ -200,6 +202,7 @@ def test_signals_exit_0(agent, signum):
     assert agent.schema_errors == []
 
 
+@pytest.mark.acp_process
 def test_stdout_carries_only_json_rpc_lines(agent, workspace):
     agent.send_raw(b"nonsense\n")
     agent.next_message()
@@ -211,6 +214,7 @@ def test_stdout_carries_only_json_rpc_lines(agent, workspace):
         assert all(item["jsonrpc"] == "2.0" for item in items)
 
 
+@pytest.mark.acp_process
 def test_children_can_neither_read_nor_reconfigure_the_protocol_pipes(agent):
     """Regression: a child process inheriting fd 0 shared its open file description, was
     able to read protocol bytes, and switched it to blocking mode, which froze the agent
@@ -224,6 +228,7 @@ def test_children_can_neither_read_nor_reconfigure_the_protocol_pipes(agent):
     agent.close()
 
 
+@pytest.mark.acp_process
 def test_logging_goes_to_stderr_or_the_log_file_never_stdout(spawn, tmp_path, workspace):
     agent = spawn(env={"TERM2ACP_LOG_LEVEL": "DEBUG"})
     agent.initialize()

@@ -572,6 +572,13 @@ class NativeBurstServer:
         try:
             self._serve_one()
         finally:
+            # accept() wraps the connection in the (patched) socket class, which made a
+            # hub for this thread: its loop's descriptors go with the thread
+            from gevent._hub_local import get_hub_if_exists
+
+            hub = get_hub_if_exists()
+            if hub is not None:
+                hub.destroy(destroy_loop=True)
             self._done.release()
 
     def _serve_one(self):

@@ -10,9 +10,14 @@ import pytest
 from term2acp.providers import local, local_engine
 from term2acp.providers.base import ModelRequest, Stop, TextDelta
 
-# Greedy answers depend on llama.cpp's thread count: one thread everywhere, so the real model
-# says the same on every machine (the e2e agents inherit it).
-os.environ.setdefault("TERM2ACP_LOCAL_THREADS", "1")
+
+@pytest.fixture(autouse=True)
+def _one_thread(monkeypatch):
+    """Greedy answers depend on llama.cpp's thread count: one thread everywhere, so the
+    real model says the same on every machine (for this module's tests only: the test
+    process's environment is what in-process agents are compared with)."""
+    if "TERM2ACP_LOCAL_THREADS" not in os.environ:
+        monkeypatch.setenv("TERM2ACP_LOCAL_THREADS", "1")
 
 
 def _available():
