@@ -33,7 +33,8 @@ def local(tmp_path_factory):
     env = {k: v for k, v in os.environ.items() if not k.startswith(SCRUB)}  # no keys
     env.update(ONE_THREAD, TERM2ACP_HOME=str(base / "home"),
                TERM2ACP_CONFIG=str(base / "config.toml"), XDG_CONFIG_HOME=str(base / "xdg"))
-    agent = AgentProcess(env=env).start()  # no provider flag: the offline default
+    # no provider flag: the offline default; a process (llama.cpp's threads and memory)
+    agent = AgentProcess(env=env, process=True).start()
     try:
         agent.initialize()
         yield agent, os.path.realpath(workspace)
