@@ -196,7 +196,7 @@ class ResponseStreamState:
             kept["action"] = {k: v for k, v in action.items() if k != "sources"}
         self.kept.append(kept)
         if item.get("status") == "failed":
-            return WebSearch(search_id, "failed", _action(action), error="failed")
+            return WebSearch(search_id, "failed", _action(action))  # the API gives no reason
         sources = (action or {}).get("sources") or ()
         results = [{"url": s["url"], "title": s.get("title") or ""} for s in sources
                    if isinstance(s, dict) and isinstance(s.get("url"), str)]

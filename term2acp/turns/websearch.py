@@ -99,8 +99,8 @@ class Searches:
         if search.status == "completed":
             fields["content"] = record.content = results_content(search.results)
         elif search.status == "failed":
-            fields["content"] = record.content = [
-                {"type": "text", "text": f"Web search failed: {search.error or 'unknown error'}"}]
+            why = f": {search.error}." if search.error else " (the provider gave no reason)."
+            fields["content"] = record.content = [{"type": "text", "text": "Web search failed" + why}]
         if fields or record.status is None:
             turn._report(record, search.status, **fields)
         if not record.open:

@@ -223,6 +223,8 @@ def test_responses_search_is_a_fetch_call_and_goes_back_without_its_id(
     assert found["title"] == "Web search: ACP spec" and found["statuses"][-1] == "completed"
     assert links(found) == [(url, url) for url, _ in RESULTS]
     assert failed["statuses"][-1] == "failed" and failed["title"] == "Web search: nothing"
+    assert failed["content"][0]["content"]["text"] == \
+        "Web search failed (the provider gave no reason)."
     first, second = [r.json for r in server.wait_requests(2)]
     assert {"type": "web_search"} in first["tools"] and first["max_tool_calls"] == 5
     assert "web_search_call.action.sources" in first["include"]
