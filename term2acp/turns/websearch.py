@@ -16,6 +16,7 @@ record of the search goes back with the answer).
 
 import logging
 import re
+import weakref
 
 from term2acp.turns.rounds import CallRecord
 from term2acp.core.ids import new_id
@@ -24,7 +25,9 @@ log = logging.getLogger(__name__)
 
 NAME = "web_search"
 MAX_LINKS = 20  # results shown per search; the rest are counted
-_told = set()  # providers whose missing web search was logged
+# per agent (its settings: several agents may share a process), the providers whose
+# missing web search was logged
+_told = weakref.WeakKeyDictionary()
 _LINK = re.compile(r"https?://[^\s\x00-\x1f\x7f]+\Z")
 
 
@@ -37,8 +40,9 @@ def option(settings, provider):
     if getattr(provider, "web_search", False):
         return {"max_uses": conf.max_uses}
     name = getattr(provider, "name", "") or type(provider).__name__
-    if name not in _told:
-        _told.add(name)
+    told = _told.setdefault(conf, set())
+    if name not in told:
+        told.add(name)
         log.warning("[web_search] enabled = true has no effect with provider %s: it has no "
                     "server-side web search (Anthropic and the OpenAI Responses API have)", name)
     return None
