@@ -31,8 +31,8 @@ DORMANT_STATE = ("sink", "access", "effort", "provider_id", "model", "context_wi
 
 class Dormancy:
     """Mixed into ``SessionManager``, which has ``settings``, ``store``, ``live``,
-    ``_dormant``, ``_idle_timer``, ``_locks``, ``_attach``, ``_load_history``, ``_release``
-    and ``cancel``."""
+    ``_dormant``, ``_idle_timer``, ``_locks``, ``_attach``, ``_load_history`` and
+    ``_release`` (and ``cancel``, :class:`~term2acp.sessions.prompts.PromptSteps`')."""
 
     def _make_room(self):
         """At the cap, idle-close sessions idle past the timeout; else refuse clearly."""

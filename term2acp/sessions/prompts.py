@@ -32,7 +32,7 @@ class PromptTicket:
 
 class PromptSteps:
     """Mixed into ``SessionManager``, which has ``settings``, ``catalog``, ``tools``,
-    ``store``, ``live``, ``get`` and ``_read_prompts``."""
+    ``store``, ``live``, ``get``, ``_note`` and ``_read_prompts``."""
 
     def prompt_read(self, session_id):
         """A session/prompt was read (runs in the reader, before the next line): returns

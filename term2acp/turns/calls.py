@@ -32,7 +32,7 @@ MODEL_RESULT_CAP = 100_000
 
 class CallSteps:
     """Mixed into ``Turn``, which has ``session``, ``settings``, ``tools``, ``calls``,
-    ``context``, ``asking``, ``greenlet`` and ``ended``."""
+    ``context``, ``asking``, ``greenlet``, ``ended`` and ``_watch``."""
 
     def answer(self, record, result):
         """Put a model call's settled result in the history (the round keeps model order).
