@@ -17,7 +17,17 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # this checkout
+
+
+def repo_roots(argv):
+    """The checkouts a benchmark measures: each ``--repo DIR`` given (e.g. a worktree of an
+    older commit, to compare with), else this one."""
+    roots = [os.path.abspath(argv[i + 1]) for i, arg in enumerate(argv[:-1]) if arg == "--repo"]
+    return roots or [HERE]
+
+
+ROOT = repo_roots(sys.argv)[0]  # the agent the scripts start (the first --repo)
 LAUNCHER = os.path.join(ROOT, "bin", "term2-acp")
 INITIALIZE = {"protocolVersion": 2, "info": {"name": "bench", "version": "1"}}
 
@@ -178,8 +188,8 @@ def verdict(value, goal, below=True):
     return f"({'within' if ok else 'ABOVE'} the {goal:g} goal)"
 
 
-def compile_package():
+def compile_package(root=None):
     """Byte-compile the package first, as ``pip install`` does (see bench/startup)."""
     import compileall
 
-    compileall.compile_dir(os.path.join(ROOT, "term2acp"), quiet=1)
+    compileall.compile_dir(os.path.join(root or ROOT, "term2acp"), quiet=1)

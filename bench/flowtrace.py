@@ -7,7 +7,7 @@ profile across switches (it carries the interpreter's tracing state from the gre
 leaves to the one it enters), and a ``greenlet.settrace`` hook sets the profile again on
 every switch, so a greenlet version that did not carry it would still be covered. It
 also covers the native threads that exist when it is installed (a store thread, the
-warm-up's thread pool): ``sys._setprofileallthreads`` from Python 3.12, before that the
+preload's thread pool): ``sys._setprofileallthreads`` from Python 3.12, before that the
 C API (``_PyEval_SetProfile`` on each thread state, ctypes). A native thread started
 while a window is open is not covered. :func:`check_coverage` proves all of this on the
 running interpreter.
@@ -551,11 +551,11 @@ class FlowAgent:
         return idle
 
     def settle(self, quiet=0.3, limit=WAIT):
-        """Wait until nothing of ours runs: the warm-up (its thread, then the sandbox
-        probe) has ended and no term2acp call happened for ``quiet`` seconds (this covers
-        the store's commit timer)."""
-        warmup = getattr(self.server, "warmup", None)
-        glet = getattr(warmup, "greenlet", None)
+        """Wait until nothing of ours runs: the preload (its thread, then the sandbox
+        probe; the warm-up of older checkouts) has ended and no term2acp call happened for
+        ``quiet`` seconds (this covers the store's commit timer)."""
+        preload = getattr(self.server, "preload", None) or getattr(self.server, "warmup", None)
+        glet = getattr(preload, "greenlet", None)
         if glet is not None:
             glet.join(limit)
         probe = CallCounter()

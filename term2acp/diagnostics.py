@@ -18,6 +18,11 @@ import logging
 import os
 import stat
 import sys
+import time
+
+import gevent
+from gevent.monkey import get_original
+from gevent.socket import wait_write
 
 from term2acp.core import secrets
 
@@ -68,11 +73,9 @@ def log_handlers(env, stream):
 
 class StderrOutlet:
     """Non-blocking, bounded writes to stderr (module docstring). Thread-safe: the store's
-    and the warm-up's native threads log too; only the hub's greenlet waits for room."""
+    and the preload's native threads log too; only the hub's greenlet waits for room."""
 
     def __init__(self, fd, limit=BACKLOG):
-        from gevent.monkey import get_original
-
         self.fd = fd
         self.limit = limit
         self.dropped = 0
@@ -126,10 +129,6 @@ class StderrOutlet:
 
     def drain(self, timeout):
         """At exit: flush for at most ``timeout`` seconds."""
-        import time
-
-        from gevent.socket import wait_write
-
         deadline = time.monotonic() + timeout
         while not self.flush_some():
             left = deadline - time.monotonic()
@@ -152,15 +151,11 @@ class StderrOutlet:
         return data[written:]
 
     def _start_flusher(self):
-        import gevent
-
         if self._flusher is None or self._flusher.dead:
             self._flusher = gevent.spawn(self._flush_when_ready)
             self._flusher.name = "stderr-flush"
 
     def _flush_when_ready(self):
-        from gevent.socket import wait_write
-
         while not self.flush_some():
             try:
                 wait_write(self.fd)
@@ -233,8 +228,6 @@ def _nonblocking_stderr():
 def use_outlet():
     """Route the stderr log handler and ``sys.stderr`` through a :class:`StderrOutlet`
     (from the hub's thread, where the flusher runs)."""
-    import gevent
-
     outlet = _outlet[0] = StderrOutlet(_nonblocking_stderr())
     outlet.attach(gevent.get_hub())
     root = logging.getLogger()

@@ -7,11 +7,9 @@ is validated against the shape of the version it names, so a v1 client is never 
 for lacking v2 fields, and the version is fixed for the connection once answered.
 
 The face (its session handlers, with the session manager, and its route table of their
-bound methods) is built once, right after ``initialize`` is answered, when the warm-up
-(``term2acp/warmup.py``) has opened the session store (its modules were imported before
-the first line was read). A session method read before that waits for it in
-:meth:`Connection.lookup`. Prompts (and resume/load, which restore a conversation)
-also wait for the turn layer, which the warm-up imports next.
+bound methods) is built once, by the first session method, when the session store is
+open (:meth:`Connection.lookup`). Prompts also wait for what only they need
+(``term2acp/preload.py``).
 """
 
 import functools
@@ -23,6 +21,12 @@ from term2acp import __version__
 from term2acp.acp import methods as m
 from term2acp.acp.schemas.base import load
 from term2acp.acp.schemas.initialize import InitializeRequestSchema, InitializeV1RequestSchema
+from term2acp.acp.signin import auth_methods
+from term2acp.acp.v1.handlers import V1SessionHandlers
+from term2acp.acp.v1.routes import routes as v1_routes
+from term2acp.acp.v2.handlers import SessionHandlers
+from term2acp.acp.v2.routes import routes
+from term2acp.providers.catalog import Catalog
 from term2acp.rpc.messages import Route
 from term2acp.rpc.errors import InternalError, InvalidParamsError, InvalidRequestError
 
@@ -76,9 +80,8 @@ def terminal_auth(capabilities, version):
     return None
 
 
-# Handlers that may import the turn layer (turns/turn.py, context, content, MCP): they
-# wait until the warm-up has imported it (never two threads importing one module).
-NEEDS_TURNS = frozenset({m.SESSION_PROMPT, m.SESSION_RESUME, m.SESSION_LOAD})
+# Handlers that use what the preload prepares (tools, sandbox, providers): they wait for it
+NEEDS_TURNS = frozenset({m.SESSION_PROMPT})
 
 
 class Connection:
@@ -95,9 +98,8 @@ class Connection:
         self._catalog = None  # the server's catalog (set by the composition root)
         self.client_compaction = False  # compaction_update allowed (else agent messages)
         self.client_terminal_meta = False  # v1 _meta.terminal_output (Zed's terminal)
-        self.on_initialized = None  # start-up work deferred until initialize is answered
-        self.before_sessions = None  # waits (cooperatively) until the face's modules are in
-        self.before_turns = None  # waits until the turn layer's modules are in
+        self.before_sessions = None  # waits (cooperatively) until the session store is open
+        self.before_turns = None  # waits until what only prompts need is prepared
         # Images are advertised when the default model takes them (catalog or config
         # ``images``); turns/content.py refuses them with -32602 for a model that does not.
         self.accepts_images = lambda: (getattr(self, "catalog", None) is not None
@@ -108,8 +110,6 @@ class Connection:
     @property
     def catalog(self):
         if self._catalog is None:
-            from term2acp.providers.catalog import Catalog
-
             self._catalog = Catalog(self.settings)
         return self._catalog
 
@@ -118,16 +118,13 @@ class Connection:
         self._catalog = catalog
 
     def _auth_methods(self, version):
-        from term2acp.acp.signin import auth_methods  # off the import path of start-up
-
         return auth_methods(self.catalog, self.terminal_auth, version)
 
     # ------------------------------------------------------------ faces
     def open_face(self):
         """Build the negotiated face once: its handlers (with the session manager) and its
-        route table of their bound methods. Waits cooperatively until the warm-up has
-        imported the face's modules (the warm-up calls this as soon as they are in; the
-        reader only when a session method arrives first)."""
+        route table of their bound methods. Waits cooperatively until the session store
+        is open."""
         if self.face is None and self.before_sessions is not None:
             self.before_sessions()
         with self._building:
@@ -138,20 +135,15 @@ class Connection:
     def _build_face(self):
         manager = self._manager_factory()
         if self.version == m.PROTOCOL_V1:
-            from term2acp.acp.v1.routes import routes
-            from term2acp.acp.v1.handlers import V1SessionHandlers
-
             face = V1SessionHandlers(manager, self.client, self.settings, self.client_files)
             face.terminal_meta = self.client_terminal_meta
+            table = v1_routes(face, _route)
         else:
-            from term2acp.acp.v2.handlers import SessionHandlers
-            from term2acp.acp.v2.routes import routes
-
             face = SessionHandlers(manager, self.client, self.settings)
+            table = routes(face, _route)
         face.compaction = self.client_compaction
         if self.before_turns is not None:
             face.wait_turns = self.before_turns
-        table = routes(face, _route)
         new = table[m.SESSION_NEW]
         new.handler = functools.partial(self._new_session, manager, new.handler)
         for method in NEEDS_TURNS & table.keys():
@@ -167,8 +159,6 @@ class Connection:
         return self.face.manager if self.face is not None else None
 
     def _new_session(self, manager, new_session, params):
-        if params["mcp_servers"]:
-            self._after_turns(None, None)  # MCP's modules are imported with the turn layer
         # whatever fails after the row was created (either face), no row stays listed
         with manager.undo_new_on_failure():
             return new_session(params)
@@ -176,7 +166,7 @@ class Connection:
     def _after_turns(self, handler, params):
         if self.before_turns is not None:
             self.before_turns()
-        return handler(params) if handler is not None else None
+        return handler(params)
 
     # ------------------------------------------------------------ router protocol
     def admit(self, method, batch_size):
@@ -202,7 +192,7 @@ class Connection:
 
     def _before_face(self, method, params):
         """Serve a face method read before the face existed: wait (cooperatively) until the
-        warm-up has built it, then load, mark and handle as its route says."""
+        face is built, then load, mark and handle as its route says."""
         try:
             self.open_face()
         except Exception as exc:  # noqa: BLE001 - told to this call; the next retries
@@ -258,8 +248,6 @@ class Connection:
                                                    "mcp": {"stdio": {}, "http": {}},
                                                    "fork": {}, "delete": {}}},
                       "authMethods": self._auth_methods(2)}
-        if self.on_initialized is not None:
-            self.on_initialized()
         return answer
 
     def _v1_answer(self):

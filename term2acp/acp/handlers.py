@@ -23,9 +23,10 @@ from gevent.event import Event
 from term2acp import auth
 from term2acp.acp.errors import domain_errors
 from term2acp.core import events as ev
-from term2acp.turns.modes import MODES
 from term2acp.rpc.errors import AuthRequiredError, InvalidParamsError
 from term2acp.sessions.config_options import ConfigOptions, InvalidOptionValue
+from term2acp.turns import commands
+from term2acp.turns.modes import MODES
 
 log = logging.getLogger(__name__)
 ANNOUNCE_WAIT = 5.0  # seconds a prompt waits for its session's commands update at most
@@ -55,8 +56,6 @@ def modes_state(session):
 
 
 def commands_update(version):
-    from term2acp.turns import commands  # sent after the warm-up's turn layer: imported
-
     listed = []
     for command in commands.available().values():
         item = {"name": command.name, "description": command.description}
@@ -100,9 +99,8 @@ class BaseHandlers:
 
     VERSION = 2
     _config_options = None
-    # Waits (cooperatively) until the warm-up has imported the turn layer, the providers'
-    # HTTP client and scanned the command plug-ins (term2acp/warmup.py step 2), so that a
-    # session/new right after initialize waits for less (acp/connection.py sets it).
+    # Waits (cooperatively) until the command plug-ins are scanned and the providers' HTTP
+    # client imported (term2acp/preload.py; acp/connection.py sets it).
     wait_turns = staticmethod(lambda: True)
 
     @property
@@ -137,7 +135,7 @@ class BaseHandlers:
     @staticmethod
     def announced(session):
         """Before a prompt's first update: the session's commands update went out first
-        (both wait for the warm-up's turn layer; its waiters may resume in any order)."""
+        (both wait for the preload; its waiters may resume in any order)."""
         sent = getattr(session, "commands_sent", None)
         if sent is not None:
             sent.wait(ANNOUNCE_WAIT)

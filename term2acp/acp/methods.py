@@ -26,7 +26,7 @@ FS_WRITE_TEXT_FILE = "fs/write_text_file"
 
 # The methods each face's route table serves (acp/v2/handlers.py, acp/v1/routes.py; a unit test
 # keeps them equal): one read before the face is built is served in its own greenlet once
-# it is, so the reader never waits for the warm-up.
+# it is, so the reader never waits for the session store to open.
 V2_FACE = frozenset({SESSION_NEW, SESSION_LIST, SESSION_RESUME, SESSION_PROMPT, SESSION_CANCEL,
                      SESSION_CLOSE, SESSION_FORK, SESSION_DELETE, SESSION_SET_CONFIG_OPTION,
                      AUTH_LOGIN, AUTH_LOGOUT})

@@ -21,8 +21,8 @@ def breathe():
 
 
 # ---------------------------------------------------------------- the GIL hand-over period
-# Native threads that work for the hub (the warm-up, the session store) ask for a short
-# switch interval while they run, so the hub and they take turns quickly. The interval is
+# Native threads that work for the hub (the session store) ask for a short switch
+# interval while they run, so the hub and they take turns quickly. The interval is
 # process-wide: requests are counted here (on the hub), the shortest one wins, and the
 # interval the process had goes back once none is left, whatever order they end in.
 _held = []  # the intervals asked for, one entry per holder

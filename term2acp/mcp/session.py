@@ -8,9 +8,7 @@
 * :func:`close` when the session is released: stop every server, bounded;
   :func:`close_all` for shutdown: every session's servers in parallel.
 
-The configs live on ``session.mcp_servers``, the running hub on ``session.mcp``. The
-manager imports this module at its top (about 10 ms, paid by the warm-up thread): a lazy
-import from a session call could race the warm-up's imports (see ``warmup.py``).
+The configs live on ``session.mcp_servers``, the running hub on ``session.mcp``.
 """
 
 import logging

@@ -243,12 +243,23 @@ class Catalog:
         return bool(provider and self.info(provider, model).images)
 
     # ------------------------------------------------------------ instances
+    def provider_module(self):
+        """The module of the default provider's class (what its first prompt imports), or
+        None when no provider is usable."""
+        try:
+            provider, _model = self.resolve(self.settings.provider, self.settings.model)
+        except CatalogError:
+            return None
+        if provider in self.custom and provider not in BUILTIN_PROVIDERS:
+            provider = "anthropic" if self.custom[provider].get("type") == "anthropic" else "openai"
+        entry = BUILTIN_PROVIDERS.get(provider)
+        return entry[1].partition(":")[0] if entry else None
+
     def create(self, provider):
         """A provider instance; raises ProviderNotConfigured with what to set."""
         if provider == "scripted":
-            from term2acp.providers.scripted import ScriptedProvider
-
-            return ScriptedProvider(self.settings.script or self.env.get("TERM2ACP_SCRIPT"))
+            return _construct(BUILTIN_PROVIDERS[provider][1],
+                              script_path=self.settings.script or self.env.get("TERM2ACP_SCRIPT"))
         cfg = self.custom.get(provider) or {}
         if provider in self.custom and provider not in BUILTIN_PROVIDERS:
             kind = cfg.get("type", "openai")

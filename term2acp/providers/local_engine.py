@@ -17,6 +17,7 @@ code and a cancelled turn sets :attr:`Channel.stop`, which the engine checks at 
 
 import atexit
 import collections
+import importlib.util
 import os
 import shutil
 
@@ -31,8 +32,6 @@ N_CTX = 8192
 
 def available_engine():
     """The import name of the first installed engine, or None (nothing is imported)."""
-    import importlib.util
-
     for name in ENGINES:
         if importlib.util.find_spec(name) is not None:
             return name

@@ -117,6 +117,8 @@ class Writer:
         self._wake = Event()  # the writer greenlet waits for items on it
         self._room = Event()  # producers in put_wait wait for room on it
         self._room.set()
+        self._idle = Event()  # set while nothing is queued or being written
+        self._idle.set()
         self._stopping = False
         self._on_failure = on_failure
         gevent.os.make_nonblocking(fd)
@@ -204,23 +206,35 @@ class Writer:
             self._room.set()
         return parts
 
+    def wait_flushed(self):
+        """Wait cooperatively until every line queued so far is written (and those queued
+        meanwhile), or the writer has stopped."""
+        if self._items or self._quick:
+            self._idle.clear()
+        self._idle.wait()
+
     def _run(self):
-        while not self.failed:
-            if self._quick:
-                self._write_quick()
-                continue
-            if not self._items:
-                if self._stopping:
-                    return
-                self._wake.clear()
-                self._wake.wait()
-                continue
-            parts = self._next_batch()
-            if not parts:
-                continue
-            if self.before_write is not None:
-                self._before_write()
-            self._send(parts[0] if len(parts) == 1 else b"".join(parts))
+        try:
+            while not self.failed:
+                if self._quick:
+                    self._write_quick()
+                    continue
+                if not self._items:
+                    if self._stopping:
+                        return
+                    self._idle.set()
+                    self._wake.clear()
+                    self._wake.wait()
+                    continue
+                self._idle.clear()
+                parts = self._next_batch()
+                if not parts:
+                    continue
+                if self.before_write is not None:
+                    self._before_write()
+                self._send(parts[0] if len(parts) == 1 else b"".join(parts))
+        finally:
+            self._idle.set()
 
     def _before_write(self):
         """Run ``before_write``; quick lines that come meanwhile are written at once."""

@@ -21,8 +21,9 @@ import logging
 import gevent
 
 from term2acp.core import events as ev
-from term2acp.turns.modes import MODES
+from term2acp.providers.catalog import CatalogError
 from term2acp.settings import EFFORTS
+from term2acp.turns.modes import MODES
 
 log = logging.getLogger(__name__)
 
@@ -136,8 +137,6 @@ class ConfigOptions:
         if provider and (model in self.models(session) or self.catalog.passthrough(provider)):
             target = (provider, model)
         else:
-            from term2acp.providers.catalog import CatalogError
-
             try:
                 target = self.catalog.resolve(None, model)
             except CatalogError as exc:

@@ -2,10 +2,6 @@
 prompts are ``sessions/prompts.py``'s, sessions closed but remembered
 ``sessions/dormant.py``'s; both are mixed into :class:`SessionManager`.
 
-What only prompts (and resume/load) need (the turn loop, compaction, content,
-instructions, MCP) is imported where it is used: session/new does not wait for it (the
-warm-up imports it off the hub, term2acp/warmup.py, and those calls wait for that).
-
 Runtime only: it raises domain errors (``SessionNotFound``, ``SessionBusy`` ...) that
 ``acp/v2/handlers.py`` maps to JSON-RPC errors, and emits plain events through each session's
 ``sink``.
@@ -23,13 +19,16 @@ import gevent
 
 from term2acp.core import scratch
 from term2acp.core.nesting import too_deep
+from term2acp.core.workspace import WorkspaceError, is_utf8, validate_cwd
+from term2acp.mcp import session as mcp
 from term2acp.sessions import repair, takeover
 from term2acp.sessions.dormant import Dormancy
 from term2acp.sessions.errors import CwdMismatch, SessionLocked, SessionNotFound
 from term2acp.sessions.live import LiveSession, SessionLock
 from term2acp.sessions.prompts import PromptSteps
 from term2acp.sessions.store import store_for
-from term2acp.core.workspace import WorkspaceError, is_utf8, validate_cwd
+from term2acp.turns import context
+from term2acp.turns.checkpoints import private_dir
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +44,6 @@ class SessionManager(Dormancy, PromptSteps):
         self.catalog = catalog
         self.tools = tools  # callable() -> dict name -> Tool (loaded once, lazily)
         self.sandbox_note = sandbox_note
-        # ``store``: already opened off the hub (term2acp/warmup.py), else opened on first use
         self.store = store or store_for(settings)
         self.live = {}
         self._scratch = None
@@ -188,8 +186,6 @@ class SessionManager(Dormancy, PromptSteps):
         store's rows (conversation, journal, checkpoints), our snapshot directory, its lock
         file. Raises SessionNotFound for an id the store does not know, SessionLocked when
         another process has it open."""
-        from term2acp.turns.checkpoints import private_dir
-
         self._dormant.pop(session_id, None)
         if self.store.open().get_session(session_id) is None and session_id not in self.live:
             raise SessionNotFound(session_id)
@@ -250,8 +246,6 @@ class SessionManager(Dormancy, PromptSteps):
         """The stored conversation, with calls a killed process left open closed as failed
         (in the journal, so replay shows them failed, and in the history, so the model
         gets a result for every call it made: providers refuse unanswered tool calls)."""
-        from term2acp.turns import context
-
         try:
             history, repaired = repair.history(self.store.load_history(session.id))
             if repaired:
@@ -306,8 +300,6 @@ class SessionManager(Dormancy, PromptSteps):
         session's previous ones); they start in the background, this returns at once.
         The store keeps their description (no secrets) for session/list."""
         if configs or session.mcp_servers:
-            from term2acp.mcp import session as mcp
-
             mcp.connect(session, configs, self.settings.mcp.call_timeout)
         described = [config.describe() for config in configs or ()]
         if described != session.mcp_stored:  # committed before the answer is written
@@ -318,8 +310,6 @@ class SessionManager(Dormancy, PromptSteps):
         session.lifecycle.close()
         _end_processes(session)
         if session.mcp is not None:
-            from term2acp.mcp import session as mcp
-
             mcp.close(session)
         if forget_grants:
             session.access.clear()
@@ -349,8 +339,6 @@ class SessionManager(Dormancy, PromptSteps):
         finally:
             deadline.close()
         if any(s.mcp is not None for s in self.live.values()):
-            from term2acp.mcp import session as mcp
-
             mcp.close_all(list(self.live.values()))  # every session's servers, in parallel
         for session in list(self.live.values()):
             try:

@@ -13,10 +13,15 @@ import time
 from term2acp.core import events as ev
 from term2acp.core.cancel import TurnCancelled
 from term2acp.core.ids import new_id
+from term2acp.mcp import session as mcp
 from term2acp.providers.catalog import NO_PROVIDER_HELP
 from term2acp.providers.errors import ProviderError, ProviderNotConfigured
 from term2acp.sessions.errors import SessionBusy, StoreError
 from term2acp.sessions.lifecycle import CANCELLED, FAILED, Outcome
+from term2acp.turns import content, failures
+from term2acp.turns.prompt import system_prompt, title_from
+from term2acp.turns.titles import request_model_title
+from term2acp.turns.turn import Turn
 
 log = logging.getLogger(__name__)
 
@@ -65,8 +70,6 @@ class PromptSteps:
 
     def prepare(self, session, blocks):
         """Validate content and the provider; on failure the slot is released."""
-        from term2acp.turns import content
-
         try:
             content.validate(blocks)  # before the provider: a bad prompt is -32602 anyway
             if session.provider is None:
@@ -100,11 +103,6 @@ class PromptSteps:
         return session.lifecycle.start(spawn, gate)
 
     def _run_turn(self, session, blocks, text):
-        from term2acp.turns import content
-        from term2acp.turns.prompt import system_prompt, title_from
-        from term2acp.turns.turn import Turn
-        from term2acp.mcp import session as mcp
-
         outcome, turn = Outcome(CANCELLED), None
         try:
             if not session.lifecycle.begin():
@@ -163,8 +161,6 @@ class PromptSteps:
 
     def _tell(self, session, exc):
         """A failed turn says why as an agent message (besides the stop reason)."""
-        from term2acp.turns import failures
-
         try:
             session.emit(ev.Notice(new_id("msg"), failures.message(exc)))
         except Exception:  # noqa: BLE001 - the stop reason still carries the error
@@ -179,8 +175,6 @@ class PromptSteps:
             log.exception("session %s: could not finish the turn's checkpoint", session.id)
         words, session.title_words = getattr(session, "title_words", None), None
         if words and checkpoint is not None and outcome.reason != FAILED:
-            from term2acp.turns.titles import request_model_title
-
             request_model_title(session, words, self.settings)  # off the next prompt's path
         try:
             if turn is not None:

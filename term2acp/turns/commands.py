@@ -17,12 +17,15 @@ with :func:`function_command`::
 The function returns text to show, or :class:`ModelPrompt` to ask the model.
 """
 
+import importlib.metadata
 import logging
 import re
 
 from term2acp.core import events as ev
 from term2acp.core.ids import new_id
 from term2acp.turns import compaction, modes
+from term2acp.turns.titles import rename
+from term2acp.turns.undo import undo_last
 
 log = logging.getLogger(__name__)
 
@@ -159,8 +162,6 @@ class UndoCommand(Command):
     in_history = False  # the undo is what the history shows
 
     def run(self, argument, ctx):
-        from term2acp.turns.undo import undo_last
-
         return undo_last(ctx.session)
 
 
@@ -171,8 +172,6 @@ class RenameCommand(Command):
     in_history = False
 
     def run(self, argument, ctx):
-        from term2acp.turns.titles import rename
-
         title = rename(ctx.session, argument)
         return f"Renamed the session to \u201c{title}\u201d." if title else \
             "Usage: /rename <title> (the new title of this session)."
@@ -205,10 +204,6 @@ def available():
 
 
 def _entry_points():
-    # importlib.metadata costs ~10 ms to import: here, not on session/new's import path
-    # (the scan runs in the warm-up's second step, term2acp/warmup.py)
-    import importlib.metadata
-
     try:
         return sorted(importlib.metadata.entry_points(group=GROUP),
                       key=lambda ep: (ep.name, ep.value))

@@ -203,7 +203,7 @@ def test_an_agents_start_up_ends_what_a_dead_agent_left(spawn_any, server, agent
         with open(os.path.join(folder, "999999999-1"), "w") as fh:  # an agent that is gone
             fh.write(f"{left.pid} {start}\n")
         agent = agent_on(spawn_any, server, 2)
-        assert left.wait(10) == -signal.SIGKILL  # bounded; the warm-up sweeps
+        assert left.wait(10) == -signal.SIGKILL  # bounded; the start-up sweeps
         assert os.listdir(folder) == []
         assert agent.close() == 0
     finally:

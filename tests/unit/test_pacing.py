@@ -58,10 +58,10 @@ def test_switch_interval_requests_end_in_any_order_and_the_original_comes_back()
     from term2acp.core.pacing import restore_switch_interval, shorten_switch_interval
 
     original = sys.getswitchinterval()
-    shorten_switch_interval(0.002)  # e.g. the warm-up
+    shorten_switch_interval(0.002)  # e.g. one thread
     shorten_switch_interval(0.0002)  # e.g. a store job
     assert sys.getswitchinterval() == pytest.approx(0.0002)
-    restore_switch_interval(0.002)  # the warm-up ends first
+    restore_switch_interval(0.002)  # that one ends first
     assert sys.getswitchinterval() == pytest.approx(0.0002)
     restore_switch_interval(0.0002)
     assert sys.getswitchinterval() == pytest.approx(original)

@@ -37,13 +37,12 @@ for worker in workers:
 out["threads"] = sorted(results)
 out["native_thread"] = gevent.get_hub().threadpool.spawn(lambda: 6 * 7).get(timeout=5)
 out["echo"] = subprocess.run(["echo", "hi"], capture_output=True, text=True).stdout
-IMPORTS
 print(json.dumps(out))
 """
 
 
-def _run(imports=""):
-    code = CHECK.replace("ROOT", repr(ROOT)).replace("IMPORTS", imports)
+def _run():
+    code = CHECK.replace("ROOT", repr(ROOT))
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60, env={**os.environ, "PYTHONWARNINGS": "error"})
     assert done.returncode == 0, done.stderr
@@ -57,16 +56,3 @@ def test_patch_all_patches_everything_once_without_scanning_plugins():
     assert out["same_classes"]
     assert out["threads"] == [0, 1, 2] and out["native_thread"] == 42
     assert out["echo"] == "hi\n"
-
-
-def test_start_up_imports_the_v1_face_only_when_v1_is_negotiated(tmp_path):
-    out = _run("from term2acp.settings import Settings\n"
-               "from term2acp.warmup import Warmup\n"
-               f"warmup = Warmup(Settings(data_dir={str(tmp_path)!r}))\n"
-               "warmup.start()\n"
-               "out['v1_at_start'] = 'term2acp.acp.v1.routes' in sys.modules\n"
-               "out['v2_at_start'] = 'term2acp.acp.v2.handlers' in sys.modules\n"
-               "warmup.schedule(1)\n"
-               "out['v1_after'] = 'term2acp.acp.v1.routes' in sys.modules\n"
-               "warmup.wait(timeout=30)\n")
-    assert out["v2_at_start"] and not out["v1_at_start"] and out["v1_after"]

@@ -13,6 +13,7 @@ import gevent
 
 from term2acp.acp import methods
 from term2acp.rpc.errors import RpcError
+from term2acp.tools.base import EditorError
 
 log = logging.getLogger(__name__)
 
@@ -31,8 +32,6 @@ class EditorFiles:
                                                         "path": path})
         content = result.get("content") if isinstance(result, dict) else None
         if not isinstance(content, str):
-            from term2acp.tools.base import EditorError  # in by then: a tool called us
-
             raise EditorError(f"The editor's answer to reading {path} had no text content; "
                               "nothing was read.")
         return content
@@ -42,10 +41,6 @@ class EditorFiles:
                                                 "content": text})
 
     def _call(self, method, params):
-        # tools.base is imported with the tools (a tool calls this); not at start-up, where
-        # this module is imported with the v1 face (term2acp/warmup.py)
-        from term2acp.tools.base import EditorError
-
         verb = "reading" if method == methods.FS_READ_TEXT_FILE else "writing"
         try:
             return self._client.call(method, params, TIMEOUT)

@@ -11,12 +11,13 @@ import logging
 import gevent
 from gevent.event import Event
 
-from term2acp.acp.handlers import BaseHandlers, shared_updates
 from term2acp.acp.errors import domain_errors
-from term2acp.acp.v2.translate import CHUNK_EVENTS
-from term2acp.acp.v2.handlers import SessionHandlers
+from term2acp.acp.handlers import BaseHandlers, shared_updates
 from term2acp.acp.v1 import permissions, translate
 from term2acp.acp.v1.files import EditorFiles
+from term2acp.acp.v2.handlers import SessionHandlers
+from term2acp.acp.v2.permissions import PermissionBridge
+from term2acp.acp.v2.translate import CHUNK_EVENTS
 from term2acp.core import events as ev
 from term2acp.rpc.errors import InternalError
 from term2acp.sessions.errors import SessionBusy
@@ -213,8 +214,6 @@ class V1SessionHandlers(BaseHandlers):
         # the model takes them
         self.announced(session)
         text = self.manager.prepare(session, blocks)
-        from term2acp.acp.v2.permissions import PermissionBridge  # the warm-up's turn layer
-
         gate = PermissionBridge(self.client, session.id, self.settings.approval_timeout,
                                 params_for=permissions.request_params)
         ended = self.manager.start(session, blocks, text, gate)

@@ -6,9 +6,10 @@ face in ``acp/v1/``).
 
 import logging
 
-from term2acp.acp.v2 import translate
-from term2acp.acp.handlers import BaseHandlers, shared_updates, replay_plan
 from term2acp.acp.errors import domain_errors
+from term2acp.acp.handlers import BaseHandlers, shared_updates, replay_plan
+from term2acp.acp.v2 import translate
+from term2acp.acp.v2.permissions import PermissionBridge
 from term2acp.rpc.errors import InternalError, InvalidParamsError
 from term2acp.sessions.errors import InvalidCursor
 
@@ -96,8 +97,6 @@ class SessionHandlers(BaseHandlers):
         session = self.manager.admit(params["session_id"], params.get("ticket"))
         self.announced(session)
         text = self.manager.prepare(session, params["prompt"])
-        from term2acp.acp.v2.permissions import PermissionBridge  # the warm-up's turn layer
-
         gate = PermissionBridge(self.client, session.id, self.settings.approval_timeout)
         self.manager.start(session, params["prompt"], text, gate)  # the running update
         return {}  # the turn goes on; its idle state_update ends it (translate.py)

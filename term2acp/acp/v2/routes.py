@@ -6,9 +6,8 @@ from term2acp.acp.schemas import signin as auth_schemas
 from term2acp.acp.schemas import session as ss
 
 
-# Built once, when this module is imported (before the first line is read, with the
-# warm-up's session layer), not when the face is: instances cost ~1 ms together, which the
-# first session/new right after initialize waited for.
+# Built once, when this module is imported (before the first line is read), not when the
+# face is: the first session/new right after initialize would wait for them.
 _SCHEMAS = {
     m.SESSION_NEW: ss.NewSessionRequestSchema(),
     m.SESSION_LIST: ss.ListSessionsRequestSchema(),

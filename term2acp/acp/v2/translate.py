@@ -1,6 +1,7 @@
 """The one translation from runtime events (and replay records) to ``session/update``s."""
 
 import base64
+from difflib import unified_diff
 
 from term2acp.core import events as ev
 
@@ -15,9 +16,6 @@ def _text(text):
 def patch_text(path, old, new, old_path=None):
     """A ``diff --git`` section for one file (absolute path behind the a/ b/ prefixes);
     ``old_path``: the file was moved from there."""
-    # imported with the turn layer (warmup.py), not with the session layer
-    from difflib import unified_diff
-
     old_lines = [] if old is None else old.splitlines(keepends=True)
     new_lines = [] if new is None else new.splitlines(keepends=True)
     before = old_path or path

@@ -1,6 +1,6 @@
 """A prompt's first update never overtakes its session's commands update (acp/handlers.py).
 
-Both wait for the warm-up's turn layer; when it is ready their greenlets may resume in
+Both wait for the preload (term2acp/preload.py); when it is ready their greenlets may resume in
 either order, and transcripts (and editors) expect the commands update first."""
 
 import gevent

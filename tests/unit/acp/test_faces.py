@@ -1,6 +1,6 @@
 """The face's routes (acp/connection.py): each face's table serves exactly the methods
 acp/methods.py names for it, and one read before the face is built never holds up the
-reader (the lookup runs in the reader; the wait for the warm-up happens in the request's
+reader (the lookup runs in the reader; the wait for the session store happens in the request's
 own greenlet)."""
 
 import gevent
@@ -45,7 +45,7 @@ def test_a_face_method_before_the_face_is_built_waits_in_its_own_greenlet(tmp_pa
         managers.append(SessionManager(settings, Catalog(settings), dict))
         return managers[-1]
 
-    warm = Event()  # the warm-up's session layer, still being imported
+    warm = Event()  # the session store, still opening
     acp = connection.Connection(manager, Client(), settings)
     acp.before_sessions = lambda: warm.wait(10)
     acp.initialize(acp.routes[methods.INITIALIZE].load(INIT[version]))

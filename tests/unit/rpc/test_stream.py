@@ -133,6 +133,30 @@ def test_writer_put_wait_blocks_on_a_full_queue_and_put_never_does():
     gevent.sleep(0)
 
 
+def test_writer_wait_flushed_returns_once_every_queued_line_is_written():
+    r, w = os.pipe()
+    filled = _fill_pipe(w)  # the writer's next write blocks until the pipe is read
+    written = []
+    writer = Writer(w, before_write=lambda: written.append("commit"))
+    writer.wait_flushed()  # nothing queued: at once
+    writer.put(b"answer\n")
+    flushed = gevent.spawn(writer.wait_flushed)
+    for _ in range(5):
+        gevent.sleep(0)
+    assert not flushed.dead and written == ["commit"]  # the line waits for the pipe
+    data = b""
+    reader = open_reader(r)
+    with gevent.Timeout(5):
+        while not data.endswith(b"answer\n"):
+            data += reader.read(1 << 16)
+    flushed.join(timeout=5)
+    assert flushed.dead and len(data) == filled + len(b"answer\n")
+    assert writer.drain(5)
+    os.close(w)
+    os.close(r)
+    gevent.sleep(0)
+
+
 def test_writer_drops_discarded_tagged_items_and_sweep_frees_room():
     r, w = os.pipe()
     filled = _fill_pipe(w)

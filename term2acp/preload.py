@@ -1,0 +1,111 @@
+"""What only prompts need, prepared in one thread the first time something needs it.
+
+Everything else is imported at the top of its module before the first line is read. The
+tools (with the sandbox and ``sh``), the providers' HTTP client, the default provider's
+module and the scans of the tool and command plug-ins take tens of ms of CPU: neither
+``initialize`` nor a first ``session/new`` pays for them. The first caller of
+:meth:`Preload.wait` starts their preparation: the slash commands and model listing a new
+session announces after its answer (or a prompt). Once the lines queued by then are
+written (the session's answer), a thread of gevent's pool does the work: it shares the
+interpreter with no session call an editor sends right after ``initialize``, and it is
+done long before a person has typed a prompt. ``ready`` is set when it is done, or has
+failed; then the sandbox is probed (a bwrap run) on the hub.
+When the thread failed, :meth:`Preload.tools` loads the tools on the hub, which reports
+the error where it always did.
+
+Why callers wait instead of importing too: under gevent's monkey-patching the
+interpreter's per-module import locks are gevent locks, so a greenlet importing a module
+the thread is importing waits for the thread anyway.
+"""
+
+import importlib
+import logging
+
+import gevent
+from gevent.event import Event
+
+from term2acp.turns import commands
+
+log = logging.getLogger(__name__)
+
+WAIT = 30.0  # seconds a caller waits for the preload before doing the work itself
+MODULES = ("term2acp.providers.http", "term2acp.sandbox.bwrap", "term2acp.sandbox.reaper",
+           "term2acp.tools.registry")
+SANDBOX = "available: writes only inside the workspace root, no network, credentials hidden"
+
+
+class Preload:
+    def __init__(self, settings, catalog, flushed=None):
+        self.settings = settings
+        self.catalog = catalog
+        self._flushed = flushed  # () -> once the lines queued so far are written
+        self.ready = Event()
+        self.greenlet = None  # runs the preload, then the sandbox probe
+        self._tools = None  # name -> Tool, loaded by the thread or by the first prompt
+        self._note = None  # what the sandbox probe found
+
+    def start(self):
+        """Start the preload (once); returns at once."""
+        if self.greenlet is None:
+            modules = MODULES + tuple(filter(None, [self.catalog.provider_module()]))
+            self.greenlet = gevent.spawn(self._run, modules)
+            self.greenlet.name = "preload"
+
+    def wait(self, timeout=WAIT):
+        """Start the preload if needed and wait for it cooperatively (bounded)."""
+        self.start()
+        if self.ready.wait(timeout):
+            return True
+        log.warning("preload not done after %.0f s; continuing without it", timeout)
+        return False
+
+    def close(self, timeout):
+        """At shutdown: the preload (or the sandbox probe after it) stops; work already in
+        the pool's thread finishes there on its own."""
+        if self.greenlet is not None:
+            self.greenlet.kill(block=True, timeout=timeout)
+
+    def tools(self):
+        """``name -> Tool`` for the sessions (loaded here if the thread could not)."""
+        if self._tools is None:
+            self.wait()
+            if self._tools is None:
+                self._tools = _load_tools(self.settings)
+        return self._tools
+
+    def sandbox_note(self):
+        """What the shell's sandbox can do, for the model's context notes."""
+        if self._note is None:
+            self.wait()
+            status = importlib.import_module("term2acp.sandbox.bwrap").probe()
+            # what agents that died left running
+            importlib.import_module("term2acp.sandbox.reaper").sweep(self.settings.data_dir)
+            if status.available:
+                self._note = SANDBOX
+            else:
+                self._note = f"unavailable ({status.reason}); shell calls are refused"
+                log.warning("%s", status.warning())
+        return self._note
+
+    def _run(self, modules):
+        if self._flushed is not None:
+            self._flushed()
+        try:
+            self._tools = gevent.get_hub().threadpool.apply(_prepare, (modules, self.settings))
+        except Exception:  # noqa: BLE001 - tools() does it again and reports it
+            log.warning("preloading the tools failed; the first prompt loads them", exc_info=True)
+        finally:
+            self.ready.set()
+        self.sandbox_note()
+
+
+def _prepare(modules, settings):
+    """In the pool's thread: import ``modules``, scan the command plug-ins, load the tools."""
+    for name in modules:
+        importlib.import_module(name)
+    commands.available()  # cached: the entry-point scan happens once per process
+    return _load_tools(settings)
+
+
+def _load_tools(settings):
+    return importlib.import_module("term2acp.tools.registry").load_tools(settings)

@@ -1,0 +1,36 @@
+"""term2acp/preload.py: what only a prompt needs, prepared once initialize is answered."""
+
+import logging
+
+from term2acp.preload import Preload
+from term2acp.providers.catalog import Catalog
+from term2acp.settings import Settings
+
+
+def _preload(tmp_path):
+    settings = Settings.load(env={"TERM2ACP_HOME": str(tmp_path / "home"),
+                                  "TERM2ACP_CONFIG": str(tmp_path / "none.toml"),
+                                  "TERM2ACP_LOCAL_MODEL": "off"})
+    settings.provider, settings.model = "scripted", "scripted"
+    return Preload(settings, Catalog(settings))
+
+
+def test_the_first_wait_starts_the_preload_of_the_tools_and_the_sandbox(tmp_path):
+    preload = _preload(tmp_path)
+    assert not preload.ready.is_set()
+    assert preload.wait(timeout=30) is True and preload.ready.is_set()
+    tools = preload.tools()
+    assert {"read_file", "grep", "apply_patch"} <= set(tools)
+    assert preload.tools() is tools  # loaded once
+    assert preload.sandbox_note().startswith(("available", "unavailable"))
+
+
+def test_a_failed_preload_is_logged_and_the_caller_loads_the_tools(tmp_path, monkeypatch,
+                                                                    caplog):
+    monkeypatch.setattr("term2acp.preload.MODULES", ("term2acp.no_such_module",))
+    preload = _preload(tmp_path)
+    with caplog.at_level(logging.WARNING, logger="term2acp.preload"):
+        preload.start()
+        assert preload.wait(timeout=30) is True  # ready all the same: nobody waits forever
+    assert "preloading the tools failed" in caplog.text and "no_such_module" in caplog.text
+    assert {"read_file", "grep"} <= set(preload.tools())
