@@ -29,8 +29,7 @@ from term2acp.turns import commands
 log = logging.getLogger(__name__)
 
 WAIT = 30.0  # seconds a caller waits for the preload before doing the work itself
-MODULES = ("term2acp.providers.http", "term2acp.sandbox.bwrap", "term2acp.sandbox.reaper",
-           "term2acp.tools.registry")
+MODULES = ("term2acp.providers.http", "term2acp.sandbox.bwrap", "term2acp.tools.registry")
 SANDBOX = "available: writes only inside the workspace root, no network, credentials hidden"
 
 
@@ -78,8 +77,6 @@ class Preload:
         if self._note is None:
             self.wait()
             status = importlib.import_module("term2acp.sandbox.bwrap").probe()
-            # what agents that died left running
-            importlib.import_module("term2acp.sandbox.reaper").sweep(self.settings.data_dir)
             if status.available:
                 self._note = SANDBOX
             else:

@@ -20,8 +20,8 @@ import shutil
 import threading
 from dataclasses import dataclass, replace
 
-from term2acp.core import executables, scratch
-from term2acp.sandbox import cgroup, process, reaper, view
+from term2acp.core import executables, reaper, scratch
+from term2acp.sandbox import cgroup, process, view
 from term2acp.settings import SandboxSettings
 
 log = logging.getLogger(__name__)

@@ -13,7 +13,7 @@ a parent-death signal (``PR_SET_PDEATHSIG``: SIGKILL) before it execs, set last 
 credential change clears it, and checked against the agent having died before it was
 set. bubblewrap (``--die-with-parent``) passes it on to the sandbox's pid 1, whose death
 ends the whole pid namespace; the start-up sweeps of a dead agent's records
-(``reaper.py``, every host) and run cgroups (``cgroup.py``) are the second line.
+(``core/reaper.py``, every host) and run cgroups (``cgroup.py``) are the second line.
 
 Why the ``os.close`` swap: gevent >= 25.8 routes ``os.close`` through the hub so that
 watchers on the descriptor are closed first. ``sh`` forks and then closes descriptors in
@@ -97,7 +97,7 @@ def run(argv, cwd=None, env=None, on_output=None, timeout=None, pass_fds=(), lim
     inherited by the child. ``limits`` (a ``cgroup.Limits``) caps tasks and memory (see
     ``sandbox/cgroup.py``); ``enter()`` runs in the child just before it execs (the
     session's namespaces, ``sandbox/loopback.py``); ``on_launch(pid)`` is called once it
-    is started (``sandbox/reaper.py`` records it). Raises ``ProcessTimeout`` after
+    is started (``core/reaper.py`` records it). Raises ``ProcessTimeout`` after
     killing the group, ``LaunchError`` if it cannot start. If the calling greenlet is
     killed, the process group is SIGKILLed before it unwinds.
     """

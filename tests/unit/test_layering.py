@@ -35,6 +35,20 @@ def test_layering_runtime_never_imports_wire_or_acp(module):
     assert not {m for m in gained if m.startswith(("term2acp.rpc", "term2acp.acp"))}
 
 
+def test_layering_what_the_preload_prepares_is_not_on_the_start_up_path():
+    """The launcher's imports leave the preload's modules (tools, sandbox and ``sh``, the
+    providers' HTTP client and each provider) to it, and the optional ones to their use."""
+    from term2acp.preload import MODULES
+
+    gained = modules_after("import term2acp.patching; term2acp.patching.patch_all(); "
+                           "import term2acp.server, term2acp.cli")
+    assert "term2acp.sessions.manager" in gained  # the session layer is in: session/new is quick
+    late = set(MODULES) | {"sh", "term2acp.providers.openai", "term2acp.providers.anthropic",
+                           "term2acp.providers.scripted", "term2acp.providers.local_engine",
+                           "llama_cpp", "xllamacpp", "re2", "html_to_markdown", "docopt"}
+    assert not late & gained, late & gained
+
+
 @pytest.mark.parametrize("module", ["term2acp.core.sensitive", "term2acp.core.nesting",
                                     "term2acp.core.pacing"])
 def test_layering_core_depends_on_nothing_of_ours(module):

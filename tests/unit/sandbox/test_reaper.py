@@ -1,11 +1,12 @@
-"""sandbox/reaper.py: each sandbox's first process is recorded; a start-up sweep kills
+"""core/reaper.py: each sandbox's first process is recorded; a start-up sweep kills
 what agents that are gone recorded, and nothing else."""
 
 import os
 
 import pytest
 
-from term2acp.sandbox import process, reaper
+from term2acp.core import reaper
+from term2acp.sandbox import process
 from tests.unit.sandbox.support import host_pids_with, wait_until
 
 
