@@ -163,7 +163,7 @@ class ServedAgent:
 
     def _mine(self, record):
         """A record belongs to the agent whose greenlet logged it; one from elsewhere (a
-        native thread: the store's, the warm-up's) to every running served agent."""
+        native thread: the store's, the preload's) to every running served agent."""
         owner = owner_of_current()
         return owner is self or (owner is None and self in _live)
 
