@@ -85,6 +85,11 @@ class Renderer:
                 self._write(self._paint(code, line) + "\n")
         elif item.get("type") == "content" and status == "failed":
             self._write(self._paint(RED, "  " + item["content"].get("text", "")[:2000]) + "\n")
+        elif item.get("type") == "content" and item["content"].get("type") == "resource_link":
+            link = item["content"]  # a web search's result: its title and address
+            uri, name = link.get("uri", ""), link.get("name", "")
+            shown = f"  {name} <{uri}>" if name and name != uri else f"  <{uri}>"
+            self._write(self._paint(DIM, shown) + "\n")
 
     def _terminal_output_chunk(self, u):
         self._newline()

@@ -6,6 +6,9 @@ a failed search is a failed call, and with the switch off (or a provider without
 tool) nothing is offered."""
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -277,3 +280,23 @@ def test_chat_completions_cannot_search_and_the_log_says_so_once(acp_agent, acp_
     assert agent.close() == 0
     assert agent.stderr.count("[web_search] enabled = true has no effect") == 1
     assert json.dumps(bodies).count("web_search") == 0
+
+
+def test_the_terminal_client_shows_the_search_and_its_results(agent_env, workspace, server,
+                                                               configure):
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    configure("[web_search]\nenabled = true\n")
+    server.enqueue(f.anthropic_sse(
+        f.an_start(), f.an_search(0, "srvtoolu_05", "ACP spec"),
+        f.an_search_result(1, "srvtoolu_05", RESULTS), f.an_text(2, "ACP is a protocol."),
+        f.an_end()))
+    agent = f"{sys.executable} {os.path.join(root, 'bin', 'term2-acp')}"
+    done = subprocess.run(
+        [sys.executable, os.path.join(root, "bin", "term2-acp-chat"), "--agent", agent,
+         *ANTHROPIC, "--cwd", workspace, "What is ACP?"],
+        env=dict(agent_env, **env_for(server, "anthropic")), capture_output=True, timeout=60,
+        stdin=subprocess.DEVNULL)
+    out = done.stdout.decode()
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    assert "Web search: ACP spec [completed]" in out
+    assert f"{RESULTS[0][1]} <{RESULTS[0][0]}>" in out and "ACP is a protocol." in out
