@@ -33,7 +33,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 
 import gevent
 from gevent import monkey
@@ -56,6 +55,7 @@ OWNER = "term2acp.testing.inprocess"  # the spawn-tree local naming a greenlet's
 SERVING_FLAGS = ("--provider", "--model", "--effort")
 
 _close = monkey.get_original("os", "close")
+_thread_id = monkey.get_original("_thread", "get_ident")
 _live = []  # ServedAgent, running
 _served = [0]  # how many were started in this process
 _installed = []  # once per process: the preload, the signal relay, the exception router
@@ -162,10 +162,12 @@ class ServedAgent:
         return handlers, level
 
     def _mine(self, record):
-        """A record belongs to the agent whose greenlet logged it; one from elsewhere (a
-        native thread: the store's, the preload's) to every running served agent."""
+        """A record belongs to the agent whose greenlet logged it; an agent's record from
+        elsewhere (a native thread: the store's, the preload's) to every running served
+        agent; the test's own records to none."""
         owner = owner_of_current()
-        return owner is self or (owner is None and self in _live)
+        return owner is self or (owner is None and self in _live
+                                 and record.name.startswith("term2acp."))
 
     # ------------------------------------------------------------ Popen's face
     @property
@@ -230,24 +232,30 @@ def _pair():
 
 
 class _Lines(io.TextIOBase):
-    """The agent's stderr: written as text (log records, tracebacks), read as byte lines
-    like a pipe, until closed."""
+    """The agent's stderr: written as text (log records, tracebacks; from native threads
+    too, the store's), read as byte lines like a pipe, until closed."""
 
     def __init__(self):
         super().__init__()
         self._queue = Queue()
         self._partial = ""
-        self._lock = threading.Lock()
+        self._lock = monkey.get_original("threading", "Lock")()
+        self._hub = gevent.get_hub()
+        self._thread = _thread_id()
 
     def writable(self):
         return True
 
     def write(self, text):
         with self._lock:
-            text = self._partial + text
-            *lines, self._partial = text.split("\n")
+            joined = self._partial + text
+            *lines, self._partial = joined.split("\n")
         for line in lines:
-            self._queue.put((line + "\n").encode("utf-8", "replace"))
+            data = (line + "\n").encode("utf-8", "replace")
+            if _thread_id() == self._thread:
+                self._queue.put(data)
+            else:  # gevent's queue belongs to the hub's thread: hand the line over to it
+                self._hub.loop.run_callback_threadsafe(self._queue.put, data)
         return len(text)
 
     def close(self):
