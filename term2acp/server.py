@@ -1,4 +1,4 @@
-"""Composition root: endpoint, agent, sessions, signals and the bounded shutdown."""
+"""Composition root: endpoint, ACP connection, sessions, signals and the bounded shutdown."""
 
 import logging
 import os
@@ -38,14 +38,14 @@ class Server:
         # what a line reports is committed before the line is written: a kill -9 loses
         # nothing the client was told
         self.writer.before_write = self.manager.store.commit_quietly
-        self.agent = Connection(lambda: self.manager, ClientProxy(self.endpoint), settings)
-        self.agent.catalog = catalog  # authMethods name its providers' key variables
-        self.endpoint.router = self.agent
+        self.connection = Connection(lambda: self.manager, ClientProxy(self.endpoint), settings)
+        self.connection.catalog = catalog  # authMethods name its providers' key variables
+        self.endpoint.router = self.connection
         self.endpoint.wire_mask = masked_servers
         # The face is built when the store is open; what only prompts need is prepared in a
         # thread (preload.py), and the calls that need it wait for it.
-        self.agent.before_sessions = self._store_opened
-        self.agent.before_turns = self.preload.wait
+        self.connection.before_sessions = self._store_opened
+        self.connection.before_turns = self.preload.wait
         self._opener = None  # opens the session store, from before the first line is read
         self.in_fd = in_fd
 

@@ -22,9 +22,9 @@ from term2acp.acp import methods as m
 from term2acp.acp.schemas.base import load
 from term2acp.acp.schemas.initialize import InitializeRequestSchema, InitializeV1RequestSchema
 from term2acp.acp.signin import auth_methods
-from term2acp.acp.v1.handlers import V1SessionHandlers
+from term2acp.acp.v1.handlers import V1Handlers
 from term2acp.acp.v1.routes import routes as v1_routes
-from term2acp.acp.v2.handlers import SessionHandlers
+from term2acp.acp.v2.handlers import V2Handlers
 from term2acp.acp.v2.routes import routes
 from term2acp.providers.catalog import Catalog
 from term2acp.rpc.messages import Route
@@ -135,11 +135,11 @@ class Connection:
     def _build_face(self):
         manager = self._manager_factory()
         if self.version == m.PROTOCOL_V1:
-            face = V1SessionHandlers(manager, self.client, self.settings, self.client_files)
+            face = V1Handlers(manager, self.client, self.settings, self.client_files)
             face.terminal_meta = self.client_terminal_meta
             table = v1_routes(face, _route)
         else:
-            face = SessionHandlers(manager, self.client, self.settings)
+            face = V2Handlers(manager, self.client, self.settings)
             table = routes(face, _route)
         face.compaction = self.client_compaction
         if self.before_turns is not None:

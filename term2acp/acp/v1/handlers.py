@@ -15,7 +15,7 @@ from term2acp.acp.errors import domain_errors
 from term2acp.acp.handlers import BaseHandlers, shared_updates
 from term2acp.acp.v1 import permissions, translate
 from term2acp.acp.v1.files import EditorFiles
-from term2acp.acp.v2.handlers import SessionHandlers
+from term2acp.acp.v2.handlers import V2Handlers
 from term2acp.acp.v2.permissions import PermissionBridge
 from term2acp.acp.v2.translate import CHUNK_EVENTS
 from term2acp.core import events as ev
@@ -39,7 +39,7 @@ class _Held:
         self.cancelled = False
 
 
-class V1SessionHandlers(BaseHandlers):
+class V1Handlers(BaseHandlers):
     VERSION = 1
     compaction = False  # the client advertised clientCapabilities.session.compaction
     terminal_meta = False  # ... clientCapabilities._meta.terminal_output (Zed's terminal)
@@ -48,7 +48,7 @@ class V1SessionHandlers(BaseHandlers):
         self.manager = manager
         self.client = client
         self.settings = settings
-        self.files = files  # acp.agent.ClientFiles: what the client's fs/* can do
+        self.files = files  # acp.connection.ClientFiles: what the client's fs/* can do
         self._views = {}  # session id -> translate.SessionView
         self._held = {}  # session id -> [_Held], oldest first
 
@@ -121,8 +121,8 @@ class V1SessionHandlers(BaseHandlers):
         self.started(session)
         return result
 
-    list_sessions = SessionHandlers.list_sessions  # one implementation for both faces
-    fork_session = SessionHandlers.fork_session
+    list_sessions = V2Handlers.list_sessions  # one implementation for both faces
+    fork_session = V2Handlers.fork_session
 
     def attach_forked(self, session, mcp_servers):
         self._attach(session, mcp_servers)

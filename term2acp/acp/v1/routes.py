@@ -26,7 +26,7 @@ _SCHEMAS = {
 
 
 def routes(face, route):
-    """The Routes of ``face`` (a V1SessionHandlers): ``route(bound method, schema,
+    """The Routes of ``face`` (a V1Handlers): ``route(bound method, schema,
     inline=False)`` builds each (see acp/connection.py)."""
     s = _SCHEMAS
     return {

@@ -16,7 +16,7 @@ from term2acp.sessions.errors import InvalidCursor
 log = logging.getLogger(__name__)
 
 
-class SessionHandlers(BaseHandlers):
+class V2Handlers(BaseHandlers):
     VERSION = 2
 
     def __init__(self, manager, client, settings):

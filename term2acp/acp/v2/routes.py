@@ -24,7 +24,7 @@ _SCHEMAS = {
 
 
 def routes(face, route):
-    """The v2 route table of ``face`` (a SessionHandlers): ``route(bound method, schema,
+    """The v2 route table of ``face`` (a V2Handlers): ``route(bound method, schema,
     inline=False)`` builds each (see acp/connection.py; v1's is ``acp/v1/routes.py``)."""
     s = _SCHEMAS
     return {
