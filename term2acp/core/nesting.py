@@ -5,6 +5,9 @@ arguments), so nothing that nests deeper than ``MAX_DEPTH`` reaches the store: r
 a ~950-level value later fails with RecursionError in every JSON encoder.
 """
 
+import json
+import re
+
 MAX_DEPTH = 64
 # Characters of one tool call's JSON arguments. Larger ones are refused before they are
 # parsed, stored or shown (a 50 MB argument grew the store by ~250 MB and held every read
@@ -34,9 +37,8 @@ def may_be_too_deep(text, limit=MAX_DEPTH):
     return text.count(b"{") + text.count(b"[") > limit
 
 
-_STRING = _SPECIAL = None  # compiled on first use: only a value too deep to parse needs them
-
-
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_SPECIAL = re.compile(r'["{}\[\]]')
 SCAN_LIMIT = 64 * 1024  # characters of a too-deep message searched for its id
 
 
@@ -45,13 +47,6 @@ def top_level_members(text, wanted=("id", "method")):
     found without parsing what nests inside it (for a message too deep for the parser, so
     its answer can still carry its id); {} when ``text`` is not an object. Only the first
     SCAN_LIMIT characters are searched."""
-    import json
-    import re
-
-    global _STRING, _SPECIAL
-    if _STRING is None:
-        _STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
-        _SPECIAL = re.compile(r'["{}\[\]]')
     start = len(text) - len(text.lstrip())
     if not text[start:start + 1] == "{":
         return {}

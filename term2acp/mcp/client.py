@@ -12,9 +12,7 @@ import gevent
 
 from term2acp import __version__
 from term2acp.mcp.config import SSE, STDIO
-from term2acp.mcp.http import SseTransport, StreamableHttpTransport
 from term2acp.mcp.rpc import Connection, McpError, TooLarge
-from term2acp.mcp.stdio import StdioTransport
 
 log = logging.getLogger(__name__)
 
@@ -32,9 +30,16 @@ CONNECTING, READY, FAILED, DEAD = "connecting", "ready", "failed", "dead"
 
 
 def make_transport(config, cwd, spawn):
+    # A transport's module (and http.client, or the keeper process's code) is imported
+    # with the first server of its kind: most sessions have none.
     if config.transport == STDIO:
+        from term2acp.mcp.stdio import StdioTransport
+
         return StdioTransport(config, cwd, spawn)
-    return (SseTransport if config.transport == SSE else StreamableHttpTransport)(config, spawn)
+    from term2acp.mcp import http
+
+    transport = http.SseTransport if config.transport == SSE else http.StreamableHttpTransport
+    return transport(config, spawn)
 
 
 class McpClient:

@@ -14,6 +14,7 @@ the value. Server names are unique within one list: a session grant and the mode
 tool names belong to one configured server.
 """
 
+import json
 import urllib.parse
 
 STDIO, HTTP, SSE = "stdio", "http", "sse"
@@ -223,8 +224,6 @@ def masked_servers(message):
     servers = params.get("mcpServers") if isinstance(params, dict) else None
     if not isinstance(servers, list):
         return None
-    import json
-
     masked = [_masked(entry) if isinstance(entry, dict) else entry for entry in servers]
     return json.dumps({**message, "params": {**params, "mcpServers": masked}}, ensure_ascii=False)
 

@@ -29,6 +29,7 @@ import logging
 import random
 import socket
 import time
+from email.utils import parsedate_to_datetime
 
 import gevent
 
@@ -336,8 +337,6 @@ def _retry_after(raw):
 
 
 def _http_date_delay(text):
-    from email.utils import parsedate_to_datetime
-
     try:
         when = parsedate_to_datetime(text)
     except (TypeError, ValueError):

@@ -20,6 +20,7 @@ call).
 """
 
 import atexit
+import gc
 import json
 import logging
 import os
@@ -72,8 +73,6 @@ def _shutdown():
         channel.stop = True
         worker.wait(SHUTDOWN_TIMEOUT)
     _models.clear()
-    import gc
-
     gc.collect()
 
 

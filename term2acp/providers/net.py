@@ -16,6 +16,7 @@ import base64
 import ipaddress
 import os
 import socket
+import ssl
 from urllib.parse import unquote, urlsplit
 
 from term2acp.providers.errors import ConnectionFailed, ProviderNotConfigured
@@ -130,8 +131,6 @@ def ssl_context():
     key = (cafile, capath)
     context = _ssl_contexts.get(key)
     if context is None:
-        import ssl
-
         # With neither set, this loads the system store; with one set, only that bundle
         # (as requests does with REQUESTS_CA_BUNDLE).
         context = _ssl_contexts[key] = ssl.create_default_context(cafile=cafile, capath=capath)

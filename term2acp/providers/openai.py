@@ -19,7 +19,7 @@ import uuid
 from urllib.parse import urlsplit
 
 from term2acp.core import secrets
-from term2acp.providers import sse
+from term2acp.providers import responses, sse
 from term2acp.providers.base import (
     Provider,
     ProviderNotConfigured,
@@ -35,6 +35,7 @@ from term2acp.providers.errors import (
     ProviderError,
     scrub,
 )
+from term2acp.providers.catalog import family
 from term2acp.providers.http import HTTPClient
 from term2acp.providers.net import is_loopback as _loopback_host
 
@@ -317,9 +318,6 @@ class OpenAIProvider(Provider):
 
     @staticmethod
     def _responses(request, key):
-        from term2acp.providers import responses
-        from term2acp.providers.catalog import family
-
         params = responses.response_params(request, key)
         known = family(request.model)
         if request.effort in (None, "default") and known and known[2]:

@@ -21,7 +21,9 @@ from dataclasses import dataclass, field
 from marshmallow import Schema, fields, validate
 
 from term2acp.core.approvals import OUTSIDE_EDIT, ApprovalRequest
+from term2acp.core.sensitive import is_sensitive
 from term2acp.tools import editor_io
+from term2acp.tools.atomic import open_dirs
 from term2acp.tools.base import EditorError, Plan, Tool, ToolError, ToolResult, identity
 from term2acp.tools.changeset import ChangeSet
 from term2acp.tools.edit import EDIT_CAP, diff_item, first_changed_line, read_existing
@@ -29,7 +31,6 @@ from term2acp.tools.files import open_regular
 from term2acp.tools.patch import PatchError, apply_hunks, parse
 from term2acp.tools.paths import (SENSITIVE_NOTE, can_edit, display_path, not_approved,
                                   resolve_path)
-from term2acp.core.sensitive import is_sensitive
 
 FORMAT = """\
 *** Begin Patch
@@ -243,8 +244,6 @@ def _write_all(ctx, changes):
 def _restore_editor(ctx, written):
     """Put back what the editor wrote before a later write failed (through the same
     checked paths: the editor for old text, a checked directory fd for a new file)."""
-    from term2acp.tools.atomic import open_dirs
-
     for target, old in reversed(written):
         try:
             if old is None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from marshmallow import Schema, fields, validate
 
 from term2acp.tools import editor_io
+from term2acp.tools import matching
 from term2acp.tools.atomic import write_atomically
 from term2acp.tools.base import Plan, Tool, ToolError, ToolResult, identity
 from term2acp.tools.files import SNIFF, open_regular
@@ -274,8 +275,6 @@ def apply_edits(text, edits, shown, notes=None):
 def _forgiving(label, shown, text, edit, crlf, after_others, notes):
     """``text`` with the one whitespace-normalised match of the edit replaced, keeping the
     file's indentation; ToolError when there is none or more than one."""
-    from term2acp.tools import matching
-
     old, new = edit["old_text"], edit["new_text"]
     body = text.replace("\r\n", "\n") if crlf else text
     found = matching.candidates(body, old.replace("\r\n", "\n"))

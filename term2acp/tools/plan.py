@@ -8,6 +8,7 @@ journaled, so replay shows it.
 from marshmallow import Schema, fields, validate
 
 from term2acp.core import events as ev
+from term2acp.core.approvals import PLAN_READY, ApprovalRequest
 from term2acp.core.ids import new_id
 from term2acp.tools.base import Tool, ToolError, ToolResult
 
@@ -90,8 +91,6 @@ class FinishPlanTool(Tool):
         return "The plan is ready: start the work?"
 
     def run(self, args, ctx):
-        from term2acp.core.approvals import PLAN_READY, ApprovalRequest
-
         if ctx.choose is None or ctx.set_mode is None:
             raise ToolError("finish_plan is not available here")
         summary = args["summary"].strip()

@@ -16,6 +16,8 @@ Who decides where a request may go (every URL, the first and each redirect's):
 A rejection fetches nothing. The whole call is bounded by FETCH_SECONDS.
 """
 
+import http.client
+import ipaddress
 import socket
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -23,8 +25,10 @@ from urllib.parse import urlsplit
 import gevent
 from marshmallow import Schema, fields, validate
 
-from term2acp.providers.errors import ProviderError
 from term2acp.core.approvals import WEB_HOST, WEB_PRIVATE, ApprovalRequest
+from term2acp.providers.errors import ProviderError
+from term2acp.providers.net import Target, proxy_for
+from term2acp.tools import webpage
 from term2acp.tools.base import Plan, Tool, ToolError, ToolResult
 
 MAX_REDIRECTS = 5
@@ -101,8 +105,6 @@ def literal_or_local(host):
 
 
 def _proxied(url):
-    from term2acp.providers.net import Target, proxy_for
-
     try:
         return proxy_for(Target(url)) is not None
     except ProviderError:
@@ -110,8 +112,6 @@ def _proxied(url):
 
 
 def _resolve(host, port):
-    import ipaddress  # with the first fetch, not with the tools
-
     try:
         literal = ipaddress.ip_address(host.strip("[]"))
     except ValueError:
@@ -165,10 +165,6 @@ class WebFetchTool(Tool):
             plan = self.approval(args, ctx)
             if plan.request is not None:
                 raise ToolError("this fetch needs the user's approval; nothing was fetched.")
-        import http.client
-
-        from term2acp.tools import webpage
-
         try:
             with gevent.Timeout(FETCH_SECONDS, ToolError(
                     f"the fetch took longer than {FETCH_SECONDS:.0f} s and was stopped.")):

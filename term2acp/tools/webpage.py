@@ -21,6 +21,8 @@ import zlib
 from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit
 
+import gevent
+
 from term2acp import __version__
 from term2acp.providers.net import Target, open_socket, proxy_for, ssl_context
 
@@ -142,7 +144,6 @@ def decode(reply):
 
 def to_markdown(html, url):
     """The page as Markdown: scripts, styles and navigation dropped, links absolute."""
-    import gevent
     from html_to_markdown import ConversionOptions, convert
 
     options = ConversionOptions(base_url=url, extract_metadata=False)

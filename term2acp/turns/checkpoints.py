@@ -32,8 +32,10 @@ import logging
 import os
 import stat
 
-from term2acp.turns.modes import SAFE_KINDS
+from gevent.lock import Semaphore
+
 from term2acp.core.sensitive import is_sensitive
+from term2acp.turns.modes import SAFE_KINDS
 from term2acp.turns.snapshots import GitSnapshots, SnapshotError, repository_of
 
 log = logging.getLogger(__name__)
@@ -210,8 +212,6 @@ class TurnCheckpoint:
 
     def _serial(self):
         if self._lock is None:
-            from gevent.lock import Semaphore
-
             self._lock = Semaphore()
         return self._lock
 

@@ -19,11 +19,12 @@ The session title comes from the user's own words only (:func:`user_words`).
 import base64
 import binascii
 import os
+import stat
 from urllib.parse import unquote, urlsplit
 
 from term2acp.core.text import scrub_text
-from term2acp.turns.prompt import PromptError
 from term2acp.core.workspace import is_within
+from term2acp.turns.prompt import PromptError
 
 FILE_CAP = 100_000  # characters of one attached file
 TOTAL_CAP = 400_000  # characters of all attached files of one prompt
@@ -165,8 +166,6 @@ def _read_text(real):
 
 
 def _regular(fd):
-    import stat
-
     return stat.S_ISREG(os.fstat(fd).st_mode)
 
 

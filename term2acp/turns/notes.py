@@ -20,6 +20,7 @@ import hashlib
 import platform
 from datetime import date
 
+from term2acp.core import events as ev
 from term2acp.core.ids import new_id
 from term2acp.turns import instructions, modes
 
@@ -66,8 +67,6 @@ def facts(session, keys=None):
 
 def _instructions(session):
     """The AGENTS.md text; the user is told (a thought) the first time and on changes."""
-    from term2acp.core import events as ev
-
     state = getattr(session, "instructions", None)
     if state is None or state.root != session.root:
         state = session.instructions = instructions.Instructions(session.root)

@@ -1,5 +1,6 @@
 """Prompt content -> model text, and the system prompt."""
 
+import platform
 from datetime import date
 
 
@@ -93,8 +94,6 @@ TOOL_NOTES = (
 # parameters follows a few rules, not a page of them, and every prompt token costs CPU
 # time. This is the agent's first prompt, which the bundled model was tuned against.
 def _brief(root, tool_names, sandbox_note):
-    import platform
-
     tools = ", ".join(sorted(tool_names)) or "none"
     return (
         "You are term2, a careful coding agent working inside a code editor.\n"

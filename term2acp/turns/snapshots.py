@@ -27,6 +27,8 @@ import logging
 import os
 import shutil
 
+import gevent.subprocess as subprocess
+
 log = logging.getLogger(__name__)
 
 TIMEOUT = 30.0  # seconds one git call may take (a snapshot of a huge tree gives up)
@@ -102,8 +104,6 @@ class GitSnapshots:
         return env
 
     def _git(self, *args, stdin=None, bare=False):
-        import gevent.subprocess as subprocess
-
         try:
             done = subprocess.run(
                 ("git", "-c", "core.autocrlf=false", "-c", "core.safecrlf=false",

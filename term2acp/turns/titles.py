@@ -13,6 +13,7 @@ import logging
 import gevent
 
 from term2acp.core import events as ev
+from term2acp.providers import base as pb
 
 log = logging.getLogger(__name__)
 
@@ -60,8 +61,6 @@ def request_model_title(session, prompt, settings):
 
 
 def _make_title(session, provider, prompt, answer):
-    from term2acp.providers import base as pb
-
     text = f"User: {str(prompt)[:PROMPT_CHARS]}"
     if answer:
         text += f"\n\nAgent: {str(answer)[:ANSWER_CHARS]}"

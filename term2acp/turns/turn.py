@@ -25,8 +25,10 @@ from term2acp.core.ids import new_id
 from term2acp.core.nesting import MAX_ARGUMENT_CHARS
 from term2acp.core.text import scrub_text
 from term2acp.providers import base as pb
+from term2acp.providers import prices
 from term2acp.turns import commands, notes, websearch
 from term2acp.turns.calls import CallSteps
+from term2acp.turns.checkpoints import TurnCheckpoint, may_change_files
 from term2acp.turns.compaction import ContextGuard
 from term2acp.turns.context import model_messages
 from term2acp.turns.rounds import CallRecord, run_round
@@ -78,8 +80,6 @@ class Turn(CallSteps):
 
     def _begin_checkpoint(self, text):
         """This prompt reaches the model: it is a turn /undo can take back."""
-        from term2acp.turns.checkpoints import TurnCheckpoint
-
         session = self.session
         message_id = getattr(session, "prompt_message_id", None)
         if message_id is not None and getattr(session, "store", None) is not None:
@@ -89,8 +89,6 @@ class Turn(CallSteps):
     def _watch(self, tool):
         """Around a tool that may change files without telling the checkpoint (a command):
         returns what to call when it is done, or None."""
-        from term2acp.turns.checkpoints import may_change_files
-
         checkpoint = getattr(self.session, "checkpoint", None)
         if checkpoint is None or not may_change_files(tool):
             return None
@@ -170,8 +168,6 @@ class Turn(CallSteps):
         self.tokens = [a + b for a, b in zip(self.tokens or (0,) * 5, counts)]
         amount = usage.cost_usd
         if amount is None:  # priced from the table (providers/prices.py) when it knows
-            from term2acp.providers import prices
-
             cache = getattr(self.provider, "cache", None)
             amount = prices.cost(self.session.model, usage, getattr(self.settings, "prices", None),
                                  long_cache=isinstance(cache, dict) and cache.get("ttl") == "1h")

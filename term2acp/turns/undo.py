@@ -16,6 +16,7 @@ import logging
 import os
 import secrets
 
+from term2acp.turns import context
 from term2acp.turns.checkpoints import digest_of, fingerprint
 
 log = logging.getLogger(__name__)
@@ -137,8 +138,6 @@ def _put(path, state, mode, content):
 
 def _rewind_history(session, start):
     """Cut the conversation where the turn began (stored and in memory)."""
-    from term2acp.turns import context
-
     rows = session.store.load_history(session.id)
     if any(context.is_marker(message) for message in rows[start:]):
         return ("The conversation was compacted since that turn, so the model still has "

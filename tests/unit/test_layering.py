@@ -45,6 +45,7 @@ def test_layering_what_the_preload_prepares_is_not_on_the_start_up_path():
     assert "term2acp.sessions.manager" in gained  # the session layer is in: session/new is quick
     late = set(MODULES) | {"sh", "term2acp.providers.openai", "term2acp.providers.anthropic",
                            "term2acp.providers.scripted", "term2acp.providers.local_engine",
+                           "term2acp.mcp.stdio", "term2acp.mcp.http", "http.client",
                            "llama_cpp", "xllamacpp", "re2", "html_to_markdown", "docopt"}
     assert not late & gained, late & gained
 
