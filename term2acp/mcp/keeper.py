@@ -18,11 +18,13 @@ import logging
 import os
 import signal
 import sys
+import threading
 
 log = logging.getLogger(__name__)
 
 PR_SET_PDEATHSIG = 1
 _keeper = None  # (owner pid, Popen, write fd) of this process's keeper
+_starting = threading.Lock()
 _prctl = None
 
 
@@ -70,6 +72,11 @@ def _tell(line):
 
 
 def _ensure():
+    with _starting:  # two servers starting side by side start one keeper, not two
+        return _started()
+
+
+def _started():
     global _keeper
     if _keeper is not None and _keeper[0] == os.getpid():
         return _keeper[2]
