@@ -8,8 +8,6 @@ session/cancel waited that long while a fast answer streamed (issue 16). A timer
 short, makes the loop go through a whole iteration, I/O included.
 """
 
-import sys
-
 import gevent
 
 POLL = 1e-6  # seconds: any timer makes the event loop poll for I/O before it fires
@@ -18,27 +16,3 @@ POLL = 1e-6  # seconds: any timer makes the event loop poll for I/O before it fi
 def breathe():
     """Yield to the hub and let it poll for I/O (stdin, sockets, pipes) before resuming."""
     gevent.sleep(POLL)
-
-
-# ---------------------------------------------------------------- the GIL hand-over period
-# Native threads that work for the hub (the session store) ask for a short switch
-# interval while they run, so the hub and they take turns quickly. The interval is
-# process-wide: requests are counted here (on the hub), the shortest one wins, and the
-# interval the process had goes back once none is left, whatever order they end in.
-_held = []  # the intervals asked for, one entry per holder
-_base = None  # the interval before the first request
-
-
-def shorten_switch_interval(seconds):
-    """Ask for a switch interval of at most ``seconds`` until :func:`restore_switch_interval`
-    is called with the same value."""
-    global _base
-    if not _held:
-        _base = sys.getswitchinterval()
-    _held.append(seconds)
-    sys.setswitchinterval(min(_base, *_held))
-
-
-def restore_switch_interval(seconds):
-    _held.remove(seconds)
-    sys.setswitchinterval(min(_base, *_held) if _held else _base)

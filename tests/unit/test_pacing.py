@@ -8,7 +8,6 @@ after gevent's periodic check): stdin went unread during fast model streams (iss
 import os
 
 import gevent
-import pytest
 from gevent.socket import wait_read
 
 from term2acp.core.pacing import breathe
@@ -50,18 +49,3 @@ def test_breathe_lets_a_reader_in_while_greenlets_take_turns():
 def test_sleep_zero_is_what_starved_it():
     # the behaviour breathe() works around (gevent's, pinned so a change is noticed)
     assert _turn_taking(lambda: gevent.sleep(0)) > 10
-
-
-def test_switch_interval_requests_end_in_any_order_and_the_original_comes_back():
-    import sys
-
-    from term2acp.core.pacing import restore_switch_interval, shorten_switch_interval
-
-    original = sys.getswitchinterval()
-    shorten_switch_interval(0.002)  # e.g. one thread
-    shorten_switch_interval(0.0002)  # e.g. a store job
-    assert sys.getswitchinterval() == pytest.approx(0.0002)
-    restore_switch_interval(0.002)  # that one ends first
-    assert sys.getswitchinterval() == pytest.approx(0.0002)
-    restore_switch_interval(0.0002)
-    assert sys.getswitchinterval() == pytest.approx(original)

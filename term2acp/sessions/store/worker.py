@@ -13,7 +13,6 @@ from collections import deque
 from gevent import get_hub, monkey
 from gevent.hub import Waiter
 
-from term2acp.core.pacing import restore_switch_interval, shorten_switch_interval
 from term2acp.sessions.errors import StoreError
 
 # The store thread is a real thread even under monkey-patching (threading.Thread would be
@@ -26,7 +25,6 @@ try:
 except ImportError:  # pragma: no cover - CPython always has it
     from queue import SimpleQueue as _NativeQueue  # noqa: N813
 
-HANDOFF_INTERVAL = 0.0002  # seconds: the GIL switch interval while a store job is out
 
 
 class Job:
@@ -72,7 +70,6 @@ class Worker:
         self._jobs = _NativeQueue()
         self._finished = deque()
         self._outstanding = 0
-        self._short = False  # a short switch interval is held while jobs are out
         self._async = get_hub().loop.async_()
         self._async.start(self._deliver)
         self._async.ref = False  # keeps the loop alive only while a job is out
@@ -87,12 +84,6 @@ class Worker:
         self._outstanding += 1
         if self._outstanding == 1:
             self._async.ref = True
-            # The thread takes the GIL back after every SQLite call; while the hub is busy
-            # (a streaming turn) each of those waits up to one switch interval (5 ms by
-            # default), so a batch of a dozen statements took tens of ms. While a job is
-            # out the interval is short; it is restored when the last job is delivered.
-            shorten_switch_interval(HANDOFF_INTERVAL)
-            self._short = True
         self._jobs.put(job)
         return job
 
@@ -110,9 +101,6 @@ class Worker:
                 job.waiters = None
         if not self._outstanding:
             self._async.ref = False
-            if self._short:
-                restore_switch_interval(HANDOFF_INTERVAL)
-                self._short = False
         if not self.alive:
             self._async.close()
         if woken is not None:
