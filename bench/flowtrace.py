@@ -73,7 +73,7 @@ VARYING = re.compile(r"[0-9a-f]{8}-[0-9a-f-]{27}|\d+")  # session ids, request i
 # ---------------------------------------------------------------- counting
 def _interval_wanted(saved):
     """The switch interval to restore as a window closes: what ``core/pacing`` holds now
-    (a store job or the warm-up may have started or ended while the window was open), or
+    (a store job or the preload may have started or ended while the window was open), or
     the one saved when it opened. Restoring the saved one blindly could leave a store
     job's 0.2 ms interval in force for good (later tests in the process saw it)."""
     from term2acp.core import pacing
