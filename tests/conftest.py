@@ -183,12 +183,13 @@ def agent_env(acp_env, home):
 
 @pytest.fixture
 def spawn(acp_agent, home):
-    """``spawn(*args, env=..., script=...)``: the kit's ``acp_agent`` (not initialized), with
-    ``home`` as TERM2ACP_HOME; every agent is closed and schema-checked after the test."""
-    def _spawn(*args, env=None, script=None):
+    """``spawn(*args, env=..., script=..., process=None)``: the kit's ``acp_agent`` (not
+    initialized), with ``home`` as TERM2ACP_HOME (``process=True``: a process of its own);
+    every agent is closed and schema-checked after the test."""
+    def _spawn(*args, env=None, script=None, process=None):
         full = {"TERM2ACP_HOME": str(home)}
         full.update(env or {})
-        return acp_agent(script=script, args=args, env=full, initialize=False)
+        return acp_agent(script=script, args=args, env=full, initialize=False, process=process)
     return _spawn
 
 

@@ -108,7 +108,6 @@ def test_cancel_or_close_racing_an_allow_inside_run_code_never_writes(spawn, wor
 
 
 # ---------------------------------------------------------------- item 5: kill -9 during a tool call
-@pytest.mark.acp_process
 def test_kill_9_during_a_tool_call_is_closed_as_interrupted_on_resume(spawn, workspace, tmp_path):
     server = f.FakeLLMServer().start()
     try:
@@ -124,7 +123,7 @@ def test_kill_9_during_a_tool_call_is_closed_as_interrupted_on_resume(spawn, wor
             fh.write("alpha\n")
         env = {"OPENAI_BASE_URL": server.openai_url, "OPENAI_API_KEY": "x"}
         args = ("--provider", "openai", "--model", "fake-model")
-        agent = spawn(*args, env=env)
+        agent = spawn(*args, env=env, process=True)  # killed: the agents after it resume
         agent.initialize()
         sid = agent.new_session(workspace)
         agent.prompt_async(sid, "go")
@@ -166,14 +165,13 @@ def test_kill_9_during_a_tool_call_is_closed_as_interrupted_on_resume(spawn, wor
         server.stop()
 
 
-@pytest.mark.acp_process
 @needs_bwrap
 def test_kill_9_during_a_shell_command_replays_it_failed_and_the_session_continues(spawn, home, workspace, tmp_path):
     os.mkfifo(os.path.join(workspace, "fifo"))
     script = write_script(tmp_path, [
         [{"tool_call": {"id": "call_sh", "name": "shell", "arguments": {"command": "cat fifo"}}}],
         [{"text": "after the crash"}]])
-    agent = spawn(script=script)
+    agent = spawn(script=script, process=True)  # killed: the agent after it resumes
     agent.initialize()
     sid = agent.new_session(workspace)
     agent.prompt_async(sid, "read the fifo")

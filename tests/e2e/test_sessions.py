@@ -259,9 +259,8 @@ def test_shutdown_releases_locks(spawn, workspace):
     b.close()
 
 
-@pytest.mark.acp_process
 def test_kill_9_loses_nothing_that_was_reported(spawn, workspace, hanging):
-    agent = spawn(script=hanging)
+    agent = spawn(script=hanging, process=True)  # killed: the agent after it resumes
     agent.initialize()
     sid = agent.new_session(workspace)
     agent.prompt_async(sid, "go")
