@@ -63,7 +63,7 @@ def check_argv(argv):
 
 def parse(argv):
     """argv -> flags dict, or an int exit status for --help/--version."""
-    if not argv:  # how editors spawn it: nothing to parse (docopt's answer, ~3 ms sooner)
+    if not argv:  # how editors spawn it: nothing to parse, so docopt is not imported
         return dict.fromkeys(("provider", "model", "effort"))
     from docopt import DocoptExit, docopt
 

@@ -1,8 +1,8 @@
 """``authMethods`` of the initialize answer, in the negotiated version's shape.
 
 Its own module, importing only :mod:`term2acp.auth`: ``initialize`` needs it, and pulling
-in acp/handlers.py (commands, events, session options) on that path cost the answer (and
-the hub) tens of milliseconds (issue 16).
+in acp/handlers.py (commands, events, session options) on that path would delay the
+answer and hold the hub.
 """
 
 import os

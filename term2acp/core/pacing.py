@@ -2,9 +2,9 @@
 
 ``gevent.sleep(0)`` only queues the greenlet behind the loop's callbacks. When greenlets
 keep yielding that way (a model stream that yields every few milliseconds, the writer it
-wakes), gevent runs up to 50 callbacks before it looks at the clock and polls for I/O: a
-loop yielding every 5 ms could leave stdin unread for about 250 ms, so a session/list or a
-session/cancel waited that long while a fast answer streamed (issue 16). A timer, however
+wakes), gevent runs a batch of callbacks before it looks at the clock and polls for I/O,
+so stdin could stay unread long enough for a session/list or a session/cancel to wait
+visibly while a fast answer streamed. A timer, however
 short, makes the loop go through a whole iteration, I/O included.
 """
 

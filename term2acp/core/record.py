@@ -1,10 +1,9 @@
 """Small value classes: the runtime's events and approval vocabulary.
 
 Why not ``dataclasses``: a ``@dataclass`` writes its ``__init__``, ``__repr__`` and
-``__eq__`` as source and ``exec``s them when its module is imported, about 0.5 ms a class
-on this project's machines. The fourteen events and the approval classes alone made their
-modules the costliest imports of a fresh process's first ``session/new`` (issue 16: under
-5 ms). A :class:`Record` subclass declares ``__slots__`` and writes a plain ``__init__``;
+``__eq__`` as source and ``exec``s them when its module is imported. The events and the
+approval classes would make their modules the costliest imports on the way to a fresh
+process's first ``session/new`` (bench/startup measures it). A :class:`Record` subclass declares ``__slots__`` and writes a plain ``__init__``;
 equality, ``repr`` and :meth:`Record.fields` come from here, over the slots of the class
 and its bases, in declaration order.
 """

@@ -2,8 +2,7 @@
 JSON-RPC itself under gevent, and the tools it gives the model.
 
 Why not the official ``mcp`` client: it is asyncio-based and brings pydantic, anyio and
-httpx; importing it costs about a second and 40 MB RSS (measured under gevent's monkey
-patch, see bench/mcp), and hosting an asyncio loop beside gevent needs a dedicated thread.
+httpx; importing it costs about a second and tens of MB (bench/mcp), and hosting an asyncio loop beside gevent needs a dedicated thread.
 The client side of MCP that we need (initialize, tools/list, tools/call, a few
 notifications) is small JSON-RPC, so we speak it here, cooperatively.
 

@@ -32,7 +32,7 @@ class ServerConfig:
 
     Written out rather than a frozen dataclass: this module is on the start-up path (the
     session schemas validate ``mcpServers`` with it) and a dataclass costs its module
-    ``import dataclasses`` and an ``exec`` of generated methods (~1.5 ms, issue 16)."""
+    ``import dataclasses`` and an ``exec`` of generated methods."""
 
     __slots__ = ("name", "transport", "command", "args", "env", "url", "headers")
 

@@ -16,8 +16,8 @@ server before anything (and so no configured header) is sent there.
 
 Configured headers go to the server only; messages and logs show ``safe_url``. The plain
 ``http.client`` is used: under gevent's monkey patch its sockets are cooperative. Each
-POST has its own connection: kept-alive connections measured slower against uvicorn
-(10 ms -> 30-40 ms a call: Nagle on the server's separate writes meets our delayed ACKs).
+POST has its own connection: kept-alive connections measured several times slower
+against uvicorn (Nagle on the server's separate writes meets our delayed ACKs).
 """
 
 import http.client

@@ -1,7 +1,8 @@
 """A lean streaming HTTP/1.1 client for the model APIs (standard library only).
 
-Why not the SDKs: ``import openai`` costs ~760 ms and ~50 MB, ``import anthropic`` ~2 s and
-~79 MB, and the import runs on the gevent hub, so the first turn could not be cancelled.
+Why not the SDKs: importing ``openai`` or ``anthropic`` costs most of a second or more and
+tens of MB, and the import runs on the gevent hub, so the first turn
+could not be cancelled.
 This client is ``http.client`` and ``ssl`` under gevent's monkey patch (every socket wait
 is cooperative) and keeps what users relied on in the SDKs:
 

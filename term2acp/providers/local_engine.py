@@ -50,8 +50,8 @@ def threads():
 
 
 def batch_threads():
-    """Prompt-processing threads: every core, at most 4 (big batches synchronise seldom: the
-    agent's 650-token first prompt took 3.0 s with 2 threads, 5.8 s with 1, on 2 cores)."""
+    """Prompt-processing threads: every core, at most 4 (big batches synchronise seldom, so
+    the first prompt's processing scales with the cores; bench/local prints the counts)."""
     if os.environ.get("TERM2ACP_LOCAL_THREADS", "").isdigit():
         return threads()
     return max(1, min(4, os.cpu_count() or 1))

@@ -6,8 +6,8 @@
   suffixes, IPs, CIDRs, ``*``, optional ``:port``); loopback hosts never use a proxy: a
   proxy cannot reach the user's own loopback server;
 * :func:`open_socket`: connects without a name lookup when the host is an IP literal or
-  ``localhost`` (the first lookup through gevent's resolver starts its thread pool, ~15 ms
-  on the first prompt of a local-server user);
+  ``localhost`` (the first lookup through gevent's resolver starts its thread pool, a
+  delay on the first prompt of a local-server user);
 * :func:`ssl_context`: verification against the system CAs, or ``SSL_CERT_FILE`` /
   ``REQUESTS_CA_BUNDLE`` (a bundle that replaces them, as in requests) / ``SSL_CERT_DIR``.
 """

@@ -3,8 +3,8 @@
 Prices are USD per million tokens: ``(input, cache read, cache write, output)``. Source:
 the providers' published price lists (Anthropic's and OpenAI's pricing pages), as
 collected in the ``genai-prices`` package 0.2.3 (November 2026), checked model by model.
-That package itself is not a dependency: it imports pydantic and an HTTP client (~125 ms
-and ~15 MB on the first turn) for a lookup this table does in microseconds. Long-context
+That package itself is not a dependency: it imports pydantic and an HTTP client on the
+first turn for a lookup this table does in microseconds. Long-context
 surcharges (prompts past 200k or 272k tokens on a few models) are not applied.
 
 Anthropic writes to its cache at 1.25 times the input price (2 times for the one-hour

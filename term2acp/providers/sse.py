@@ -5,7 +5,7 @@ that matter here: ``event:`` and ``data:`` fields (several ``data:`` lines join 
 newline), comments (``:``), ``id``/``retry`` ignored, a blank line dispatches, and lines
 end with LF, CRLF or CR.
 
-:func:`paced` is the loop-side rule of issue 10 item 3: a server that writes its whole
+:func:`paced` is the loop-side rule: a server that writes its whole
 answer at once (a fast local model on loopback) keeps the socket always readable, so a
 plain read loop never blocks and therefore never lets the hub run: nothing reaches stdout
 and ``session/cancel`` is never read. ``paced`` gives the hub a turn whenever

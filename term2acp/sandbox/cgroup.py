@@ -107,7 +107,7 @@ class RunGroup:
         """Move the calling process in; runs in the forked child before exec.
 
         On cgroup v1, writing 0 (``current``) to ``tasks`` moves just this thread, which
-        skips the global threadgroup lock and its RCU grace period (10-30 ms per command
+        skips the global threadgroup lock and its RCU grace period (paid on every command
         through ``cgroup.procs``). The forked child is single-threaded, so it is the same.
         """
         tasks = os.path.join(self.path, "tasks")

@@ -56,7 +56,7 @@ class SessionManager(Dormancy, PromptSteps):
     def _prepare_dirs(self):
         """The directories every session needs, made now (the face is built before the
         first session call arrives), not in the first session/new: a few filesystem
-        round trips fewer there (issue 16). Failures are left to that call to report."""
+        round trips fewer there. Failures are left to that call to report."""
         try:
             os.makedirs(self._locks, mode=0o700, exist_ok=True)
             self._scratch = scratch.make("sessions-")

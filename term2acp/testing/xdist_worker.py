@@ -42,7 +42,7 @@ def main():
     if _OPEN_IO not in source:
         raise SystemExit("term2acp xdist worker: unknown execnet bootstrap "
                          f"(no {_OPEN_IO!r}); run without -n or update xdist_worker.py")
-    source = source.replace(_OPEN_IO, f"io = _cooperative_io(init_popen_io(execmodel))", 1)
+    source = source.replace(_OPEN_IO, "io = _cooperative_io(init_popen_io(execmodel))", 1)
     exec(source, globals())
 
 

@@ -26,7 +26,7 @@ SNIFF = 8192  # bytes inspected for NUL to call a file binary
 MAX_ENTRIES = 500  # list_directory entries shown
 MAX_LISTED = 100_000  # list_directory reads at most this many entries
 SLICE_BYTES = 64 * 1024  # a bigger read_file yields to the hub before reading and numbering
-NUMBERED_SLICE = 1024  # lines numbered between two yields to the hub (~0.3 ms)
+NUMBERED_SLICE = 1024  # lines numbered between two yields to the hub
 
 
 def _kind_of(mode):
@@ -125,8 +125,8 @@ class ReadFileTool(Tool):
         fd = open_regular(ctx, real)
         with os.fdopen(fd, "rb") as fh:
             if os.fstat(fd).st_size > SLICE_BYTES:
-                # The calls of a model round run back to back in the turn greenlet: three
-                # 256 KiB reads without a yield kept the hub ~20 ms (issue 16). A big read
+                # The calls of a model round run back to back in the turn greenlet: big
+                # reads without a yield would keep the hub from reading stdin. A big read
                 # first lets whatever is ready run (stdin, the protocol writer woken by
                 # the store thread), not only what a timer lets in before this greenlet.
                 gevent.idle()
@@ -142,7 +142,7 @@ class ReadFileTool(Tool):
             raise ToolError(f"start_line {start} is past the end of the file "
                             f"({last} lines). Use a smaller start_line.")
         if len(block) > SLICE_BYTES:
-            gevent.idle()  # reading and numbering are two slices (~1 ms each at the cap)
+            gevent.idle()  # reading and numbering are two slices
         text, note = decode(block)
         return ToolResult(_numbered(text, start, last, cut, note) or "(empty file)",
                           locations=[{"path": real, "line": start}])

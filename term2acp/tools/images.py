@@ -1,4 +1,4 @@
-"""read_file on an image, for models that accept images (issue 14).
+"""read_file on an image, for models that accept images.
 
 The turn sets ``ctx.images`` when the session's model takes image input (catalog or config
 ``images``). Then a PNG, JPEG, GIF or WebP file (recognised by its first bytes, at most

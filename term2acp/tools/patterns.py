@@ -10,9 +10,9 @@ no lookaround; a grep pattern that uses them fails with a message that says so.
 Subjects are UTF-8 bytes. Text that cannot be encoded (a file name with a non-UTF-8
 byte arrives surrogate-escaped) is matched with U+FFFD in place of each bad byte.
 
-RE2 itself (its extension module, libre2 and the C++ runtime: 2.6 MiB of resident memory,
-~4 ms) loads when a pattern is first compiled, not with the tools: an agent that has not
-searched yet does not hold it (idle RSS goal: < 40 MB).
+RE2 itself (its extension module, libre2 and the C++ runtime) loads when a pattern is
+first compiled, not with the tools: an agent that has not searched yet does not hold it
+(it keeps the idle agent small).
 """
 
 import importlib.util

@@ -574,10 +574,6 @@ class StreamableApp:
             h.rpc_error(409, -32600, "Conflict: Only one SSE stream is allowed per session",
                         [("mcp-session-id", sid)])
             return
-        if os.environ.get("MCP_FAKE_JSON"):  # the SDK's json_response mode
-            answer = self.server.handle(message, Ctx(lambda m: None))
-            h.send_plain(200, dumps(answer), headers=[("mcp-session-id", sid)])
-            return
         stream = h.open_stream("text/event-stream", [
             ("cache-control", "no-cache, no-transform"), ("connection", "keep-alive"),
             ("mcp-session-id", sid), ("x-accel-buffering", "no")])

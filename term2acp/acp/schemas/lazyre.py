@@ -1,7 +1,7 @@
 """Import marshmallow without compiling regular expressions nobody here uses.
 
 ``marshmallow.validate`` compiles the e-mail patterns (case-insensitive Unicode
-classes) at import: about 20 ms, a fifth of the agent's start-up. While marshmallow is
+classes) at import, a large share of the agent's start-up (bench/startup). While marshmallow is
 first imported, case-insensitive patterns are compiled on first use instead.
 """
 
