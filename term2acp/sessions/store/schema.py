@@ -196,6 +196,7 @@ def _connect(path, busy_wait):
         db.execute("PRAGMA journal_mode = WAL")
         db.execute("PRAGMA synchronous = NORMAL")
         _migrate(db)
+        _start_log(db, path, busy_wait)
     except sqlite3.Error as exc:
         db.close()
         if getattr(exc, "sqlite_errorcode", None) in (SQLITE_CORRUPT, SQLITE_NOTADB):
@@ -220,6 +221,29 @@ def _move_aside(path, why):
     return (f"the session store {path} was damaged ({why}), so term2-acp had to "
             f"move it aside: it is now {target}, and a fresh store was started "
             "(sessions created before are in the damaged file). Retry the request.")
+
+
+def _start_log(db, path, busy_wait):
+    """Create the write-ahead log now, in the store's thread while it opens: the first
+    write to a store without one creates it and syncs its header, and that first write
+    would otherwise be the first ``session/new``'s. One write of the schema version,
+    unchanged. It never waits: a store in use by another process has its log already."""
+    try:
+        if os.path.getsize(path + "-wal"):
+            return
+    except OSError:
+        pass  # no log yet: the write below makes it
+    db.execute("PRAGMA busy_timeout = 0")
+    try:
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        db.execute("BEGIN IMMEDIATE")
+        db.execute(f"PRAGMA user_version = {int(version)}")
+        db.execute("COMMIT")
+    except sqlite3.OperationalError:  # busy: another process writes, so the log exists
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+    finally:
+        db.execute(f"PRAGMA busy_timeout = {int(busy_wait * 1000)}")
 
 
 def _migrate(db):

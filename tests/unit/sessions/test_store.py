@@ -1,3 +1,4 @@
+import os
 import sqlite3
 
 import gevent
@@ -187,3 +188,16 @@ def test_store_opening_does_not_wait_for_another_process_writing(tmp_path):
     finally:
         holder.execute("ROLLBACK")
         holder.close()
+
+
+def test_store_opening_an_existing_store_prepares_its_write_ahead_log(tmp_path):
+    """The log SQLite deletes on the last close is made again while the store opens, in its
+    thread, so the first session/new's commit does not create it and sync its header."""
+    path = str(tmp_path / "sessions.sqlite3")
+    Store(path).open().close()
+    assert not os.path.exists(path + "-wal")  # the last close removed it
+    store = Store(path).open()
+    try:
+        assert os.path.getsize(path + "-wal") > 0
+    finally:
+        store.close()
