@@ -37,9 +37,8 @@ def _completed(updates):
             if u["sessionUpdate"] == "tool_call_update" and u.get("status") == "completed"]
 
 
-def test_a_prompt_right_after_start_up_runs_and_optional_modules_stay_out(
-        acp_env, home, workspace, tmp_path):
-    agent = _start(acp_env, home, _read_file_turns(tmp_path, workspace))
+def _read_the_notes(agent, workspace):
+    """A session's first prompt, sent as soon as the agent answers, reads a file."""
     try:
         agent.initialize()
         session_id = agent.new_session(workspace)
@@ -47,6 +46,12 @@ def test_a_prompt_right_after_start_up_runs_and_optional_modules_stay_out(
         assert "the notes" in str(_completed(updates)[0]["content"])
     finally:
         assert agent.close() == 0
+
+
+def test_a_prompt_right_after_start_up_runs_and_optional_modules_stay_out(
+        acp_env, home, workspace, tmp_path):
+    agent = _start(acp_env, home, _read_file_turns(tmp_path, workspace))
+    _read_the_notes(agent, workspace)
     imported = set(IMPORTED.findall(agent.stderr))
     # (import statements are logged, importlib.import_module calls are not)
     assert {"term2acp.tools.search", "term2acp.tools.web_fetch"} <= imported
@@ -61,12 +66,6 @@ def test_a_broken_tool_plug_in_is_logged_and_the_others_work(acp_env, home, work
     (info / "entry_points.txt").write_text("[term2acp.tools]\nbroken = t2a_missing_module:tool\n")
     agent = _start(acp_env, home, _read_file_turns(tmp_path, workspace),
                    PYTHONPATH=str(site))
-    try:
-        agent.initialize()
-        session_id = agent.new_session(workspace)
-        _, updates, _ = agent.prompt(session_id, "read the notes")
-        assert "the notes" in str(_completed(updates)[0]["content"])
-    finally:
-        assert agent.close() == 0
+    _read_the_notes(agent, workspace)
     assert re.search(r"plug-in broken \(t2a_missing_module:tool\) skipped: "
                      r"ModuleNotFoundError", agent.stderr), agent.stderr[-3000:]

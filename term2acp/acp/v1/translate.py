@@ -21,7 +21,7 @@ import codecs
 import time
 
 from term2acp.acp.v2.translate import compaction_update, locations, replayed_compaction, \
-    resource_link
+    resource_link, usage_of
 from term2acp.acp.v1 import terminal_meta
 from term2acp.core import events as ev
 
@@ -123,19 +123,6 @@ def tool_fields(update, fields, terminals=None, shown=None):
     if fields.get("content") is not None:
         update["content"] = tool_content(fields["content"], terminals, shown)
     return update
-
-
-def usage_of(tokens):
-    """The v1 ``Usage`` of a settled turn's token counts."""
-    usage = {"totalTokens": tokens["input"] + tokens["output"],
-             "inputTokens": tokens["input"], "outputTokens": tokens["output"]}
-    if tokens.get("thought"):
-        usage["thoughtTokens"] = tokens["thought"]
-    if tokens.get("cached"):
-        usage["cachedReadTokens"] = tokens["cached"]
-    if tokens.get("cache_write"):
-        usage["cachedWriteTokens"] = tokens["cache_write"]
-    return usage
 
 
 class SessionView:

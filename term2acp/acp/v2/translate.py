@@ -104,19 +104,23 @@ def _state(e):
     failed = outcome.reason == "failed"
     update["stopReason"] = ERROR_STOP if failed else outcome.reason
     if outcome.usage:
-        tokens = outcome.usage
-        usage = {"totalTokens": tokens["input"] + tokens["output"],
-                 "inputTokens": tokens["input"], "outputTokens": tokens["output"]}
-        if tokens.get("thought"):
-            usage["thoughtTokens"] = tokens["thought"]
-        if tokens.get("cached"):
-            usage["cachedReadTokens"] = tokens["cached"]
-        if tokens.get("cache_write"):
-            usage["cachedWriteTokens"] = tokens["cache_write"]
-        update["usage"] = usage
+        update["usage"] = usage_of(outcome.usage)
     if failed:
         update["_meta"] = {"term2": {"error": outcome.error or "unknown error"}}
     return update
+
+
+def usage_of(tokens):
+    """The ``Usage`` of a settled turn's token counts (the same shape in v1 and v2)."""
+    usage = {"totalTokens": tokens["input"] + tokens["output"],
+             "inputTokens": tokens["input"], "outputTokens": tokens["output"]}
+    if tokens.get("thought"):
+        usage["thoughtTokens"] = tokens["thought"]
+    if tokens.get("cached"):
+        usage["cachedReadTokens"] = tokens["cached"]
+    if tokens.get("cache_write"):
+        usage["cachedWriteTokens"] = tokens["cache_write"]
+    return usage
 
 
 def _usage(e):
