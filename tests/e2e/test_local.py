@@ -19,6 +19,7 @@ pytestmark = pytest.mark.skipif(
 # At most 64 tokens a model round: SmolLM2-135M often rambles until the cap, and what the
 # tests check (an answer, a parsed and approved tool call, a cancel) comes before it.
 ONE_THREAD = {"TERM2ACP_LOCAL_THREADS": "1", "TERM2ACP_LOCAL_MAX_TOKENS": "64"}
+ATTEMPTS = 3  # sessions the tool-call test may take to get the call copied right
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +65,6 @@ def test_local_model_tool_call_goes_through_an_approval(local):
         fh.write("sea shells by the shore\n")
     path = "../outside/notes.txt"  # relative to the workspace root, outside it: asks
     assert os.path.realpath(os.path.join(workspace, path)) == os.path.join(outside, "notes.txt")
-    sid = agent.new_session(workspace)
     asked = []
 
     def approve(message):
@@ -73,10 +73,19 @@ def test_local_model_tool_call_goes_through_an_approval(local):
             return {"outcome": {"outcome": "selected", "optionId": "allow-once"}}
         return None
 
+    # Greedy decoding follows every token of the input, the workspace's path included
+    # (pytest's numbering): now and then the small model does not copy the call right.
+    # A fresh session tries again; parsing, approval or running broken fails every try.
     call = '<tool_call>{"name": "read_file", "arguments": {"path": "%s"}}</tool_call>' % path
-    _, updates, idle = agent.prompt(sid, "Copy this line exactly:\n" + call,
-                                    timeout=240, on_request=approve)
-    assert idle["params"]["update"]["stopReason"] in ("end_turn", "max_tokens", "max_turn_requests"), idle
+    for _ in range(ATTEMPTS):
+        asked.clear()
+        sid = agent.new_session(workspace)
+        _, updates, idle = agent.prompt(sid, "Copy this line exactly:\n" + call,
+                                        timeout=240, on_request=approve)
+        assert idle["params"]["update"]["stopReason"] in (
+            "end_turn", "max_tokens", "max_turn_requests"), idle
+        if asked and asked[0]["subject"]["toolCall"]["rawInput"] == {"path": path}:
+            break
     assert asked and asked[0]["subject"]["toolCall"]["rawInput"] == {"path": path}, asked
     statuses = [u.get("status") for u in updates if u["sessionUpdate"] == "tool_call_update"]
     assert "completed" in statuses, updates
