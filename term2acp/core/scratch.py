@@ -59,7 +59,7 @@ def sweep_stale(base=None):
         return
     for name in names:
         match = _OURS.match(name)
-        if match is None or _alive(int(match.group(1))):
+        if match is None or pid_alive(int(match.group(1))):
             continue
         path = os.path.join(base, name)
         try:
@@ -70,7 +70,8 @@ def sweep_stale(base=None):
         shutil.rmtree(path, ignore_errors=True)
 
 
-def _alive(pid):
+def pid_alive(pid):
+    """True while a process ``pid`` exists (one of another user's counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

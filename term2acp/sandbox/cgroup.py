@@ -23,6 +23,8 @@ import os
 import resource
 import signal as signals
 
+from term2acp.core.scratch import pid_alive
+
 log = logging.getLogger(__name__)
 
 MECHANISM_CGROUP = "cgroup v2 memory.max"
@@ -172,22 +174,13 @@ def _sweep(parent):
     (later, if their processes take a moment to die)."""
     for name in os.listdir(parent):
         owner = name.split("-")[1] if name.startswith("run-") else ""
-        if owner.isdigit() and not _alive(int(owner)):
+        if owner.isdigit() and not pid_alive(int(owner)):
             path = os.path.join(parent, name)
             left = RunGroup(path)
             left.close()
             if path in RunGroup._stale:
                 log.warning("killed what a dead agent (pid %s) left running in %s", owner, path)
 
-
-def _alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    return True
 
 
 def _make_parent(base):

@@ -365,3 +365,8 @@ def is_update(message, session_id=None):
 def is_idle(message, session_id=None):
     return is_update(message, session_id) and message["params"]["update"].get("state") == "idle" \
         and message["params"]["update"].get("sessionUpdate") == "state_update"
+
+
+def selected(option_id):
+    """The editor's answer to ``session/request_permission`` choosing ``option_id``."""
+    return {"outcome": {"outcome": "selected", "optionId": option_id}}

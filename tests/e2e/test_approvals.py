@@ -4,6 +4,8 @@ import os
 
 import pytest
 
+from term2acp.testing.harness import selected
+
 
 READ_OUT = [{"id": "o1", "optionId": "allow-once", "name": "Allow once", "kind": "allow_once"},
             {"optionId": "allow-folder-session", "name": "Allow folder for session", "kind": "allow_always"},
@@ -12,10 +14,6 @@ READ_OUT = [{"id": "o1", "optionId": "allow-once", "name": "Allow once", "kind":
 
 def options_of(request):
     return [(o["optionId"], o["name"], o["kind"]) for o in request["params"]["options"]]
-
-
-def selected(option_id):
-    return {"outcome": {"outcome": "selected", "optionId": option_id}}
 
 
 @pytest.fixture

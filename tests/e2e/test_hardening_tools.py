@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from term2acp.testing.harness import selected
 from tests.support.scripts import write_script
 from tests.support.clock import within
 
@@ -19,10 +20,6 @@ HANG = [{"hang": True}]
 
 def call(name, **arguments):
     return {"tool_call": {"name": name, "arguments": arguments}}
-
-
-def selected(option_id):
-    return {"outcome": {"outcome": "selected", "optionId": option_id}}
 
 
 def reject(_request):

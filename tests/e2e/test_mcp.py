@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from term2acp.testing.harness import selected
 from tests.support.clock import within
 from tests.support.mcp_servers import (
     HttpServer,
@@ -27,10 +28,6 @@ MCP_OPTIONS = [("allow-once", "Allow once", "allow_once"),
 
 def call(name, **arguments):
     return {"tool_call": {"name": name, "arguments": arguments}}
-
-
-def selected(option_id):
-    return {"outcome": {"outcome": "selected", "optionId": option_id}}
 
 
 def tool_updates(updates):

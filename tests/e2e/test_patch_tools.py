@@ -6,6 +6,7 @@ import os
 
 import pytest
 
+from term2acp.testing.harness import selected
 from tests.support.toolcalls import (call_text, finished_calls, model_server, start_agent,
                                      tool_results)
 
@@ -28,10 +29,6 @@ def diffs(update, protocol):
         else:
             out.append((item["path"], "delete" if item["newText"] == "" else "write"))
     return out
-
-
-def selected(option_id):
-    return {"outcome": {"outcome": "selected", "optionId": option_id}}
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from term2acp.testing.harness import ANSWERED, is_response
+from term2acp.testing.harness import ANSWERED, is_response, selected
 
 
 @pytest.fixture
@@ -27,10 +27,6 @@ def v1(acp_agent, acp_workspace):
 
 def call(name, **arguments):
     return {"tool_call": {"name": name, "arguments": arguments}}
-
-
-def selected(option_id):
-    return {"outcome": {"outcome": "selected", "optionId": option_id}}
 
 
 def options_of(request):
