@@ -19,6 +19,7 @@ COMMAND = "command"  # a shell command in ask mode (tools/shell_policy.py)
 PLAN_READY = "plan_ready"  # plan mode's finish_plan: start the work, and how (tools/plan.py)
 WEB_HOST = "web_host"  # web_fetch of a public host (term2acp/tools/web_fetch.py)
 WEB_PRIVATE = "web_private"  # web_fetch of a loopback or private address: never remembered
+TRUST = "trust"  # a file the workspace supplies (hooks, commands, .mcp.json): core/trust.py
 
 # (choice id, label, ACP permission option kind). Only choices with an ACP kind exist here:
 # unsandboxed-once and allow-remember are never offered, reject_always is never used.
@@ -74,6 +75,11 @@ CHOICES = {
     WEB_PRIVATE: (
         ("allow-once", "Allow once", "allow_once"),
         ("reject", "Reject", "reject_once"),
+    ),
+    TRUST: (  # allow always is remembered per path and SHA-256 in the data dir
+        ("trust-always", "Always allow this file (as it is now)", "allow_always"),
+        ("trust-once", "Allow once (this session)", "allow_once"),
+        ("reject", "Reject (not used in this session)", "reject_once"),
     ),
 }
 

@@ -19,6 +19,8 @@ world-writable parent such as ``/tmp``, and its text would steer the model (git'
 import os
 import stat
 
+from term2acp.core.trust import foreign_notice, foreign_owner
+
 NAME = "AGENTS.md"
 FILE_CAP = 32_000  # characters of one file
 TOTAL_CAP = 64_000  # characters of all of them
@@ -48,20 +50,6 @@ def _stat(path):
     except OSError:
         return None
     return (info.st_size, info.st_mtime_ns) if stat.S_ISREG(info.st_mode) else None
-
-
-def foreign_owner(path):
-    """The uid owning ``path`` or its directory when it is neither ours nor root's, else
-    None."""
-    trusted = (os.geteuid(), 0)
-    for item in (path, os.path.dirname(path)):
-        try:
-            owner = os.stat(item, follow_symlinks=False).st_uid
-        except OSError:
-            continue
-        if owner not in trusted:
-            return owner
-    return None
 
 
 def _read(path):
@@ -100,9 +88,7 @@ class Instructions:
             if owner is not None:
                 if (path, owner) not in self._ignored:
                     self._ignored.add((path, owner))
-                    warnings.append(f"Ignored {path}: it (or its folder) belongs to another "
-                                    f"user (uid {owner}), so it could steer the model; "
-                                    "change its owner to use it.\n\n")
+                    warnings.append(foreign_notice(path, owner) + "\n\n")
                 continue
             cached = self._cache.get(path)
             if cached is None or cached[0] != signature:
