@@ -25,7 +25,7 @@ from term2acp.acp.errors import domain_errors
 from term2acp.core import events as ev
 from term2acp.rpc.errors import AuthRequiredError, InvalidParamsError
 from term2acp.sessions.config_options import ConfigOptions, InvalidOptionValue
-from term2acp.turns import commands
+from term2acp.turns import commands, filecommands
 from term2acp.turns.modes import MODES
 
 log = logging.getLogger(__name__)
@@ -55,9 +55,11 @@ def modes_state(session):
                                for m, name, desc in MODES]}
 
 
-def commands_update(version):
+def commands_update(version, known=None):
+    """The ``available_commands_update`` of ``known`` (``name -> Command``; default: the
+    built-ins and plug-ins)."""
     listed = []
-    for command in commands.available().values():
+    for command in (commands.available() if known is None else known).values():
         item = {"name": command.name, "description": command.description}
         if command.hint:
             item["input"] = {"hint": command.hint} if version == 1 else \
@@ -127,18 +129,29 @@ class BaseHandlers:
         background /models listing (its HTTP client imported by then)."""
         try:
             self.wait_turns()
-            self.client.update(session.id, commands_update(self.VERSION))
+            self._announce_commands(session)
         finally:
             session.commands_sent.set()
         self.config_options.list_models(session.provider_id, session.group)
 
-    @staticmethod
-    def announced(session):
+    def _announce_commands(self, session):
+        """Send the session's slash commands when they differ from what it was last sent
+        (its command files are looked at: one ``stat`` each)."""
+        update = commands_update(self.VERSION, filecommands.listed(session, self.settings,
+                                                                        tell=False))
+        if update != getattr(session, "commands_announced", None):
+            session.commands_announced = update
+            self.client.update(session.id, update)
+
+    def announced(self, session):
         """Before a prompt's first update: the session's commands update went out first
-        (both wait for the preload; its waiters may resume in any order)."""
+        (both wait for the preload; its waiters may resume in any order), and again if a
+        command file was added, changed or removed since."""
         sent = getattr(session, "commands_sent", None)
         if sent is not None:
             sent.wait(ANNOUNCE_WAIT)
+            if sent.is_set():
+                self._announce_commands(session)
 
     def setup_result(self, session, result):
         result["configOptions"] = wire_options(self.config_options.options(session), self.VERSION)

@@ -228,26 +228,27 @@ def _load(entry_point):
     return command
 
 
-def parse(text):
-    """``(command, argument)`` for a prompt that starts with a known command, else None."""
+def parse(text, known=None):
+    """``(command, argument)`` for a prompt that starts with a known command (of ``known``,
+    default :func:`available`), else None."""
     match = _COMMAND_LINE.match(text.strip())
     if match is None:
         return None
-    command = available().get(match.group(1))
+    command = (available() if known is None else known).get(match.group(1))
     if command is None:
         return None
     return command, match.group(2) or ""
 
 
-def run(turn, text):
-    """Run the command ``text`` names, if any. Returns None (not a command: the model gets
-    ``text``), ``""`` (the command answered; the turn ends) or a prompt for the model.
-    A command starts the prompt, or the user's own words after attached context blocks
-    (``text.typed``, turns/content.py)."""
-    found = parse(text)
+def run(turn, text, known=None):
+    """Run the command ``text`` names, if any (of ``known``: the session's, with its file
+    commands). Returns None (not a command: the model gets ``text``), ``""`` (the command
+    answered; the turn ends) or a prompt for the model. A command starts the prompt, or the
+    user's own words after attached context blocks (``text.typed``, turns/content.py)."""
+    found = parse(text, known)
     typed = getattr(text, "typed", "")
     if found is None and typed and typed != text:
-        found = parse(typed)
+        found = parse(typed, known)
         text = typed
     if found is None:
         return None

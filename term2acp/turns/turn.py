@@ -26,7 +26,7 @@ from term2acp.core.nesting import MAX_ARGUMENT_CHARS
 from term2acp.core.text import scrub_text
 from term2acp.providers import base as pb
 from term2acp.providers import prices
-from term2acp.turns import commands, notes, websearch
+from term2acp.turns import commands, filecommands, notes, websearch
 from term2acp.turns.calls import CallSteps
 from term2acp.turns.checkpoints import TurnCheckpoint, may_change_files
 from term2acp.turns.compaction import ContextGuard
@@ -52,11 +52,13 @@ class Turn(CallSteps):
         self.tokens = None  # summed over the turn's model rounds, once a provider reports
         self.context = ContextGuard(session, provider, settings)  # size, compaction
         self.searches = websearch.Searches(self)  # the provider's own web searches
+        self.model = None  # a file command's model: this prompt's requests use it
 
     # ------------------------------------------------------------ the loop
     def run(self, user_text):
         self.greenlet = gevent.getcurrent()
-        prompt = commands.run(self, user_text)  # a slash command: answered, or a prompt
+        known = filecommands.listed(self.session, self.settings)
+        prompt = commands.run(self, user_text, known)  # a slash command: answered, or a prompt
         if prompt == "":
             return "end_turn"
         if prompt is not None:
@@ -101,7 +103,7 @@ class Turn(CallSteps):
         system = self.system
         if getattr(self.provider, "brief_prompt", False):
             system += notes.in_system(session)
-        request = pb.ModelRequest(model=session.model, system=system, messages=[],
+        request = pb.ModelRequest(model=self.model or session.model, system=system, messages=[],
                                   tools=[tool.spec() for tool in self.tools.values()
                                          if getattr(tool, "modes", None) is None
                                          or mode in tool.modes],  # modes.offered, inlined
