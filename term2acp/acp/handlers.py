@@ -129,17 +129,18 @@ class BaseHandlers:
         background /models listing (its HTTP client imported by then)."""
         try:
             self.wait_turns()
-            self._announce_commands(session)
+            self._announce_commands(session, always=True)
         finally:
             session.commands_sent.set()
         self.config_options.list_models(session.provider_id, session.group)
 
-    def _announce_commands(self, session):
-        """Send the session's slash commands when they differ from what it was last sent
-        (its command files are looked at: one ``stat`` each)."""
+    def _announce_commands(self, session, always=False):
+        """Send the session's slash commands (a session start: ``always``; before a prompt:
+        when they differ from what it was last sent). Its command files are looked at: one
+        ``stat`` each."""
         update = commands_update(self.VERSION, filecommands.listed(session, self.settings,
                                                                         tell=False))
-        if update != getattr(session, "commands_announced", None):
+        if always or update != getattr(session, "commands_announced", None):
             session.commands_announced = update
             self.client.update(session.id, update)
 

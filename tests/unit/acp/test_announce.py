@@ -8,11 +8,13 @@ import gevent.pool
 from gevent.event import Event
 
 from term2acp.acp.handlers import BaseHandlers
+from term2acp.settings import Settings
 
 
 class Session:
     id = "s1"
     provider_id = "scripted"
+    root = "/nonexistent/workspace"  # no command files
 
     def __init__(self):
         self.group = gevent.pool.Group()
@@ -26,6 +28,7 @@ class ConfigOptions:
 class Face(BaseHandlers):
     def __init__(self, turns_ready, sent):
         self._config_options = ConfigOptions()
+        self.settings = Settings()
         self.client = self
         self._turns_ready, self._sent = turns_ready, sent
 
