@@ -19,6 +19,7 @@ from gevent.lock import Semaphore
 
 from term2acp import __version__
 from term2acp.acp import methods as m
+from term2acp.acp.elicitation import ElicitationSupport
 from term2acp.acp.schemas.base import load
 from term2acp.acp.schemas.initialize import InitializeRequestSchema, InitializeV1RequestSchema
 from term2acp.acp.signin import auth_methods
@@ -98,6 +99,7 @@ class Connection:
         self._catalog = None  # the server's catalog (set by the composition root)
         self.client_compaction = False  # compaction_update allowed (else agent messages)
         self.client_terminal_meta = False  # v1 _meta.terminal_output (Zed's terminal)
+        self.client_elicitation = ElicitationSupport(None)  # elicitation/create modes
         self.before_sessions = None  # waits (cooperatively) until the session store is open
         self.before_turns = None  # waits until what only prompts need is prepared
         # Images are advertised when the default model takes them (catalog or config
@@ -142,6 +144,7 @@ class Connection:
             face = V2Handlers(manager, self.client, self.settings)
             table = routes(face, _route)
         face.compaction = self.client_compaction
+        face.questions = self.client_elicitation
         if self.before_turns is not None:
             face.wait_turns = self.before_turns
         new = table[m.SESSION_NEW]
@@ -236,10 +239,12 @@ class Connection:
             self.terminal_auth = terminal_auth(params["client_capabilities"], 1)
             self.client_compaction = advertises_compaction(params["client_capabilities"])
             self.client_terminal_meta = terminal_output_meta(params["client_capabilities"])
+            self.client_elicitation = ElicitationSupport(params["client_capabilities"])
             answer = self._v1_answer()
         else:
             self.terminal_auth = terminal_auth(params["capabilities"], 2)
             self.client_compaction = advertises_compaction(params["capabilities"])
+            self.client_elicitation = ElicitationSupport(params["capabilities"])
             prompt = {"embeddedContext": {}}
             if self.accepts_images():
                 prompt["image"] = {}

@@ -15,6 +15,8 @@ AUTH_LOGOUT = "auth/logout"
 
 SESSION_UPDATE = "session/update"
 SESSION_REQUEST_PERMISSION = "session/request_permission"
+ELICITATION_CREATE = "elicitation/create"
+ELICITATION_COMPLETE = "elicitation/complete"
 
 # ACP v1 only (gone in v2)
 SESSION_LOAD = "session/load"

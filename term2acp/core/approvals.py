@@ -20,6 +20,7 @@ PLAN_READY = "plan_ready"  # plan mode's finish_plan: start the work, and how (t
 WEB_HOST = "web_host"  # web_fetch of a public host (term2acp/tools/web_fetch.py)
 WEB_PRIVATE = "web_private"  # web_fetch of a loopback or private address: never remembered
 TRUST = "trust"  # a file the workspace supplies (hooks, commands, .mcp.json): core/trust.py
+QUESTION = "question"  # ask_user without elicitation: the answers are the request's choices
 
 # (choice id, label, ACP permission option kind). Only choices with an ACP kind exist here:
 # unsandboxed-once and allow-remember are never offered, reject_always is never used.
@@ -72,6 +73,7 @@ CHOICES = {
         ("allow-host-session", "Allow this host for the session", "allow_always"),
         ("reject", "Reject", "reject_once"),
     ),
+    QUESTION: (),  # the request brings its own choices (tools/ask_user.py)
     WEB_PRIVATE: (
         ("allow-once", "Allow once", "allow_once"),
         ("reject", "Reject", "reject_once"),
@@ -107,11 +109,12 @@ TIMED_OUT = "No response to the permission request before the timeout."
 class ApprovalRequest(Record):
     """What a tool asks for. ``path`` is the canonical target the grant would cover."""
 
-    __slots__ = ("variant", "path", "title", "content", "grant", "prefix")
+    __slots__ = ("variant", "path", "title", "content", "grant", "prefix", "choices")
 
     def __init__(self, variant=ORDINARY, path=None, title="", content=None, grant=None,
-                 prefix=None):
+                 prefix=None, choices=None):
         self.variant = variant
+        self.choices = choices  # (id, label, kind)s instead of the variant's (QUESTION)
         self.path = path
         self.title = title
         self.content = [] if content is None else content  # e.g. a diff preview
@@ -121,10 +124,11 @@ class ApprovalRequest(Record):
 
 class Interaction(Record):
     __slots__ = ("id", "variant", "call_id", "tool_name", "title", "kind", "raw_input",
-                 "locations", "content", "path", "prefix")
+                 "locations", "content", "path", "prefix", "offered")
 
     def __init__(self, id, variant, call_id, tool_name, title, kind, raw_input,  # noqa: A002
-                 locations, content, path, prefix=None):
+                 locations, content, path, prefix=None, offered=None):
+        self.offered = offered  # the request's own choices, if it brought them
         self.id = id
         self.variant = variant
         self.call_id = call_id
@@ -139,6 +143,8 @@ class Interaction(Record):
 
     @property
     def choices(self):
+        if self.offered:
+            return tuple(self.offered)
         return choices_for(self.variant, self.prefix)
 
 

@@ -25,8 +25,10 @@ RESULT_TYPES = {
     "session/set_config_option": "SetSessionConfigOptionResponse",
 }
 NOTIFICATION_TYPES = {"session/update": "UpdateSessionNotification",
-                      "$/cancel_request": "CancelRequestNotification"}
-REQUEST_TYPES = {"session/request_permission": "RequestPermissionRequest"}
+                      "$/cancel_request": "CancelRequestNotification",
+                      "elicitation/complete": "CompleteElicitationNotification"}
+REQUEST_TYPES = {"session/request_permission": "RequestPermissionRequest",
+                 "elicitation/create": "CreateElicitationRequest"}
 
 # version -> (results by request method, notifications by method, agent requests by method)
 TYPES = {
@@ -37,8 +39,7 @@ TYPES = {
                               "authenticate": "AuthenticateResponse",
                               "logout": "LogoutResponse",
                               "session/set_mode": "SetSessionModeResponse"}),
-        {"session/update": "SessionNotification",
-         "$/cancel_request": "CancelRequestNotification"},
+        dict(NOTIFICATION_TYPES, **{"session/update": "SessionNotification"}),
         dict(REQUEST_TYPES, **{"fs/read_text_file": "ReadTextFileRequest",
                                "fs/write_text_file": "WriteTextFileRequest"})),
 }

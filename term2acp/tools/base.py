@@ -29,6 +29,8 @@ from typing import Any
 
 from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate
 
+from term2acp.core.elicitation import DECLINE, NOT_SUPPORTED, Elicited
+
 # Params class -> the one schema instance that loads its arguments. Schemas hold no
 # per-load state, so one instance serves every call of every tool using that class.
 _loaders = weakref.WeakKeyDictionary()
@@ -108,7 +110,19 @@ class ToolContext:
             self.checkpoint(real)
 
     choose = None  # callable(ApprovalRequest) -> the choice id allowed, or None (the turn's)
+    decide = None  # callable(ApprovalRequest) -> the Decision (core/approvals.py; the turn's)
+    abort = None  # callable(reason): end the turn as cancelled, from inside a tool (the turn's)
     set_mode = None  # callable(mode id): switch the session's mode, reported (the turn's)
+
+    def elicits(self, mode):
+        """The editor takes questions of ``mode`` (``core/elicitation.py``: FORM, URL)."""
+        return False
+
+    def elicit(self, question):
+        """Ask the user ``question`` (``core.elicitation.Elicitation``) through the editor;
+        returns an ``Elicited`` (accept with content, decline or cancel; never raises but a
+        cancelled turn's exit). The turn sets both for a running call."""
+        return Elicited(DECLINE, reason=NOT_SUPPORTED)
 
     def approve(self, request):
         """Ask the client (through the session's gate); returns True only on an allow. A

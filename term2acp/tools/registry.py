@@ -16,6 +16,7 @@ import importlib.metadata
 import logging
 
 from term2acp.tools.apply_patch import ApplyPatchTool
+from term2acp.tools.ask_user import AskUserTool
 from term2acp.tools.base import Tool
 from term2acp.tools.edit import CreateFileTool, EditFileTool
 from term2acp.tools.files import ListDirectoryTool, ReadFileTool
@@ -37,7 +38,7 @@ def builtin_tools():
     """Fresh instances of every built-in tool whose module is importable."""
     tools = [ReadFileTool(), ListDirectoryTool(), GlobTool(), GrepTool(), CreateFileTool(),
              EditFileTool(), ApplyPatchTool(), WebFetchTool(), UpdatePlanTool(),
-             FinishPlanTool()]
+             FinishPlanTool(), AskUserTool()]
     for target in OPTIONAL_BUILTINS:
         tool = _optional_builtin(target)
         if tool is not None:

@@ -15,8 +15,10 @@ import gevent
 
 from term2acp.core import approvals
 from term2acp.core import events as ev
+from term2acp.core.approvals import CANCELLED
 from term2acp.core.cancel import TurnAborted
 from term2acp.core.commandline import shown_prefix
+from term2acp.core.elicitation import CANCEL, DECLINE, NOT_SUPPORTED, Elicited
 from term2acp.core.ids import new_id
 from term2acp.core.nesting import MAX_ARGUMENT_CHARS, MAX_DEPTH, too_deep
 from term2acp.core.text import scrub_text
@@ -175,6 +177,10 @@ class CallSteps:
         ctx.checkpoint = checkpoint.before_write if checkpoint is not None else None
         ctx.choose = lambda request: self._choose(record, request)
         ctx.set_mode = self._set_mode
+        ctx.decide = lambda request: self._decide(record, request)
+        ctx.abort = self._abort
+        ctx.elicits = self._elicits
+        ctx.elicit = lambda question: self._elicit(record, question)
         return ctx
 
     def _nested_call(self, name, arguments):
@@ -186,10 +192,15 @@ class CallSteps:
 
     def _choose(self, record, request):
         """``ctx.choose()``: the choice id the user allowed, or None (refused, cancelled)."""
+        decision = self._decide(record, request)
+        return decision.choice if decision.allowed else None
+
+    def _decide(self, record, request):
+        """``ctx.decide()``: the Decision on ``request`` (an abort ends the turn here)."""
         decision = self.ask(record, request, nested=True)
         if decision.abort_turn:
             self._abort(decision.reason)
-        return decision.choice if decision.allowed else None
+        return decision
 
     def _set_mode(self, mode):
         """Switch the session's mode as ``session/set_config_option`` does (reported, stored)."""
@@ -206,6 +217,25 @@ class CallSteps:
         if decision.abort_turn:
             self._abort(decision.reason)
         return decision.allowed
+
+    def _elicits(self, mode):
+        gate = self.session.lifecycle.gate
+        return gate is not None and gate.elicits(mode)
+
+    def _elicit(self, record, question):
+        """``ctx.elicit()``: the user's answer to ``question`` (one question at a time, with
+        the approvals). The session requires action while it is open; an answer read after
+        a cancel or close is a cancel."""
+        with self.asking:
+            lifecycle = self.session.lifecycle
+            gate = lifecycle.gate
+            if gate is None or not gate.elicits(question.mode):
+                return Elicited(DECLINE, reason=NOT_SUPPORTED)
+            lifecycle.require_action(question)
+            answer = gate.elicit(record.id, question)
+            if not lifecycle.resume(question):
+                return Elicited(CANCEL, reason=CANCELLED)
+            return answer
 
     def _abort(self, reason):
         """End the turn as cancelled. Raised where the abort was found; when that is not the
@@ -264,7 +294,7 @@ class CallSteps:
             raw_input=None if nested else record.raw_input,
             locations=[] if nested else record.locations,
             content=request.content, path=request.path,
-            prefix=shown_prefix(request.prefix))
+            prefix=shown_prefix(request.prefix), offered=request.choices)
         lifecycle = session.lifecycle  # sessions/lifecycle.py: running <-> requires_action
         lifecycle.require_action(interaction)
         gate = lifecycle.gate

@@ -11,6 +11,7 @@ import logging
 import gevent
 from gevent.event import Event
 
+from term2acp.acp import elicitation
 from term2acp.acp.errors import domain_errors
 from term2acp.acp.handlers import BaseHandlers, shared_updates
 from term2acp.acp.v1 import permissions, translate
@@ -42,6 +43,7 @@ class _Held:
 class V1Handlers(BaseHandlers):
     VERSION = 1
     compaction = False  # the client advertised clientCapabilities.session.compaction
+    questions = elicitation.NONE  # the client's elicitation modes (connection.py)
     terminal_meta = False  # ... clientCapabilities._meta.terminal_output (Zed's terminal)
 
     def __init__(self, manager, client, settings, files):
@@ -215,7 +217,8 @@ class V1Handlers(BaseHandlers):
         self.announced(session)
         text = self.manager.prepare(session, blocks)
         gate = PermissionBridge(self.client, session.id, self.settings.approval_timeout,
-                                params_for=permissions.request_params)
+                                params_for=permissions.request_params,
+                                questions=self.questions)
         ended = self.manager.start(session, blocks, text, gate)
         try:
             outcome = ended.get()  # set after the idle transition's updates were queued

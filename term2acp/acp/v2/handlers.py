@@ -6,6 +6,7 @@ face in ``acp/v1/``).
 
 import logging
 
+from term2acp.acp.elicitation import ElicitationSupport
 from term2acp.acp.errors import domain_errors
 from term2acp.acp.handlers import BaseHandlers, shared_updates, replay_plan
 from term2acp.acp.v2 import translate
@@ -25,6 +26,7 @@ class V2Handlers(BaseHandlers):
         self.settings = settings
 
     compaction = False  # the client advertised capabilities.session.compaction (agent.py)
+    questions = ElicitationSupport(None)  # the client's elicitation modes (connection.py)
 
     def _sink(self, session, event):
         """Every runtime event of this face's sessions (``LiveSession.emit``) -> its update."""
@@ -97,7 +99,8 @@ class V2Handlers(BaseHandlers):
         session = self.manager.admit(params["session_id"], params.get("ticket"))
         self.announced(session)
         text = self.manager.prepare(session, params["prompt"])
-        gate = PermissionBridge(self.client, session.id, self.settings.approval_timeout)
+        gate = PermissionBridge(self.client, session.id, self.settings.approval_timeout,
+                                questions=self.questions)
         self.manager.start(session, params["prompt"], text, gate)  # the running update
         return {}  # the turn goes on; its idle state_update ends it (translate.py)
 

@@ -18,7 +18,7 @@ import re
 import gevent
 from marshmallow import ValidationError
 
-from term2acp.acp import methods
+from term2acp.acp import elicitation, methods
 from term2acp.acp.schemas.permission import RequestPermissionResponseSchema
 from term2acp.acp.v2.translate import tool_content
 from term2acp.core import approvals
@@ -98,11 +98,23 @@ def decision_for(answer, interaction):
 class PermissionBridge:
     """The approval gate of one prompt (the same fail-closed rules for v1 and v2)."""
 
-    def __init__(self, client, session_id, timeout=None, params_for=request_params):
+    def __init__(self, client, session_id, timeout=None, params_for=request_params,
+                 questions=elicitation.NONE):
         self._client = client
         self._session_id = session_id
         self._timeout = timeout
         self._params_for = params_for  # the connection's version of the request shape
+        self._questions = questions  # the client's ElicitationSupport
+
+    def elicits(self, mode):
+        """The client takes ``elicitation/create`` questions of ``mode`` (form, url)."""
+        return self._questions.supports(mode)
+
+    def elicit(self, call_id, question):
+        """Ask ``question`` (core/elicitation.py) through ``elicitation/create``; waits as
+        long as a permission request does. Fails closed: see ``acp/elicitation.py``."""
+        return elicitation.elicit(self._client, self._session_id, self._questions, call_id,
+                                  question, self._timeout)
 
     def decide(self, interaction):
         try:
