@@ -147,3 +147,41 @@ def test_ask_mode_offers_the_command_prefix_grant(acp_agent, acp_workspace, mode
     asked, _ = s.run("echo two > three.txt", "reject")
     assert len(asked) == 1 and not os.path.exists(os.path.join(acp_workspace, "three.txt"))
     assert s.agent.close() == 0
+
+
+THREE = ["allow-once", "allow-network-session", "reject"]
+
+
+@pytest.mark.parametrize("protocol", [1, 2])
+def test_a_hash_inside_a_word_does_not_end_the_prefix_check(acp_agent, acp_workspace, model,
+                                                            site, protocol):
+    """``x#`` is one word for bash: what follows runs. After a ``git clone`` network grant,
+    a line that chains curl behind such a word asks for the network (no prefix choice)."""
+    s = Session(acp_agent, acp_workspace, model, protocol)
+    asked, _ = s.run(f"git clone {site.url('/repo')}", "allow-network-prefix-session",
+                     network=True)
+    assert asked == [FOUR]
+    for line in (f"git clone x#; {curl(site, '/semicolon')}",
+                 f"git clone y# || {curl(site, '/or')}",
+                 f"git clone {{x,y}} ; {curl(site, '/brace')}"):
+        asked, final = s.run(line, "reject", network=True)
+        assert asked == [THREE] and final["status"] == "failed", line
+    assert not {"/semicolon", "/or", "/brace"} & set(site.paths)
+    assert s.agent.close() == 0
+
+
+@pytest.mark.parametrize("protocol", [1, 2])
+def test_a_hash_inside_a_word_does_not_end_the_ask_mode_grant(acp_agent, acp_workspace,
+                                                              model, protocol):
+    """The same in ask mode: after "allow commands that start with `git status`", a line
+    that chains a command behind ``status#`` asks."""
+    s = Session(acp_agent, acp_workspace, model, protocol)
+    s.mode("ask")
+    asked, _ = s.run("git status", "allow-command-prefix-session")
+    assert asked == [["allow-once", "allow-command-prefix-session", "reject"]]
+    asked, _ = s.run("git status#; touch pwned", "reject")
+    assert asked == [["allow-once", "reject"]]
+    assert not os.path.exists(os.path.join(acp_workspace, "pwned"))
+    asked, _ = s.run("git status")  # the grant itself still holds
+    assert asked == []
+    assert s.agent.close() == 0
