@@ -2,6 +2,8 @@
 
 Usage:
   term2-acp [--provider <provider>] [--model <model>] [--effort <effort>]
+  term2-acp exec [options] [PROMPT]     (one prompt without an editor: exec --help)
+  term2-acp sessions list | show | export | import | delete   (sessions --help)
   term2-acp --login
   term2-acp --install-model
   term2-acp -h | --help
@@ -122,6 +124,25 @@ def load(flags, env=None, resolve=True):
     return settings, catalog
 
 
+COMMANDS = ("exec", "sessions")  # subcommands without an editor (term2acp/headless/)
+
+
+def command(name, argv):
+    from term2acp import diagnostics
+
+    diagnostics.configure()
+    if name == "exec":
+        from term2acp.headless import exec as run
+    else:
+        from term2acp.headless import sessions as run
+    try:
+        return run.main(argv, lambda flags, resolve=True: load(flags, resolve=resolve))
+    finally:
+        from term2acp.core import scratch
+
+        scratch.cleanup()
+
+
 def install_model():
     from term2acp.providers.gguf import InstallError, install
 
@@ -139,6 +160,8 @@ def fail(message):
 
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in COMMANDS:
+        return command(argv[0], argv[1:])
     try:
         flags = parse(argv)
     except UsageError as exc:

@@ -20,13 +20,15 @@ the conversation so far, so a resumed session continues where it left off. Steps
 * ``{"repeat": {"text": str, "count": n}}``: n text deltas (for long answers);
 * ``{"tool_call": {"name": str, "arguments": object | str, "id"?: str}}``: a tool call
   (a string is sent verbatim, so malformed JSON can be scripted);
-* ``{"usage": {"input": n, "output": n, "cost": usd?}}``;
+* ``{"usage": {"input": n, "output": n, "cached": n?, "thought": n?, "cost": usd?}}``;
 * ``{"delay": seconds}``: a cooperative pause; ``{"hang": true}`` waits until cancelled;
 * ``{"error": str}``: the provider fails with that message;
 * ``{"stop": "end_turn" | "tool_use" | "max_tokens" | "refusal"}`` (default: ``tool_use``
   when the turn made tool calls, else ``end_turn``).
 
-Optional keys for context-window tests: ``"default_turn"`` (steps played when the script
+``"sequential": true`` plays the turns in the order of this provider's requests instead
+(a recorded session's replies, ``term2acp sessions export --format pytest``: a reply that
+left no assistant message still takes its turn). Optional keys for context-window tests: ``"default_turn"`` (steps played when the script
 has no turn at that index, e.g. after a compaction shortened the conversation),
 ``"summary"`` (the text a compaction request gets; default a fixed sentence),
 ``"title"`` (what the session's title request gets; without it the request fails and
@@ -77,6 +79,7 @@ class ScriptedProvider(Provider):
     def __init__(self, script_path):
         self.path = script_path
         self.script = load_script(script_path)
+        self.played = 0  # turn requests so far (for "sequential")
 
     def context_window(self, model):
         return self.script.get("context_window", 128000)
@@ -112,7 +115,10 @@ class ScriptedProvider(Provider):
                                                 "nothing else to keep.")))
             yield Stop("end_turn")
             return
-        index = sum(1 for m in request.messages if m.get("role") == "assistant")
+        if self.script.get("sequential"):
+            index, self.played = self.played, self.played + 1
+        else:
+            index = sum(1 for m in request.messages if m.get("role") == "assistant")
         turns = self.script["turns"]
         if index >= len(turns) and isinstance(self.script.get("default_turn"), list):
             turns = turns + [self.script["default_turn"]] * (index + 1 - len(turns))
@@ -142,6 +148,8 @@ class ScriptedProvider(Provider):
             elif key == "usage":
                 yield Usage(input_tokens=int(value.get("input", 0)),
                             output_tokens=int(value.get("output", 0)),
+                            cached_tokens=int(value.get("cached") or 0),
+                            thought_tokens=int(value.get("thought") or 0),
                             cost_usd=value.get("cost"))
             elif key == "delay":
                 gevent.sleep(float(value))

@@ -41,9 +41,11 @@ END_TURN, CANCELLED, FAILED = "end_turn", "cancelled", "failed"
 
 
 class Outcome(NamedTuple):  # not a dataclass: cheaper to import (core/record.py)
-    reason: str  # end_turn | max_tokens | max_turn_requests | refusal | cancelled | failed
+    reason: str  # end_turn | max_tokens | max_turn_requests | max_cost | refusal | cancelled
+    # | failed
     error: str | None = None
     usage: dict | None = None  # tokens: input, output, thought, cached
+    run: dict | None = None  # the turn's model requests and cost (exec asks: settings.report_runs)
 
 
 class Lifecycle:

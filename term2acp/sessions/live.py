@@ -14,6 +14,7 @@ from term2acp.core.access import AccessState
 from term2acp.sessions.errors import SessionLocked
 from term2acp.sessions.journal import Recorder
 from term2acp.sessions.lifecycle import Lifecycle
+from term2acp.sessions.recording import Recording
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,7 @@ class LiveSession:
         self.mcp_servers = []  # mcp.config.ServerConfig the client sent (new/resume/load)
         self.mcp = None  # their running mcp.hub.McpHub (term2acp/mcp/session.py)
         self.recorder = Recorder(store, self.id)
+        self.recording = Recording(store, self.id, self.root)  # for export
         self.history = []
         self.history_rows = 0  # rows of this session in the store's history (seq 1..n)
         self.checkpoint = None  # the running turn's sessions.checkpoints.TurnCheckpoint
@@ -103,8 +105,10 @@ class LiveSession:
 
     def emit(self, event):
         self.recorder.record(event)
+        kind = type(event)
+        if kind is ev.ToolCallReported and event.locations:  # a file as first touched
+            self.recording.touched(getattr(self, "prompt_message_id", None), event.locations)
         if self.sink is not None:
-            kind = type(event)
             if (kind is ev.TextChunk or kind is ev.ThoughtChunk) and self.lifecycle.stopping:
                 return  # recorded for replay; a cancelled turn streams no more chunks
             self.sink(self, event)

@@ -181,6 +181,9 @@ class PromptSteps:
                 if turn.tokens is not None:
                     outcome = Outcome(outcome.reason, outcome.error, dict(zip(
                         ("input", "output", "thought", "cached", "cache_write"), turn.tokens)))
+                if getattr(self.settings, "report_runs", False):  # exec's result (headless/)
+                    outcome = outcome._replace(run={"requests": turn.requests,
+                                                    "cost": round(turn.cost, 8)})
                 turn.close_open_calls("cancelled" if outcome.reason == CANCELLED else "failed")
                 session.cost += turn.cost
             stamp = self.store.touch(session.id)

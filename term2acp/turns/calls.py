@@ -308,6 +308,7 @@ class CallSteps:
             decision = approvals.Decision.deny(approvals.CANCELLED, abort_turn=True)
         if decision.allowed:
             session.access.grant(decision.choice, request)
+        _record_question(session, record, interaction, decision)
         return decision
 
     # ------------------------------------------------------------ endings
@@ -327,3 +328,19 @@ class CallSteps:
                 self.session.append_history({"role": "tool", "tool_call_id": record.model_id,
                                              "name": record.name, "is_error": True,
                                              "content": f"Not run: the turn ended ({status})."})
+
+
+def _record_question(session, record, interaction, decision):
+    """The question and its answer, for export (sessions/recording.py)."""
+    recording = getattr(session, "recording", None)
+    if recording is None:
+        return
+    kinds = {cid: kind for cid, _label, kind in interaction.choices}
+    recording.permission(getattr(session, "prompt_message_id", None), {
+        "call_id": record.id, "model_call_id": record.model_id, "tool": record.name,
+        "title": interaction.title, "input": interaction.raw_input, "path": interaction.path,
+        "options": [{"optionId": cid, "name": label, "kind": kind}
+                    for cid, label, kind in interaction.choices],
+        "decision": {"allowed": decision.allowed, "optionId": decision.choice,
+                     "kind": kinds.get(decision.choice), "reason": decision.reason}})
+

@@ -50,6 +50,7 @@ class Turn(CallSteps):
         self.cost = 0.0
         self.ended = False  # a call's result ends the turn after its round (ToolResult.end_turn)
         self.tokens = None  # summed over the turn's model rounds, once a provider reports
+        self.requests = 0  # model requests this turn made
         self.context = ContextGuard(session, provider, settings)  # size, compaction
         self.searches = websearch.Searches(self)  # the provider's own web searches
         self.model = None  # a file command's model: this prompt's requests use it
@@ -69,7 +70,10 @@ class Turn(CallSteps):
             message["images"] = list(user_text.images)
         notes.add_pending(self.session)  # what changed since the last prompt, just before it
         self.session.append_history(message)
+        limit = getattr(self.settings, "max_cost", None)  # USD a run may spend (exec)
         for _ in range(self.settings.max_turn_requests):
+            if limit is not None and self.requests and self.cost > limit:
+                return "max_cost"
             stop, calls = self._model_round()
             if stop == "pause" and not calls:  # the server paused its own tools' long run:
                 continue  # the answer so far goes back as it is, and the model goes on
@@ -118,6 +122,8 @@ class Turn(CallSteps):
             request.messages = model_messages(session.history)
         message_id, thought_id = new_id("msg"), new_id("thought")
         text, thought, calls, stop, replay, spent = [], [], [], None, None, None
+        usage, error = None, None
+        self.requests += 1
         # What was written so far (the user message, a tool's result) is committed before
         # the model is asked: no transaction stays open while the model streams, and a
         # failure of that batch fails the turn before anything of the answer is emitted.
@@ -137,15 +143,19 @@ class Turn(CallSteps):
                 elif kind is pb.ToolCall:
                     calls.append(item)
                 elif kind is pb.Usage:
-                    spent = self._usage(item)
+                    usage, spent = item, self._usage(item)
                 elif kind is pb.Replay:
                     replay = {"kind": item.kind, "items": item.items}
                 elif kind is pb.WebSearch:
                     self.searches.report(item)
                 elif kind is pb.Stop:
                     stop = item.reason
+        except Exception as exc:
+            error = exc
+            raise
         finally:
             stream.close()  # the request and its waiting clock end now, not when collected
+            _record_reply(session, text, thought, calls, usage, spent, stop, error)
             message = {"role": "assistant", "content": scrub_text("".join(text)),
                        "thought": scrub_text("".join(thought)) or None,
                        "tool_calls": [{"id": c.call_id, "name": c.name,
@@ -182,6 +192,32 @@ class Turn(CallSteps):
             used = usage.input_tokens + usage.output_tokens
             self.session.emit(ev.UsageReported(used=used, size=size, cost=cost))
         return amount
+
+
+def _record_reply(session, text, thought, calls, usage, cost, stop, error):
+    """The reply as it arrived, in the scripted provider's steps (sessions/recording.py)."""
+    recording = getattr(session, "recording", None)
+    if recording is None:
+        return
+    steps = [{"thought": scrub_text("".join(thought))}] if thought else []
+    if text:
+        steps.append({"text": scrub_text("".join(text))})
+    for call in calls:
+        steps.append({"tool_call": {"name": call.name, "arguments": _bounded(call.arguments),
+                                    "id": call.call_id}})
+    counts = None
+    if usage is not None:
+        counts = {"input": usage.input_tokens, "output": usage.output_tokens,
+                  "cached": usage.cached_tokens, "thought": usage.thought_tokens}
+        steps.append({"usage": dict(counts, **({"cost": round(cost, 8)} if cost else {}))})
+    if error is not None:
+        steps.append({"error": scrub_text(str(error))[:500]})
+    elif stop is not None:
+        steps.append({"stop": stop})
+    recording.reply(getattr(session, "prompt_message_id", None), {
+        "model": session.model, "provider": getattr(session, "provider_id", None),
+        "steps": steps, "usage": counts, "cost": cost, "stop": stop,
+        "cancelled": error is None and stop is None})
 
 
 def _bounded(arguments):

@@ -94,6 +94,7 @@ def _tool_event(e):
 
 
 ERROR_STOP = "_term2_error"  # v2 stop reason of a failed turn; _meta.term2.error says why
+STOPS = {"max_cost": "_term2_max_cost"}  # our own stop reasons (exec's --max-cost)
 
 
 def _state(e):
@@ -102,11 +103,13 @@ def _state(e):
     if outcome is None:
         return update
     failed = outcome.reason == "failed"
-    update["stopReason"] = ERROR_STOP if failed else outcome.reason
+    update["stopReason"] = ERROR_STOP if failed else STOPS.get(outcome.reason, outcome.reason)
     if outcome.usage:
         update["usage"] = usage_of(outcome.usage)
-    if failed:
-        update["_meta"] = {"term2": {"error": outcome.error or "unknown error"}}
+    if failed or outcome.run:
+        meta = update["_meta"] = {"term2": dict(outcome.run or {})}
+        if failed:
+            meta["term2"]["error"] = outcome.error or "unknown error"
     return update
 
 

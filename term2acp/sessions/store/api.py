@@ -97,6 +97,9 @@ def _fork(db, source_id, session_id, cwd, title, stamp):
                " FROM history WHERE session_id = ?", (session_id, source_id))
     db.execute("INSERT INTO journal (session_id, seq, kind, key, payload) SELECT ?, seq, kind,"
                " key, payload FROM journal WHERE session_id = ?", (session_id, source_id))
+    db.execute("INSERT INTO recording (session_id, seq, kind, turn, payload, content) SELECT ?,"
+               " seq, kind, turn, payload, content FROM recording WHERE session_id = ?",
+               (session_id, source_id))
 
 
 def _journal_put(db, session_id, kind, key, data):
@@ -293,6 +296,7 @@ class Store:
         """Remove a session and everything stored with it (a failed session/new, or
         session/delete), committed."""
         for table, column in (("journal", "session_id"), ("history", "session_id"),
+                              ("recording", "session_id"),
                               ("checkpoint_files", "session_id"), ("turns", "session_id"),
                               ("sessions", "id")):
             self._write(f"DELETE FROM {table} WHERE {column} = ?", (session_id,), session_id)

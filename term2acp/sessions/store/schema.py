@@ -5,7 +5,8 @@ only the short reads of :func:`connect_reader`'s connection run on the hub.
 Tables: ``sessions`` (what session/list shows), ``history`` (the model-facing
 conversation, so a resumed session continues with context), ``journal`` (consolidated
 records for replay: whole messages with stable ids, final tool-call states), ``turns``
-and ``checkpoint_files`` (what each prompt turn changed, for /undo).
+and ``checkpoint_files`` (what each prompt turn changed, for /undo), ``recording`` (replies,
+permission answers and first-touched files, for export).
 """
 
 import fcntl
@@ -21,7 +22,7 @@ from term2acp.sessions.errors import StoreError
 _sleep = monkey.get_original("time", "sleep")
 _monotonic = monkey.get_original("time", "monotonic")
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 MIGRATIONS = {
     1: """
     CREATE TABLE sessions (
@@ -89,6 +90,20 @@ MIGRATIONS = {
         after TEXT,
         why TEXT,
         PRIMARY KEY (session_id, turn, path)
+    )
+    """,
+    # 5: the session as recorded for export (sessions/recording.py): each model reply as
+    # it arrived (kind 'reply'), each permission question with its answer ('permission'),
+    # and each file as it was when the session first touched it ('file', with ``content``).
+    5: """
+    CREATE TABLE recording (
+        session_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        turn TEXT,
+        payload TEXT NOT NULL,
+        content BLOB,
+        PRIMARY KEY (session_id, seq)
     )
     """,
 }
