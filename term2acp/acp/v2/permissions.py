@@ -90,8 +90,8 @@ def decision_for(answer, interaction):
     kind = offered.get(option_id)
     if kind is None:
         return Decision.deny(approvals.UNKNOWN_OPTION)
-    if not kind.startswith("allow"):
-        return Decision.deny(approvals.DENIED_BY_CLIENT)
+    if not kind.startswith("allow"):  # the option is kept: what was answered (recording)
+        return Decision(False, option_id, approvals.DENIED_BY_CLIENT)
     return Decision(True, option_id)
 
 
