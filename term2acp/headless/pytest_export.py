@@ -109,12 +109,7 @@ def relocate(value, root):
 def script(document, root):
     replies = [item["payload"] for item in document.get("recording", [])
                if item["kind"] == "reply"]
-    turns = []
-    for reply in replies:
-        steps = list(reply.get("steps") or [])
-        if reply.get("cancelled"):
-            steps.append({"hang": True})
-        turns.append(steps)
+    turns = [list(reply.get("steps") or []) for reply in replies]
     out = {"sequential": True, "turns": relocate(turns, root)}
     if document["session"].get("title"):
         out["title"] = document["session"]["title"]
