@@ -74,7 +74,7 @@ def test_sessions_list_show_export_delete_import_resume(acp_agent, acp_env, tmp_
     assert code == 0, err
     for text in ("fix the greeting in hello.txt", "Fixed the greeting.", "edit_file",
                  "-Hello wrld", "+Hello world", "Permission asked", "Reject (reject_once)",
-                 "Answer: Allow", "Answer: refused", "$0.012500", "$0.020000", "scripted"):
+                 "Answer: Allow", "Answer: Reject", "$0.012500", "$0.020000", "scripted"):
         assert text in shown, text
     code, _, err = cli(acp_env, "export", sid, "--format", "markdown", "-o",
                        str(tmp_path / "s.md"))
@@ -90,7 +90,7 @@ def test_sessions_list_show_export_delete_import_resume(acp_agent, acp_env, tmp_
     assert replies[2]["usage"] == {"input": 300, "output": 20, "cached": 100, "thought": 0}
     asked = [i["payload"] for i in doc["recording"] if i["kind"] == "permission"]
     assert [(q["tool"], q["decision"]["kind"]) for q in asked] == [
-        ("edit_file", "allow_once"), ("create_file", None)]
+        ("edit_file", "allow_once"), ("create_file", "reject_once")]
     assert all(q["options"] for q in asked)
     calls = [r["payload"] for r in doc["journal"] if r["kind"] == "tool_call"]
     assert calls[1]["raw_input"] == EDIT and calls[1]["status"] == "completed"
