@@ -128,11 +128,18 @@ def to_result(result):
         dumped = json.dumps(structured, ensure_ascii=False) if structured is not None else ""
     except (ValueError, RecursionError):  # nested past what can be written back
         structured, dumped = None, ""
-    if not parts and dumped:
-        parts.append(dumped[:STRUCTURED_CAP])
+    shown = list(parts)  # what the editor is shown: the blocks (the structured JSON alone)
+    if dumped and not any(_same_json(part, structured) for part in parts):
+        # The model gets the structured result too, unless a text block already is it
+        # (the spec asks servers to send it as text as well).
+        if parts:
+            parts.append("[structured content] " + dumped[:STRUCTURED_CAP])
+        else:
+            parts.append(dumped[:STRUCTURED_CAP])
+            shown = list(parts)
     text = "\n".join(parts)
     items, room = [], DISPLAY_CAP
-    for part in parts:
+    for part in shown:
         if room <= 0:
             break
         items.append({"type": "text", "text": part[:room]})
@@ -142,6 +149,19 @@ def to_result(result):
         text = "The tool failed without a message." if is_error else "(no output)"
     small = isinstance(structured, dict) and len(dumped) <= DISPLAY_CAP and _shallow(structured)
     return ToolResult(text, is_error=is_error, content=items, raw_output=structured if small else None)
+
+
+def _same_json(text, value):
+    """True when a text block already says ``value``: its JSON, or, for the SDKs' wrapped
+    plain results (``{"result": x}``), ``x`` itself."""
+    if isinstance(value, dict) and list(value) == ["result"]:
+        if text == value["result"]:
+            return True
+        value = value["result"] if not isinstance(value["result"], str) else value
+    try:
+        return json.loads(text) == value
+    except (ValueError, RecursionError):
+        return False
 
 
 def _shallow(value, room=32):
@@ -165,7 +185,14 @@ def _block_text(block):
         return f"[{kind} {block.get('mimeType') or 'of unknown type'}, {_size(block.get('data'))}]"
     if kind == "resource_link":
         name = block.get("title") or block.get("name") or ""
-        return f"[resource link] {name} {block.get('uri') or ''}".replace("  ", " ").strip()
+        about = [f"{block['mimeType']}" if isinstance(block.get("mimeType"), str) else "",
+                 f"{block['size']} bytes" if isinstance(block.get("size"), int) else ""]
+        about = ", ".join(a for a in about if a)
+        text = f"[resource link] {name} {block.get('uri') or ''}".replace("  ", " ").strip()
+        text += f" ({about})" if about else ""
+        if isinstance(block.get("description"), str) and block["description"]:
+            text += f": {block['description'][:DESCRIPTION_CAP]}"
+        return text
     if kind == "resource":
         resource = block.get("resource") if isinstance(block.get("resource"), dict) else {}
         if isinstance(resource.get("text"), str):

@@ -12,11 +12,17 @@ import gevent
 
 from term2acp import __version__
 from term2acp.mcp.config import SSE, STDIO
-from term2acp.mcp.rpc import Connection, McpError, TooLarge
+from term2acp.mcp.rpc import Connection, McpError, TooLarge, plain
 
 log = logging.getLogger(__name__)
 
-PROTOCOL_VERSION = "2025-06-18"
+PROTOCOL_VERSION = "2025-11-25"
+# What we ask for first, then what a server may answer instead (it answers the version it
+# speaks when it does not speak ours); anything else fails the handshake.
+PROTOCOL_VERSIONS = (PROTOCOL_VERSION, "2025-06-18", "2025-03-26", "2024-11-05")
+# Elicitation (form) is declared: a server's question goes to the editor when it can ask
+# the user, and is declined otherwise. No sampling, no roots.
+CAPABILITIES = {"elicitation": {}}
 HANDSHAKE_TIMEOUT = 10.0
 LIST_TIMEOUT = 10.0
 CALL_TIMEOUT = 120.0
@@ -54,6 +60,8 @@ class McpClient:
         self.state = CONNECTING
         self.error = None
         self.server_info = {}
+        self.protocol_version = None
+        self.capabilities = {}
         self.tools = []  # MCP tool definitions (dicts), in server order
         self.stale = False
         self._closed = False
@@ -67,13 +75,19 @@ class McpClient:
                 self.transport.open(self.connection)
                 result = self.connection.request("initialize", {
                     "protocolVersion": PROTOCOL_VERSION,
-                    "capabilities": {},
+                    "capabilities": CAPABILITIES,
                     "clientInfo": {"name": "term2acp", "version": __version__},
                 }, timeout=self.handshake_timeout)
                 if not isinstance(result, dict):
                     raise McpError("the initialize answer is not an object")
-                version = result.get("protocolVersion") or PROTOCOL_VERSION
+                version = result.get("protocolVersion")
+                if version not in PROTOCOL_VERSIONS:
+                    raise McpError(f"the server speaks MCP {plain(str(version), 40)!r}; this "
+                                   f"client speaks {', '.join(PROTOCOL_VERSIONS)}")
+                self.protocol_version = version
                 self.server_info = result.get("serverInfo") or {}
+                capabilities = result.get("capabilities")
+                self.capabilities = capabilities if isinstance(capabilities, dict) else {}
                 self.connection.notify("notifications/initialized")
                 initialized = getattr(self.transport, "initialized", None)
                 if initialized is not None:

@@ -23,12 +23,13 @@ against uvicorn (Nagle on the server's separate writes meets our delayed ACKs).
 import http.client
 import json
 import logging
-import ssl
 import urllib.parse
 
 import gevent
 import gevent.event
 
+from term2acp.providers import net
+from term2acp.providers.errors import ConnectionFailed
 from term2acp.mcp.rpc import McpError, ServerGone, TooLarge, too_large
 
 log = logging.getLogger(__name__)
@@ -38,21 +39,27 @@ log = logging.getLogger(__name__)
 SOCKET_TIMEOUT = 3600.0
 STREAM_IDLE_TIMEOUT = 3600.0  # a quiet event stream is fine; a dead socket is not forever
 ERROR_BODY_CAP = 300
-PROTOCOL_VERSION = "2025-06-18"
 MAX_MESSAGE = 16 << 20  # one JSON-RPC message (a body, an event): more fails the server
 
 
 def _connect(url, timeout):
-    parts = urllib.parse.urlsplit(url)
-    target = parts.path or "/"
-    if parts.query:
-        target += "?" + parts.query
-    if parts.scheme == "https":
-        conn = http.client.HTTPSConnection(parts.hostname, parts.port, timeout=timeout,
-                                           context=ssl.create_default_context())
+    """A connection to ``url``'s host, through the proxy and with the CAs the providers use
+    (``providers/net.py``: HTTPS_PROXY, NO_PROXY, SSL_CERT_FILE, ...; loopback is direct)."""
+    target = net.Target(url)
+    try:
+        proxy = net.proxy_for(target)
+    except ConnectionFailed as exc:
+        raise ServerGone(str(exc)) from None
+    host, port = (proxy[0], proxy[1]) if proxy else (target.host, target.port)
+    if target.scheme == "https":
+        conn = http.client.HTTPSConnection(host, port, timeout=timeout, context=net.ssl_context())
     else:
-        conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
-    return conn, target
+        conn = http.client.HTTPConnection(host, port, timeout=timeout)
+    conn._create_connection = net.open_socket  # http.client's per-connection hook
+    if proxy:
+        conn.set_tunnel(target.host, target.port, headers=proxy[2])
+    parts = urllib.parse.urlsplit(url)
+    return conn, (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
 
 
 def origin(url):

@@ -37,7 +37,7 @@ def test_streamable_http_keeps_the_session_id(make_hub, http_server):
     hub = make_hub(http_server.entry())
     assert hub.wait_ready(30)
     transport = hub.clients[0].transport
-    assert transport.session_id and transport.protocol_version == "2025-06-18"
+    assert transport.session_id and transport.protocol_version == "2025-11-25"
 
 
 def test_headers_reach_the_server_but_not_the_log(make_hub, http_server, caplog):
