@@ -115,6 +115,13 @@ class ConfigChanged(Record):
         self.options = options
 
 
+class CommandsChanged(Record):
+    """The session's slash commands changed (its MCP servers' prompts, sign-in): the
+    editor is sent the whole list again."""
+
+    __slots__ = ()
+
+
 class PlanUpdated(Record):
     """The whole plan: ``entries`` are ``{"content", "status", "priority"}``."""
 

@@ -18,6 +18,7 @@ import re
 from term2acp.core import approvals
 from term2acp.core.approvals import ApprovalRequest
 from term2acp.mcp.naming import clean_schema
+from term2acp.mcp.oauth import SignInNeeded
 from term2acp.mcp.rpc import McpError, RequestTimeout, ServerGone
 from term2acp.tools.base import Tool, ToolError, ToolResult
 
@@ -110,6 +111,11 @@ class McpTool(Tool):
                             f"{self.hub.call_timeout:g} s, so the call was cancelled (the limit "
                             "is call_timeout in the [mcp] section of the agent's config "
                             "file).") from None
+        except SignInNeeded as exc:
+            client.challenge = exc.challenge
+            raise ToolError(f"The MCP server {self.server} refused the call because the sign-in "
+                            "has expired or was revoked: the user must sign in again with "
+                            f"/mcp-login {self.server}") from None
         except McpError as exc:  # masked: a server may echo a header or env value back
             raise ToolError(f"The MCP server {self.server} refused the call: "
                             f"{client.config.redact(str(exc))}") from None

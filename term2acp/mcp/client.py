@@ -12,6 +12,8 @@ import gevent
 
 from term2acp import __version__
 from term2acp.mcp.config import SSE, STDIO
+from term2acp.mcp import prompts
+from term2acp.mcp.oauth import SignInNeeded
 from term2acp.mcp.rpc import Connection, McpError, TooLarge, plain
 
 log = logging.getLogger(__name__)
@@ -33,9 +35,10 @@ MAX_TOOLS = 5000
 MAX_TOOL_BYTES = 8 << 20  # the definitions' JSON, summed
 
 CONNECTING, READY, FAILED, DEAD = "connecting", "ready", "failed", "dead"
+SIGNIN = "signin"  # the server answered 401: waiting for the user to sign in
 
 
-def make_transport(config, cwd, spawn):
+def make_transport(config, cwd, spawn, credentials=None):
     # A transport's module (and http.client, or the keeper process's code) is imported
     # with the first server of its kind: most sessions have none.
     if config.transport == STDIO:
@@ -44,17 +47,26 @@ def make_transport(config, cwd, spawn):
         return StdioTransport(config, cwd, spawn)
     from term2acp.mcp import http
 
-    transport = http.SseTransport if config.transport == SSE else http.StreamableHttpTransport
-    return transport(config, spawn)
+    if config.transport == SSE:
+        return http.SseTransport(config, spawn)
+    return http.StreamableHttpTransport(config, spawn, credentials)
 
 
 class McpClient:
     def __init__(self, config, cwd, spawn, handshake_timeout=HANDSHAKE_TIMEOUT,
-                 on_change=None):
+                 on_change=None, credentials=None, on_request=None):
         self.config = config
         self.name = config.name
-        self.transport = make_transport(config, cwd, spawn)
-        self.connection = Connection(self.transport, config.name, self._notification)
+        self.credentials = credentials  # oauth.Credentials: an HTTP server we may sign in to
+        self._make = lambda: make_transport(config, cwd, spawn, credentials)
+        self.on_request = on_request  # (client, method, params) -> result, for server requests
+        self.transport = self._make()
+        self.spawn = spawn
+        self.connection = Connection(self.transport, config.name, self._notification,
+                                     self._request, spawn)
+        self.challenge = None  # the 401's WWW-Authenticate while the server needs a sign-in
+        self.prompts = []  # MCP prompt definitions (dicts)
+        self.on_prompts = lambda client: None  # the prompt list changed
         self.handshake_timeout = handshake_timeout
         self.on_change = on_change or (lambda client: None)
         self.state = CONNECTING
@@ -94,6 +106,12 @@ class McpClient:
                     initialized(str(version))
                 self.tools = self.list_tools()
                 self.stale = False
+                self.prompts = self._list_prompts()
+        except SignInNeeded as exc:
+            self.state, self.challenge = SIGNIN, exc.challenge
+            self.error = f"it needs you to sign in (/mcp-login {self.name})"
+            log.info("mcp %s: the server needs a sign-in", self.name)
+            return False
         except Exception as exc:  # noqa: BLE001 - any failure here is the server's, reported
             self.state = FAILED if self.state == CONNECTING else self.state
             self.error = self._explain(exc)
@@ -105,6 +123,18 @@ class McpClient:
         self.state = READY
         log.info("mcp %s: ready with %d tools", self.name, len(self.tools))
         return True
+
+    def reconnect(self):
+        """A fresh transport and handshake (after a sign-in): the old one is closed first."""
+        try:
+            self.transport.close()
+        except Exception:  # noqa: BLE001 - closing is best effort
+            log.debug("mcp %s: closing before a reconnect failed", self.name, exc_info=True)
+        self.transport = self._make()
+        self.connection = Connection(self.transport, self.name, self._notification,
+                                     self._request, self.spawn)
+        self.state, self.error, self.challenge, self.stale = CONNECTING, None, None, False
+        return self.connect()
 
     def _explain(self, exc):
         text = str(exc) or type(exc).__name__
@@ -183,11 +213,32 @@ class McpClient:
             raise McpError("the tools/call answer is not an object")
         return result
 
+    def _list_prompts(self):
+        try:
+            return prompts.list_prompts(self)
+        except McpError as exc:  # the tools still work
+            log.warning("mcp %s: could not list prompts: %s", self.name, exc)
+            return []
+
+    def _reload_prompts(self):
+        if self.alive:
+            self.prompts = self._list_prompts()
+            self.on_prompts(self)
+
+    def _request(self, method, params):
+        """A server's request: the hub's ``on_request`` decides (elicitation); sampling and
+        roots are not offered, so they are refused."""
+        if self.on_request is None or method in ("sampling/createMessage", "roots/list"):
+            raise McpError(f"Method not found: {method}", -32601)
+        return self.on_request(self, method, params)
+
     # ------------------------------------------------------------ notifications
     def _notification(self, method, params):
         if method == "notifications/tools/list_changed":
             self.stale = True
             self.on_change(self)
+        elif method == "notifications/prompts/list_changed":
+            self.spawn(self._reload_prompts)
         elif method == "notifications/message" and isinstance(params, dict):
             log.info("mcp %s log (%s): %s", self.name, params.get("level"),
                      self.config.redact(str(params.get("data"))[:2000]))

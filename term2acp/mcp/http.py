@@ -28,8 +28,8 @@ import urllib.parse
 import gevent
 import gevent.event
 
-from term2acp.providers import net
-from term2acp.providers.errors import ConnectionFailed
+from term2acp.mcp.dial import dial as _connect
+from term2acp.mcp.oauth import SignInNeeded
 from term2acp.mcp.rpc import McpError, ServerGone, TooLarge, too_large
 
 log = logging.getLogger(__name__)
@@ -40,26 +40,6 @@ SOCKET_TIMEOUT = 3600.0
 STREAM_IDLE_TIMEOUT = 3600.0  # a quiet event stream is fine; a dead socket is not forever
 ERROR_BODY_CAP = 300
 MAX_MESSAGE = 16 << 20  # one JSON-RPC message (a body, an event): more fails the server
-
-
-def _connect(url, timeout):
-    """A connection to ``url``'s host, through the proxy and with the CAs the providers use
-    (``providers/net.py``: HTTPS_PROXY, NO_PROXY, SSL_CERT_FILE, ...; loopback is direct)."""
-    target = net.Target(url)
-    try:
-        proxy = net.proxy_for(target)
-    except ConnectionFailed as exc:
-        raise ServerGone(str(exc)) from None
-    host, port = (proxy[0], proxy[1]) if proxy else (target.host, target.port)
-    if target.scheme == "https":
-        conn = http.client.HTTPSConnection(host, port, timeout=timeout, context=net.ssl_context())
-    else:
-        conn = http.client.HTTPConnection(host, port, timeout=timeout)
-    conn._create_connection = net.open_socket  # http.client's per-connection hook
-    if proxy:
-        conn.set_tunnel(target.host, target.port, headers=proxy[2])
-    parts = urllib.parse.urlsplit(url)
-    return conn, (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
 
 
 def origin(url):
@@ -107,9 +87,10 @@ def sse_events(response):
 
 
 class _HttpBase:
-    def __init__(self, config, spawn):
+    def __init__(self, config, spawn, credentials=None):
         self.config = config
         self.spawn = spawn
+        self.credentials = credentials  # oauth.Credentials of a server we may sign in to
         self.connection = None
         self._stream = None  # the GET event-stream greenlet
         self._closed = False
@@ -117,7 +98,29 @@ class _HttpBase:
     def _headers(self, extra):
         headers = dict(self.config.headers)
         headers.update(extra)
+        if self.credentials is not None:
+            bearer = self.credentials.header()  # refreshed first when about to expire
+            if bearer:
+                headers["Authorization"] = bearer
         return headers
+
+    def _refreshed(self, used):
+        """After a 401 to ``used`` (the Authorization sent): True when one refresh got a new
+        token to try again with."""
+        if self.credentials is None or not used:
+            return False
+        try:
+            return self.credentials.refresh(used.partition(" ")[2])
+        except SignInNeeded:
+            return False
+        except McpError as exc:
+            log.info("mcp %s: token refresh failed: %s", self.config.name, exc)
+            return False
+
+    def _unauthorized(self, response):
+        response.read(ERROR_BODY_CAP)
+        return SignInNeeded(f"{self.config.safe_url}: the server needs a sign-in (HTTP 401)",
+                            response.getheader("WWW-Authenticate") or "")
 
     def _fail(self, what):
         return ServerGone(f"{self.config.safe_url}: {what}")
@@ -141,8 +144,8 @@ class _HttpBase:
 
 
 class StreamableHttpTransport(_HttpBase):
-    def __init__(self, config, spawn):
-        super().__init__(config, spawn)
+    def __init__(self, config, spawn, credentials=None):
+        super().__init__(config, spawn, credentials)
         self.session_id = None
         self.protocol_version = None
 
@@ -159,18 +162,26 @@ class StreamableHttpTransport(_HttpBase):
             extra["Mcp-Session-Id"] = self.session_id
         if self.protocol_version:
             extra["MCP-Protocol-Version"] = self.protocol_version
-        conn, target = _connect(self.config.url, SOCKET_TIMEOUT)
-        try:
-            conn.request("POST", target, body=body, headers=self._headers(extra))
-            response = conn.getresponse()
-            self._answer(message, response)
-        except TooLarge as exc:
-            self.connection.lost(f"{self.config.safe_url}: {exc}")
-            raise self._fail(str(exc)) from None
-        except (OSError, http.client.HTTPException) as exc:
-            raise self._fail(f"request failed ({type(exc).__name__}: {exc})") from None
-        finally:
-            conn.close()
+        for retry in (False, True):
+            conn, target = _connect(self.config.url, SOCKET_TIMEOUT)
+            try:
+                headers = self._headers(extra)
+                conn.request("POST", target, body=body, headers=headers)
+                response = conn.getresponse()
+                if response.status == 401 and self.credentials is not None:
+                    # One refresh and one more try; then the sign-in is the user's to do.
+                    if not retry and self._refreshed(headers.get("Authorization")):
+                        continue
+                    raise self._unauthorized(response)
+                self._answer(message, response)
+                return
+            except TooLarge as exc:
+                self.connection.lost(f"{self.config.safe_url}: {exc}")
+                raise self._fail(str(exc)) from None
+            except (OSError, http.client.HTTPException) as exc:
+                raise self._fail(f"request failed ({type(exc).__name__}: {exc})") from None
+            finally:
+                conn.close()
 
     def _answer(self, message, response):
         if message.get("method") == "initialize":

@@ -26,8 +26,14 @@ from term2acp.mcp.client import (
     FAILED,
     HANDSHAKE_TIMEOUT,
     READY,
+    SIGNIN,
     McpClient,
 )
+from term2acp.mcp.accounts import Accounts
+from term2acp.mcp.config import HTTP
+from term2acp.mcp.oauth import Credentials
+from term2acp.mcp.prompts import account_commands, prompt_command
+from term2acp.mcp.rpc import McpError
 from term2acp.mcp.naming import server_names, tool_name
 from term2acp.mcp.offer import MAX_TOOLS, Offer
 
@@ -39,12 +45,20 @@ CLOSE_TIMEOUT = 5.0
 
 class McpHub:
     def __init__(self, configs, root, call_timeout=CALL_TIMEOUT,
-                 handshake_timeout=HANDSHAKE_TIMEOUT):
+                 handshake_timeout=HANDSHAKE_TIMEOUT, data_dir=None):
         self.root = root
         self.call_timeout = call_timeout
         self.group = Group()
-        self.clients = [McpClient(c, root, self.group.spawn, handshake_timeout, self._changed)
+        self.data_dir = data_dir
+        self.clients = [McpClient(c, root, self.group.spawn, handshake_timeout, self._changed,
+                                  _credentials(c, data_dir), self._server_request)
                         for c in configs]
+        self.accounts = Accounts(self)
+        self.on_commands = lambda: None  # the session's slash commands changed
+        self._commands = None  # cached commands()
+        for client in self.clients:
+            client.on_prompts = self._prompts_changed
+        self.on_request = None  # (client, method, params) -> result: the session's answerer
         self._short = dict(zip((id(c) for c in self.clients),
                                server_names([c.name for c in configs])))
         self._connecting = []
@@ -78,6 +92,53 @@ class McpHub:
     def _connect(self, client):
         client.connect()
         self._tools = None
+        if client.prompts:
+            self._prompts_changed(client)
+        if client.state == SIGNIN and not self.closed:
+            self._notices.append(self.accounts.start(client))
+
+    def reconnect(self, client):
+        """Connect ``client`` again (after a sign-in), as a pending handshake."""
+        self._told.discard(id(client))
+        greenlet = self.group.spawn(self._reconnected, client)
+        greenlet.name = f"mcp-reconnect-{client.name}"
+        self._connecting.append(greenlet)
+
+    def _reconnected(self, client):
+        ready = client.reconnect()
+        self._changed(client)
+        self._prompts_changed(client)
+        if ready:
+            self._notices.append(f"Signed in to the MCP server {client.name!r}: its tools are "
+                                 "available.")
+
+    def _prompts_changed(self, _client):
+        self._commands = None
+        if not self.closed:
+            self.on_commands()
+
+    def commands(self):
+        """The slash commands the servers bring (``prompts.py``): sign-in, then prompts."""
+        if self._commands is None:
+            out = account_commands(self) if any(c.credentials for c in self.clients) else []
+            for client in self.clients:
+                if client.state == READY:
+                    out.extend(prompt_command(self, client, self._short[id(client)], p)
+                               for p in client.prompts)
+            self._commands = out
+        return self._commands
+
+    def client(self, name):
+        return next((c for c in self.clients if c.name == name), None)
+
+    def note(self, text):
+        """A message for the user with the next notices."""
+        self._notices.append(text)
+
+    def _server_request(self, client, method, params):
+        if self.on_request is None:
+            raise McpError(f"Method not found: {method}", -32601)
+        return self.on_request(client, method, params)
 
     def wait_ready(self, timeout=READY_TIMEOUT):
         """Wait for pending handshakes at most ``timeout`` s; True when none is pending."""
@@ -165,10 +226,20 @@ class McpHub:
         self.closed = True
         # Connecting greenlets are not killed first: one inside Popen would lose the child.
         # Closing the transports ends their handshakes (the connection is lost) instead.
+        self.accounts.close()
         closers = [self.group.spawn(client.close) for client in self.clients]
         gevent.joinall(closers + self._connecting, timeout=timeout)
         self.group.kill(block=True, timeout=1)
         self._tools = {}
+
+
+def _credentials(config, data_dir):
+    """The sign-in of a streamable HTTP server, unless the user configured its
+    Authorization header (then the header is the credential and a 401 is an error)."""
+    if config.transport != HTTP or not data_dir or \
+            any(k.lower() == "authorization" for k in config.headers):
+        return None
+    return Credentials(data_dir, config.url)
 
 
 class _Merged(Mapping):

@@ -66,10 +66,14 @@ class _Expired(Exception):
 
 
 class Connection:
-    def __init__(self, transport, name, on_notification=None):
+    def __init__(self, transport, name, on_notification=None, on_request=None, spawn=None):
         self.transport = transport
         self.name = name
         self.on_notification = on_notification or (lambda method, params: None)
+        # The server's own requests but ping: (method, params) -> result, or raises McpError;
+        # each runs in its own greenlet (an answer may wait for the user).
+        self.on_request = on_request
+        self.spawn = spawn or gevent.spawn
         self._pending = {}  # id -> AsyncResult
         self._next_id = 0
         self.gone = None  # the reason, once the transport is lost
@@ -162,12 +166,31 @@ class Connection:
             result.set(message.get("result"))
 
     def _answer_server_request(self, message):
-        """We offer no client features (no roots, sampling, elicitation); ping is answered."""
-        if message["method"] == "ping":
-            reply = {"jsonrpc": "2.0", "id": message["id"], "result": {}}
+        """ping is answered at once; the rest go to ``on_request`` in a greenlet of their
+        own (without one: method not found)."""
+        if message["method"] == "ping" or self.on_request is None:
+            self._reply(message, self._local_answer(message))
         else:
-            reply = {"jsonrpc": "2.0", "id": message["id"],
-                     "error": {"code": -32601, "message": f"Method not found: {message['method']}"}}
+            self.spawn(self._serve, message)
+
+    @staticmethod
+    def _local_answer(message):
+        if message["method"] == "ping":
+            return {"result": {}}
+        return {"error": {"code": -32601, "message": f"Method not found: {message['method']}"}}
+
+    def _serve(self, message):
+        try:
+            answer = {"result": self.on_request(message["method"], message.get("params"))}
+        except McpError as exc:
+            answer = {"error": {"code": exc.code or -32603, "message": str(exc)}}
+        except Exception:  # noqa: BLE001 - a handler bug answers an error, never silence
+            log.exception("mcp %s: answering %s failed", self.name, message["method"])
+            answer = {"error": {"code": -32603, "message": "internal error"}}
+        self._reply(message, answer)
+
+    def _reply(self, message, answer):
+        reply = {"jsonrpc": "2.0", "id": message["id"], **answer}
         try:
             with gevent.Timeout(CANCEL_SEND_TIMEOUT, _Expired):
                 self.transport.send(reply)

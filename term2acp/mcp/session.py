@@ -22,19 +22,35 @@ from term2acp.mcp.offer import MAX_TOOLS
 
 log = logging.getLogger(__name__)
 
+COMMANDS_WAIT = 30.0
 
-def connect(session, configs, call_timeout=CALL_TIMEOUT):
-    """Start ``configs`` for the session (the previous servers stop); returns at once."""
+
+def connect(session, configs, call_timeout=CALL_TIMEOUT, data_dir=None):
+    """Start ``configs`` for the session (the previous servers stop); returns at once.
+    ``data_dir`` keeps the remote servers' sign-ins (``tokens.py``)."""
     close(session)
     session.mcp_servers = list(configs or ())
+    session.mcp_data_dir = data_dir
     _start(session, call_timeout)
 
 
 def _start(session, call_timeout=CALL_TIMEOUT):
     if session.mcp_servers:
-        session.mcp = McpHub(session.mcp_servers, session.root, call_timeout=call_timeout).start()
+        hub = McpHub(session.mcp_servers, session.root, call_timeout=call_timeout,
+                     data_dir=getattr(session, "mcp_data_dir", None))
+        hub.on_commands = lambda: hub.group.spawn(_commands_changed, session)
+        session.mcp = hub.start()
         log.info("session %s: connecting MCP servers %s", session.id,
                  ", ".join(c.name for c in session.mcp_servers))
+
+
+def _commands_changed(session):
+    """The editor hears the session's commands again, never before the first list (sent
+    after the session/new answer, which must come first)."""
+    sent = getattr(session, "commands_sent", None)
+    if sent is not None:
+        sent.wait(COMMANDS_WAIT)
+    session.emit(ev.CommandsChanged())
 
 
 def turn_tools(session, builtin, new_id, ready_timeout=READY_TIMEOUT, call_timeout=CALL_TIMEOUT,

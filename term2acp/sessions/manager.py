@@ -300,7 +300,7 @@ class SessionManager(Dormancy, PromptSteps):
         session's previous ones); they start in the background, this returns at once.
         The store keeps their description (no secrets) for session/list."""
         if configs or session.mcp_servers:
-            mcp.connect(session, configs, self.settings.mcp.call_timeout)
+            mcp.connect(session, configs, self.settings.mcp.call_timeout, self.settings.data_dir)
         described = [config.describe() for config in configs or ()]
         if described != session.mcp_stored:  # committed before the answer is written
             self.store.set_mcp_servers(session.id, described)

@@ -31,7 +31,8 @@ log = logging.getLogger(__name__)
 
 GROUP = "term2acp.commands"
 NAME = re.compile(r"[A-Za-z0-9_-]{1,64}\Z")
-_COMMAND_LINE = re.compile(r"/([A-Za-z0-9_-]{1,64})(?:\s+(.*))?\Z", re.S)
+# A session's MCP prompts are /<server>:<prompt>: the colon (and a dot) is theirs.
+_COMMAND_LINE = re.compile(r"/([A-Za-z0-9_.:-]{1,130})(?:\s+(.*))?\Z", re.S)
 
 INIT_PROMPT = (
     "Write or update AGENTS.md at the root of this project ({root}): concise instructions "
@@ -226,6 +227,29 @@ def _load(entry_point):
                     entry_point.value)
         return None
     return command
+
+
+class _Hosted(Command):
+    """A command a session's MCP servers bring (``mcp/prompts.py``): its ``run(argument)``
+    answers ``("say", text)`` or ``("prompt", text)``."""
+
+    def __init__(self, hosted):
+        self.hosted = hosted
+        self.name, self.description, self.hint = hosted.name, hosted.description, hosted.hint
+
+    def run(self, argument, ctx):
+        kind, text = self.hosted.run(argument)
+        return ModelPrompt(text) if kind == "prompt" else text
+
+
+def for_session(session):
+    """``name -> Command``: :func:`available`, then what the session's MCP servers bring."""
+    commands = available()
+    hub = getattr(session, "mcp", None) if session is not None else None
+    extra = hub.commands() if hub else ()
+    if not extra:
+        return commands
+    return {**commands, **{c.name: _Hosted(c) for c in extra if c.name not in commands}}
 
 
 def parse(text, known=None):

@@ -191,7 +191,7 @@ def of(session, settings):
 def listed(session, settings, tell=True):
     """``name -> Command`` of ``session``: the built-ins and plug-ins, then its file
     commands; ``tell``: a workspace file another user owns is named to the user (once)."""
-    known = commands.available()
+    known = commands.for_session(session)  # with what its MCP servers bring
     files = of(session, settings)
     found = files.scan(known)
     for path in files.foreign if tell else ():

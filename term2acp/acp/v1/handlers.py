@@ -68,6 +68,9 @@ class V1Handlers(BaseHandlers):
         view = self._views.get(session.id)
         if view is None:
             return
+        if type(event) is ev.CommandsChanged:  # the MCP servers' prompts or sign-in
+            self._announce_commands(session)
+            return
         shared = shared_updates(session, event, 1)  # config options, modes, plans
         if shared is not None:
             for update in shared:

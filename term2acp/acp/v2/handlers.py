@@ -11,6 +11,7 @@ from term2acp.acp.errors import domain_errors
 from term2acp.acp.handlers import BaseHandlers, shared_updates, replay_plan
 from term2acp.acp.v2 import translate
 from term2acp.acp.v2.permissions import PermissionBridge
+from term2acp.core import events as ev
 from term2acp.rpc.errors import InternalError, InvalidParamsError
 from term2acp.sessions.errors import InvalidCursor
 
@@ -35,6 +36,9 @@ class V2Handlers(BaseHandlers):
         if build is not None:
             tag = session.lifecycle.chunk_tag() if kind in translate.CHUNK_EVENTS else None
             self.client.update(session.id, build(event), tag=tag)
+            return
+        if type(event) is ev.CommandsChanged:  # the MCP servers' prompts or sign-in
+            self._announce_commands(session)
             return
         updates = shared_updates(session, event, 2)  # config options, plans
         if updates is None:
