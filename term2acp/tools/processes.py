@@ -53,6 +53,13 @@ def running(session_id):
     return len(shell.live()) if shell is not None else 0
 
 
+def freeze(session_id):
+    """Stop the session's background processes, whole trees, until the returned
+    ``sandbox.Frozen`` is thawed (nothing of the session writes meanwhile)."""
+    shell = _shells.get(session_id)
+    return sandbox.freeze([p.process.pid for p in shell.live()] if shell else [])
+
+
 def close_session(session_id):
     """End the session's processes (their exits are reported) and release its loopback."""
     shell = _shells.pop(session_id, None)

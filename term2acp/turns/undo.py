@@ -8,16 +8,27 @@ workspace, or its content was not recorded (named with the reason). Its messages
 the model's conversation (the history is cut where the turn began), and its user
 message in the replay journal is marked undone. Repeated, it walks further back.
 
+The agent does this outside the sandbox, so nothing a command of the session does may
+steer it: the session's background processes are stopped meanwhile (``sandbox/freezer``),
+every file is reached through folder descriptors opened from the root without following
+links (a folder swapped for a symlink leaves its files alone and named), and it is all or
+nothing: the new contents are staged beside their targets, then committed one by one with
+what was there moved aside; any failure rolls back what was committed and the turn stays
+to undo.
+
 Runtime only: returns the report the command shows.
 """
 
+import errno
+import hashlib
 import json
 import logging
 import os
 import secrets
+import stat
 
 from term2acp.turns import context
-from term2acp.turns.checkpoints import digest_of, fingerprint
+from term2acp.turns.checkpoints import digest_of
 
 log = logging.getLogger(__name__)
 
@@ -36,16 +47,33 @@ def undo_last(session):
     files = store.rows("SELECT path, state, mode, content, after, why FROM checkpoint_files"
                        " WHERE session_id = ? AND turn = ? ORDER BY path",
                        (session.id, message_id))
+    from term2acp.tools import processes  # with the sandbox: off the start-up path
+
     report = Report(session.root)
-    for path, state, mode, content, after, why in files:
-        _restore(session.root, path, state, mode, content, after, why, report)
-    for note in json.loads(notes) if notes else ():
-        report.not_restored.append(f"shell changes: {note}")
-    history_note = _rewind_history(session, start)
-    store.write("UPDATE turns SET state = 'undone' WHERE session_id = ? AND message_id = ?",
-                (session.id, message_id), session.id)
-    _mark_journal(session, message_id)
-    session.commit()
+    with processes.freeze(session.id), _Changes(session.root) as changes:
+        try:
+            for path, state, mode, content, after, why in files:
+                try:
+                    _stage(changes, path, state, mode, content, after, why, report)
+                except OSError as exc:
+                    exc.filename = path
+                    raise
+            changes.commit()
+            for note in json.loads(notes) if notes else ():
+                report.not_restored.append(f"shell changes: {note}")
+            history_note = _rewind_history(session, start)
+            store.write("UPDATE turns SET state = 'undone' WHERE session_id = ? AND "
+                        "message_id = ?", (session.id, message_id), session.id)
+            _mark_journal(session, message_id)
+            session.commit()
+        except Exception as exc:
+            changes.roll_back()
+            if not isinstance(exc, OSError):
+                raise
+            shown = report.shown(exc.filename) if exc.filename else "a file"
+            log.warning("/undo rolled back: %s: %s", exc.filename, exc)
+            return (f"Nothing was undone: {shown} could not be put back "
+                    f"({exc.strerror or exc}). Every file is as it was before /undo.")
     return report.text(prompt, history_note)
 
 
@@ -82,16 +110,22 @@ def _inside(root, path):
     return path.startswith(root + os.sep)
 
 
-def _restore(root, path, state, mode, content, after, why, report):
+def _stage(changes, path, state, mode, content, after, why, report):
+    """Check one recorded file against what is there now, and stage putting it back."""
     shown = report.shown(path)
     if state == "unrecorded":
         report.not_restored.append(f"{shown} ({why or 'it was not recorded'})")
         return
-    if not _inside(root, path) or os.path.realpath(os.path.dirname(path)) != \
-            os.path.dirname(path):
+    if not _inside(changes.root, path):
         report.not_restored.append(f"{shown} (it is outside the workspace)")
         return
-    now = fingerprint(path)
+    folder, name = os.path.split(os.path.relpath(path, changes.root))
+    try:
+        dfd = changes.folder(folder, create=False)
+    except NotADirectoryError:  # a folder on its way is a symlink or a file now
+        report.left.append(f"{shown} (a folder on its path is not a folder any more)")
+        return
+    now = None if dfd is None else fingerprint_at(dfd, name)
     if after is None:
         report.left.append(f"{shown} (the agent stopped during that turn, so what it left "
                            "is unknown)")
@@ -101,39 +135,160 @@ def _restore(root, path, state, mode, content, after, why, report):
         return
     if now == digest_of(state, content or b""):
         return  # the turn left it as it was
-    try:
-        if state == "absent":
-            os.unlink(path)
-            report.removed.append(shown)
-        else:
-            _put(path, state, mode, content or b"")
-            report.restored.append(shown)
-    except OSError as exc:
-        report.not_restored.append(f"{shown} ({exc.strerror})")
+    if state == "absent":
+        changes.remove(dfd, name, path)
+        report.removed.append(shown)
+    else:
+        dfd = changes.folder(folder, create=True)
+        changes.put(dfd, name, path, state, mode, content or b"")
+        report.restored.append(shown)
 
 
-def _put(path, state, mode, content):
-    """Put ``content`` back at ``path`` in one rename (a file of ``mode``, or a symlink)."""
-    parent = os.path.dirname(path)
-    os.makedirs(parent, exist_ok=True)
-    temp = os.path.join(parent, f".term2-undo-{secrets.token_hex(6)}")
+def fingerprint_at(dfd, name):
+    """:func:`checkpoints.fingerprint` of ``name`` in the open folder ``dfd``."""
     try:
-        if state == "link":
-            os.symlink(os.fsdecode(content), temp)
+        st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return "other"
+    if stat.S_ISLNK(st.st_mode):
+        return "link:" + os.readlink(name, dir_fd=dfd)
+    if not stat.S_ISREG(st.st_mode):
+        return "other"
+    digest = hashlib.sha256()
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                     dir_fd=dfd)
+    except OSError:
+        return "other"
+    with os.fdopen(fd, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return "sha256:" + digest.hexdigest()
+
+
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class _Changes:
+    """The file changes of one /undo: reached through folder descriptors opened from the
+    root without following links, staged (new contents in temp files beside their
+    targets), then committed (the current file moved aside, the staged one linked in) and
+    on any failure rolled back in reverse; the files moved aside go once all is done."""
+
+    def __init__(self, root):
+        self.root = root
+        self.fds = {}  # relative folder -> fd
+        self.made = []  # (parent fd, name) of folders created, in order
+        self.staged = []  # (fd, name, temp or None, path): temp None removes the file
+        self.done = []  # (fd, name, placed, aside) committed, for a roll back
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for fd, _name, temp, _path in self.staged:
+            if temp:
+                _unlink(fd, temp)
+        for fd, _name, _placed, aside in self.done:
+            if aside:
+                _unlink(fd, aside)
+        for fd in self.fds.values():
+            os.close(fd)
+        self.fds = {}
+
+    def folder(self, relative, create):
+        """The fd of ``relative`` (below the root), None when missing and not ``create``;
+        NotADirectoryError when a part of it is a symlink or a file."""
+        if relative in self.fds:
+            return self.fds[relative]
+        if not relative:
+            fd = os.open(self.root, _DIR)
         else:
-            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
-                         mode if mode is not None else 0o644)
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(content)
-            if mode is not None:
-                os.chmod(temp, mode)
-        os.replace(temp, path)
-    except BaseException:
+            parent_rel, name = os.path.split(relative)
+            parent = self.folder(parent_rel, create)
+            if parent is None:
+                return None
+            try:
+                fd = os.open(name, _DIR, dir_fd=parent)
+            except FileNotFoundError:
+                if not create:
+                    return None
+                os.mkdir(name, 0o777, dir_fd=parent)
+                self.made.append((parent, name))
+                fd = os.open(name, _DIR, dir_fd=parent)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                    raise NotADirectoryError(exc.errno, exc.strerror, relative) from None
+                raise
+        self.fds[relative] = fd
+        return fd
+
+    def remove(self, dfd, name, path):
+        self.staged.append((dfd, name, None, path))
+
+    def put(self, dfd, name, path, state, mode, content):
+        temp = f".term2-undo-{secrets.token_hex(6)}"
         try:
-            os.unlink(temp)
-        except OSError:
-            pass
-        raise
+            if state == "link":
+                os.symlink(os.fsdecode(content), temp, dir_fd=dfd)
+            else:
+                fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                             | os.O_CLOEXEC, 0o600, dir_fd=dfd)
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(content)
+                    os.fchmod(fh.fileno(), mode if mode is not None else 0o644)
+        except OSError as exc:
+            _unlink(dfd, temp)
+            exc.filename = path
+            raise
+        self.staged.append((dfd, name, temp, path))
+
+    def commit(self):
+        """Each staged change in order: what is there now moves aside, the new content is
+        linked in (never over a file that appeared meanwhile)."""
+        while self.staged:
+            dfd, name, temp, path = self.staged[0]
+            aside = f".term2-undo-{secrets.token_hex(6)}"
+            try:
+                try:
+                    os.rename(name, aside, src_dir_fd=dfd, dst_dir_fd=dfd)
+                except FileNotFoundError:
+                    aside = None
+                self.done.append((dfd, name, False, aside))
+                if temp:
+                    os.link(temp, name, src_dir_fd=dfd, dst_dir_fd=dfd,
+                            follow_symlinks=False)
+                    self.done[-1] = (dfd, name, True, aside)
+                    _unlink(dfd, temp)
+            except OSError as exc:
+                exc.filename = path
+                raise
+            self.staged.pop(0)
+
+    def roll_back(self):
+        for dfd, name, placed, aside in reversed(self.done):
+            try:
+                if placed:
+                    os.unlink(name, dir_fd=dfd)
+                if aside:
+                    os.rename(aside, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+            except OSError as exc:
+                log.error("/undo could not roll back %s: %s", name, exc)
+        self.done = []
+        for parent, name in reversed(self.made):
+            try:
+                os.rmdir(name, dir_fd=parent)
+            except OSError:
+                pass
+
+
+def _unlink(dfd, name):
+    try:
+        os.unlink(name, dir_fd=dfd)
+    except OSError:
+        pass
 
 
 def _rewind_history(session, start):

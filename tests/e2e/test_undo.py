@@ -5,9 +5,12 @@ changed since left alone and named."""
 
 import json
 import os
+import shlex
+import time
 import shutil
 import subprocess
 
+import gevent
 import pytest
 
 from tests.support import fake_llm as f
@@ -228,3 +231,70 @@ def test_undo_puts_back_what_apply_patch_changed(acp_agent, acp_workspace, srv, 
     assert read(f"{root}/a.txt") == "one\ntwo\n", said(updates)
     assert read(f"{root}/gone.txt") == "bye\n" and read(f"{root}/old.txt") == "keep\n"
     assert not os.path.exists(f"{root}/added.txt") and not os.path.exists(f"{root}/moved.txt")
+
+
+SWAPPER = """import ctypes, os, select, struct, time
+libc = ctypes.CDLL(None, use_errno=True)
+def swap():  # sub <-> link, atomically (renameat2 RENAME_EXCHANGE)
+    libc.renameat2(-100, b"sub", -100, b"link", 2)
+os.symlink(%r, "link")
+watch = libc.inotify_init1(0)
+libc.inotify_add_watch(watch, b"sub", 0x20 | 0x200)  # IN_OPEN, IN_DELETE
+libc.inotify_add_watch(watch, b"link", 0x200)
+while not os.path.exists("go"):
+    time.sleep(0.002)
+open("going", "w").close()
+linked = False
+while True:  # the agent opens a file of sub: swap the link in for a moment
+    if linked and not select.select([watch], [], [], 0.001)[0]:
+        swap()
+        linked = False
+        continue
+    data = os.read(watch, 65536)
+    while data:
+        _wd, mask, _cookie, size = struct.unpack("iIII", data[:16])
+        data = data[16 + size:]
+        if mask & 0x20 and not linked or mask & 0x200 and linked:
+            swap()
+            linked = not linked
+"""
+
+
+@pytest.mark.acp_process
+@pytest.mark.skipif(not BWRAP and not os.environ.get("CI"), reason="bubblewrap is not installed")
+def test_undo_while_a_background_process_swaps_the_folder_for_a_symlink(
+        acp_agent, acp_workspace, srv, tmp_path):
+    """A background process of the session keeps swapping the folder of the turn's files
+    with a symlink to a folder outside holding the same files: /undo removes and restores
+    only inside the workspace (through folder descriptors, the process frozen meanwhile),
+    nothing outside is removed, written or left behind."""
+    root, outside = acp_workspace, tmp_path / "outside"
+    outside.mkdir()
+    os.mkdir(f"{root}/sub")
+    names = [f"f{i}.txt" for i in range(150)]
+    for name in names + ["kept.txt"]:
+        write(str(outside / name), "made by the turn\n")
+    write(f"{root}/sub/kept.txt", "before\n")
+    patch = "\n".join(["*** Begin Patch", "*** Update File: sub/kept.txt", "@@",
+                       "-before", "+made by the turn"]
+                      + [f"*** Add File: sub/{n}\n+made by the turn" for n in names]
+                      + ["*** End Patch"])
+    swapper = "python3 -c " + shlex.quote(SWAPPER % str(outside))
+    srv.enqueue(calls(("apply_patch", {"input": patch}),
+                      ("shell", {"command": swapper, "background": True, "wait_seconds": 0})),
+                text("Started."))
+    agent = agent_on(acp_agent, srv, 2)
+    sid = agent.new_session(root)
+    agent.prompt(sid, "make them and start the swapper", timeout=60)
+    assert sorted(os.listdir(f"{root}/sub")) == sorted(names + ["kept.txt"])
+    write(f"{root}/go", "")
+    deadline = time.monotonic() + 10
+    while not os.path.exists(f"{root}/going"):  # the swapper is at work
+        assert time.monotonic() < deadline, "the swapper did not start"
+        gevent.sleep(0.005)
+    _, updates, _ = agent.prompt(sid, "/undo", timeout=60)
+    assert "Undid" in said(updates), said(updates)
+    agent.close()
+    assert sorted(os.listdir(outside)) == sorted(names + ["kept.txt"])
+    for name in names + ["kept.txt"]:
+        assert read(str(outside / name)) == "made by the turn\n", name

@@ -190,3 +190,59 @@ def test_a_snapshot_seeded_from_the_users_index_still_sees_every_change(env, hid
     assert "Restored: b.txt" in undo_last(session)
     assert read(os.path.join(root, "b.txt")) == "b.txt" and not os.path.exists(
         os.path.join(root, "c.txt"))
+
+
+def test_undo_is_all_or_nothing(env, monkeypatch):
+    """A failure while putting files back (here the disk fills at the second file) rolls
+    back what was put back already, leaves no temp file and keeps the turn to undo."""
+    session, settings = env
+    paths = [os.path.join(session.root, n) for n in ("a.txt", "b.txt", "new.txt")]
+    write(paths[0], "a")
+    write(paths[1], "b")
+    checkpoint = turn(session, settings)
+    for path in paths:
+        checkpoint.before_write(path)
+    for path in paths:
+        write(path, "changed")
+    checkpoint.finish()
+    session.commit()
+    real_link, links = os.link, []
+
+    def link(*args, **kwargs):
+        links.append(args)
+        if len(links) == 2:
+            raise OSError(28, "No space left on device")
+        return real_link(*args, **kwargs)
+    monkeypatch.setattr(os, "link", link)
+    report = undo_last(session)
+    assert report.startswith("Nothing was undone: b.txt could not be put back"), report
+    assert [read(p) for p in paths] == ["changed"] * 3
+    assert sorted(os.listdir(session.root)) == ["a.txt", "b.txt", "new.txt"]
+    monkeypatch.setattr(os, "link", real_link)
+    report = undo_last(session)  # the turn is still there to undo
+    assert "Restored: a.txt, b.txt" in report and "new.txt" in report
+    assert [read(p) for p in paths[:2]] == ["a", "b"] and not os.path.exists(paths[2])
+
+
+def test_undo_never_follows_a_folder_swapped_for_a_symlink(env, tmp_path):
+    """The folder of the turn's files is a symlink to outside by the time /undo runs: the
+    files are named as left alone, nothing outside is written or removed."""
+    session, settings = env
+    sub, outside = os.path.join(session.root, "sub"), tmp_path / "outside"
+    os.mkdir(sub)
+    outside.mkdir()
+    write(os.path.join(sub, "old.txt"), "old")
+    checkpoint = turn(session, settings)
+    for name in ("old.txt", "made.txt"):
+        checkpoint.before_write(os.path.join(sub, name))
+        write(os.path.join(sub, name), "turn")
+    checkpoint.finish()
+    session.commit()
+    for name in ("old.txt", "made.txt"):
+        write(str(outside / name), "outside")
+    os.rename(sub, os.path.join(session.root, "moved"))
+    os.symlink(str(outside), sub)
+    report = undo_last(session)
+    assert "sub/old.txt (a folder on its path is not a folder any more)" in report, report
+    assert sorted(os.listdir(outside)) == ["made.txt", "old.txt"]
+    assert read(str(outside / "old.txt")) == "outside" == read(str(outside / "made.txt"))
