@@ -120,6 +120,9 @@ class ApplyPatchTool(Tool):
                     plan.later.append(request)
         return plan
 
+    def preview(self, args, ctx, plan):
+        return [change.diff() for change in plan.changes]
+
     def _change(self, op, ctx):
         real = resolve_path(ctx, op.path)
         shown = display_path(ctx, real)

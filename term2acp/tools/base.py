@@ -175,6 +175,12 @@ class Tool:
         :class:`Plan` (then the turn calls ``run(args, ctx, plan)``; module docstring)."""
         return None
 
+    def preview(self, args, ctx, plan):
+        """The display items (diffs) a question about this call shows when the tool's own
+        check did not ask but the mode does (ask mode): what the call would change. May
+        raise ToolError: nobody is asked to approve a change that would fail."""
+        return []
+
     def run(self, args, ctx):
         raise NotImplementedError
 

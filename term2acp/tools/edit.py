@@ -115,6 +115,11 @@ class _WriteTool(Tool):
             plan.request = edit_request(ctx, real, self.verb(args), plan.diff)
         return plan
 
+    def preview(self, args, ctx, plan):
+        if not plan.prepared:
+            self.prepare(args, ctx, plan)
+        return [plan.diff]
+
     def run(self, args, ctx, plan=None):
         """Write what ``plan`` (the checked and, if it asked, allowed plan) says; without a
         plan only a target that needs nobody's approval."""

@@ -121,6 +121,11 @@ class CallSteps:
                                        record.title, request)
         if refusal is not None:
             return self._finish(record, ToolResult(refusal, is_error=True))
+        if request is not None and not request.content and plan is not None:
+            try:  # the mode asks where the tool would not: show what would change
+                request.content = tool.preview(args, ctx, plan)
+            except ToolError as exc:
+                return self._finish(record, ToolResult(str(exc), is_error=True))
         return Ready(tool, args, ctx, plan, request)
 
     def approve_call(self, record, ready):

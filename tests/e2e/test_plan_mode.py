@@ -15,15 +15,15 @@ CHOICES = [("plan-start-auto", "Start, auto", "allow_once"),
            ("plan-keep", "Keep planning", "reject_once")]
 
 
-def plan_session(acp_agent, server, workspace, protocol):
+def plan_session(acp_agent, server, workspace, protocol, mode="plan"):
     agent = acp_agent(args=("--provider", "openai", "--model", "m"), protocol=protocol,
                       env={"OPENAI_BASE_URL": server.openai_url, "OPENAI_API_KEY": "sk-t-123456"})
     sid = agent.new_session(workspace)
     if protocol == 1:
-        answer = agent.request("session/set_mode", {"sessionId": sid, "modeId": "plan"})
+        answer = agent.request("session/set_mode", {"sessionId": sid, "modeId": mode})
     else:
         answer = agent.request("session/set_config_option",
-                               {"sessionId": sid, "configId": "mode", "value": "plan"})
+                               {"sessionId": sid, "configId": "mode", "value": mode})
     assert "result" in answer, answer
     return agent, sid
 
