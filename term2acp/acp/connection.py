@@ -251,7 +251,8 @@ class Connection:
             answer = {"protocolVersion": m.PROTOCOL_VERSION, "info": dict(AGENT_INFO),
                       "capabilities": {"session": {"prompt": prompt,
                                                    "mcp": {"stdio": {}, "http": {}},
-                                                   "fork": {}, "delete": {}}},
+                                                   "fork": {}, "delete": {},
+                                                   "additionalDirectories": {}}},
                       "authMethods": self._auth_methods(2)}
         return answer
 
@@ -267,7 +268,7 @@ class Connection:
                 "promptCapabilities": prompt,
                 "mcpCapabilities": {"http": True, "sse": True},  # stdio is v1's baseline
                 "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "fork": {},
-                                        "delete": {}},
+                                        "delete": {}, "additionalDirectories": {}},
                 "auth": {"logout": {}},
             },
             "authMethods": self._auth_methods(1),

@@ -14,6 +14,7 @@ from term2acp.core.workspace import is_within
 class AccessState:
     def __init__(self, root):
         self.root = root
+        self.extra_roots = ()  # the session's additional roots: workspaces like the root
         self.read_folders = set()
         self.edit_files = set()
         self.edit_folders = set()
@@ -67,14 +68,18 @@ class AccessState:
         """Ask mode may run a command of these words without asking."""
         return _starts_with_any(words, self.command_prefixes)
 
+    def in_workspace(self, path):
+        """Inside the root or one of the additional roots."""
+        return is_within(self.root, path) or any(is_within(r, path) for r in self.extra_roots)
+
     def can_read(self, path):
-        """Reads are free inside the root, and inside granted read or edit folders."""
-        if is_within(self.root, path) or path in self.edit_files:
+        """Reads are free inside the roots, and inside granted read or edit folders."""
+        if self.in_workspace(path) or path in self.edit_files:
             return True
         return any(is_within(f, path) for f in self.read_folders | self.edit_folders)
 
     def can_edit(self, path):
-        if is_within(self.root, path) or path in self.edit_files:
+        if self.in_workspace(path) or path in self.edit_files:
             return True
         return any(is_within(f, path) for f in self.edit_folders)
 

@@ -35,6 +35,30 @@ def validate_cwd(cwd):
     return real
 
 
+def validate_extra_root(path):
+    """The canonical path of one of ``additionalDirectories``, or WorkspaceError naming it:
+    each is a workspace like the cwd, so the same rules hold."""
+    if not isinstance(path, str) or not path:
+        raise WorkspaceError(f"additionalDirectories: {path!r} is not a non-empty path")
+    shown = path.replace("\x00", "\\0")
+    if "\x00" in path or not os.path.isabs(path):
+        raise WorkspaceError(f"additionalDirectories: {shown} is not an absolute path")
+    try:
+        real = os.path.realpath(path, strict=True)
+    except (OSError, ValueError):
+        raise WorkspaceError(f"additionalDirectories: {shown} does not exist") from None
+    if not os.path.isdir(real):
+        raise WorkspaceError(f"additionalDirectories: {shown} is not a directory")
+    if real == os.sep:
+        raise WorkspaceError(f"additionalDirectories: {shown} is / (the whole file system); "
+                             "name a project directory")
+    try:
+        _require_utf8(real)
+    except WorkspaceError as exc:
+        raise WorkspaceError(f"additionalDirectories: {exc}") from None
+    return real
+
+
 def is_utf8(text):
     """Whether ``text`` (a path, surrogate-escaped) can be stored and sent as UTF-8."""
     try:

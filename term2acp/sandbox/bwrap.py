@@ -140,7 +140,7 @@ def _try(candidate, scratch):
 
 
 def run(argv, root, settings, on_output=None, timeout=None, pass_fds=(), network=None,
-        loopback=None, tty=False):
+        loopback=None, tty=False, roots=()):
     """Run ``argv`` inside the sandbox with ``root`` as cwd; see ``process.run``.
 
     ``network``: True runs it on the host's network (writes still confined to the root,
@@ -148,42 +148,45 @@ def run(argv, root, settings, on_output=None, timeout=None, pass_fds=(), network
     ``loopback`` (a ``loopback.Loopback``: the servers its other commands started are
     reachable on 127.0.0.1) or, without one, in a network namespace of its own; None
     means ``[shell] network``. ``tty``: on a pseudo-terminal (its controlling terminal).
+    ``roots``: the session's other workspace roots, mounted as the root is.
 
     Raises ``SandboxUnavailable`` (nothing is run) when the probe failed, ``view.Refused``
     (nothing is run) for a root the sandbox will not run in (``/``), and
     ``loopback.LoopbackError`` when the session's network namespace cannot be made.
     """
-    full, enter, options = _prepare(argv, root, settings, network, loopback, tty)
+    full, enter, options = _prepare(argv, root, settings, network, loopback, tty, roots)
     return process.run(full, on_output=on_output, timeout=timeout, pass_fds=pass_fds,
                        enter=enter, **options)
 
 
 def start(argv, root, settings, on_output=None, on_exit=None, network=None, loopback=None,
-          tty=False):
+          tty=False, roots=()):
     """Start ``argv`` in the sandbox and return its ``process.Process`` at once (for a
     command that keeps running): its stdin is a pipe, or the terminal with ``tty``. The
     rest is as for :func:`run`."""
-    full, enter, options = _prepare(argv, root, settings, network, loopback, tty)
+    full, enter, options = _prepare(argv, root, settings, network, loopback, tty, roots)
     if not tty:
         options["stdin"] = process.PIPE
     return process.start(full, on_output=on_output, on_exit=on_exit, enter=enter, **options)
 
 
-def _prepare(argv, root, settings, network, loopback, tty):
+def _prepare(argv, root, settings, network, loopback, tty, roots=()):
     availability = probe()
     if not availability.available:
         raise SandboxUnavailable(availability.reason)
     if network is None:
         network = bool(settings.shell.network)
-    executables.note_root(root)  # a root the sandbox runs in (``/`` is refused by the view)
+    for each in (root, *roots):  # roots the sandbox runs in (``/`` is refused by the view)
+        executables.note_root(each)
     try:
-        executables.check(availability.bwrap, [root])
+        executables.check(availability.bwrap, [root, *roots])
     except executables.Unsafe as exc:
         raise SandboxUnavailable(str(exc)) from None
     enter = None
     if loopback is not None and not network:
         enter = loopback.enter_hook(availability)
-    full = _for_settings(argv, root, settings, availability, network, enter is not None, tty)
+    full = _for_settings(argv, root, settings, availability, network, enter is not None, tty,
+                         roots)
     data_dir = getattr(settings, "data_dir", "")
     options = {"cwd": root, "env": scrub_env(settings.env, tty), "limits": limits_of(settings),
                "stdin": process.TTY if tty else process.NULL,
@@ -225,13 +228,14 @@ def _sandbox_settings(settings):
     return getattr(settings, "sandbox", None) or SandboxSettings()
 
 
-def _for_settings(argv, root, settings, availability, network, joined=False, tty=False):
+def _for_settings(argv, root, settings, availability, network, joined=False, tty=False,
+                  roots=()):
     """Namespaces, then the filesystem view in mount order, then the command. ``joined``:
     the child joins the session's network namespace (``loopback.py``) instead of making
     one; ``network``: it keeps the host's."""
     size = tmpfs_bytes(settings) if availability.tmpfs_size else None
     return [*_namespaces(availability, network or joined, tty),
-            *view.flags(root, settings, size, network), "--chdir", root, "--", *argv]
+            *view.flags(root, settings, size, network, roots), "--chdir", root, "--", *argv]
 
 
 def _namespaces(availability, keep_network, tty=False):

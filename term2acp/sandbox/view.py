@@ -71,9 +71,13 @@ def check_root(root):
                       "project directory instead (a directory inside it is fine)")
 
 
-def flags(root, settings, tmpfs_bytes, network=False):
-    """The filesystem part of the bwrap command line for a command in ``root``."""
+def flags(root, settings, tmpfs_bytes, network=False, roots=()):
+    """The filesystem part of the bwrap command line for a command in ``root`` (and the
+    session's other ``roots``, each mounted as a root is)."""
     check_root(root)
+    for extra in roots:
+        check_root(extra)
+    mounted = sorted({root, *roots}, key=len)  # a root inside another is mounted after it
     plan = _plan(root, settings)
     size = ["--size", str(int(tmpfs_bytes))] if tmpfs_bytes else []
     # /run is an empty directory of the sandbox's root tmpfs, read-only like the rest of it
@@ -92,11 +96,15 @@ def flags(root, settings, tmpfs_bytes, network=False):
     # A masked entry that is gone since the scan (a lock file removed, a package upgrade)
     # needs no mask, and bwrap could not mount over it: every command would fail until
     # the scan is redone. One lstat per mask, per command.
-    present = [path for path in plan.masks + dynamic_masks(settings) if os.path.lexists(path)]
-    masks = _visible(present, plan.binds + [(root, root)])
-    out += _cover([m for m in masks if not _strictly_inside(root, m[0])])
-    out += ["--bind" if writable_root(root, settings) else "--ro-bind", root, root]
-    out += _cover([m for m in masks if _strictly_inside(root, m[0])])
+    extra_masks = [m for r in roots if r != root for m in _plan(r, settings).masks]
+    present = [path for path in dict.fromkeys(plan.masks + extra_masks + dynamic_masks(settings))
+               if os.path.lexists(path)]
+    masks = _visible(present, plan.binds + [(r, r) for r in mounted])
+    inside = [m for m in masks if any(_strictly_inside(r, m[0]) for r in mounted)]
+    out += _cover([m for m in masks if m not in inside])
+    for each in mounted:
+        out += ["--bind" if writable_root(each, settings) else "--ro-bind", each, each]
+    out += _cover(inside)
     for path in ["/dev", *(dest for dest, is_dir in masks if is_dir), "/"]:
         out += ["--remount-ro", path]
     return out

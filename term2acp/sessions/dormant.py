@@ -26,7 +26,7 @@ TAKEN_OVER = ("This session was opened in another term2-acp process (pid {pid}) 
               "back).")
 DORMANT_STATE = ("sink", "access", "effort", "provider_id", "model", "context_window", "cost",
                  "title", "interaction_seq", "mode", "config_options", "window_learned",
-                 "mcp_servers", "editor")
+                 "mcp_servers", "editor", "extra_roots")
 
 
 class Dormancy:

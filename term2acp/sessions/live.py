@@ -67,6 +67,7 @@ class LiveSession:
         self.lock = lock
         self.workdir = workdir
         self.access = AccessState(self.root)
+        self.extra_roots = ()  # additionalDirectories: canonical, each a workspace too
         self.mcp_servers = []  # mcp.config.ServerConfig the client sent (new/resume/load)
         self.mcp = None  # their running mcp.hub.McpHub (term2acp/mcp/session.py)
         self.recorder = Recorder(store, self.id)
@@ -83,6 +84,15 @@ class LiveSession:
         self.cost = 0.0  # USD, the sum of the history's priced requests (turns/turn.py)
         self.sandbox_note = None  # the shell sandbox's state, for the context notes
         self.last_used = time.monotonic()
+
+    def set_roots(self, extra_roots):
+        """The session's additional roots (the complete list the client sent with
+        new/resume/load/fork, canonical): tools, grants, the sandbox and AGENTS.md treat
+        each as they treat the root."""
+        self.extra_roots = tuple(r for r in dict.fromkeys(extra_roots) if r != self.root)
+        self.access.extra_roots = self.extra_roots
+        for root in self.extra_roots:
+            executables.note_root(root)
 
     # What the turn and the faces ask; every answer comes from the one state machine.
     @property

@@ -85,7 +85,8 @@ class ToolContext:
 
     def __init__(self, root, session_id, call_id, access, settings, emit, approve=None,
                  run_tool=None, workdir=None, editor=None):
-        self.root = root  # canonical session root (the only writable root)
+        self.root = root  # canonical session root (relative paths resolve against it)
+        self.extra_roots = ()  # the session's other roots (additionalDirectories)
         self.session_id = session_id
         self.call_id = call_id
         self.access = access  # sessions.access.AccessState

@@ -138,7 +138,7 @@ class Background:
         try:
             self.process = sandbox.start(argv, ctx.root, ctx.settings, self.stream.write,
                                          self._exited, network=network, loopback=loopback,
-                                         tty=self.tty)
+                                         tty=self.tty, roots=ctx.extra_roots)
         except BaseException:
             emit_quietly(self.emit, TerminalExited(terminal_id=self.terminal_id,
                                                    exit_code=None, signal="SIGKILL"))

@@ -133,6 +133,8 @@ def require_usable_root(ctx):
     require_sandbox()
     try:
         sandbox.check_root(ctx.root)
+        for root in ctx.extra_roots:
+            sandbox.check_root(root)
     except sandbox.Refused as exc:
         raise ToolError(f"Shell refused: {exc}. The command was not run.") from None
 
@@ -150,7 +152,7 @@ def execute(ctx, argv, label, timeout, pass_fds=(), network=None, tty=False):
     try:
         outcome = sandbox.run(argv, ctx.root, ctx.settings, stream.write, timeout, pass_fds,
                               network=network, loopback=processes.loopback_of(ctx.session_id),
-                              tty=tty)
+                              tty=tty, roots=ctx.extra_roots)
     except sandbox.ProcessTimeout as exc:
         outcome, timed_out = exc.exit, True
     except sandbox.Refused as exc:  # checked above; kept so no bwrap error can surface

@@ -177,6 +177,7 @@ class CallSteps:
                           run_tool=self._nested_call, workdir=session.workdir,
                           editor=editor_of(session))
         ctx.mode = modes.normal(getattr(session, "mode", None))  # tools/shell_policy.py
+        ctx.extra_roots = getattr(session, "extra_roots", ())
         ctx.images = getattr(session, "images", False)  # read_file may return images
         checkpoint = getattr(session, "checkpoint", None)
         ctx.checkpoint = checkpoint.before_write if checkpoint is not None else None

@@ -2,7 +2,8 @@
 (turns/notes.py).
 
 Where: the session root, then each parent directory up to the nearest one holding
-``.git`` (the repository root). Never above the user's home directory, never ``/``; when
+``.git`` (the repository root); the same for each of the session's other roots
+(``additionalDirectories``), whose files come before the root's. Never above the user's home directory, never ``/``; when
 no ``.git`` is found on the way, only the root's own file counts. The farthest file comes
 first and the nearest last (the most specific instructions win by coming last). Each file
 is capped at :data:`FILE_CAP` characters and all of them at :data:`TOTAL_CAP`.
@@ -70,8 +71,9 @@ def _read(path):
 class Instructions:
     """One session's view of its AGENTS.md files (cached by size and mtime)."""
 
-    def __init__(self, root, home=None):
+    def __init__(self, root, home=None, extra=()):
         self.root, self.home = root, home
+        self.extra = tuple(extra)  # the session's other roots: their files come first
         self._cache = {}  # path -> (signature, text)
         self._told = None  # the signatures the user was told about
         self._ignored = set()  # (path, owner) of foreign files the user was told about
@@ -79,7 +81,7 @@ class Instructions:
     def load(self):
         """``(text for the context note, notice for the user or None)``."""
         found, warnings = [], []
-        for directory in candidates(self.root, self.home):
+        for directory in self.directories():
             path = os.path.join(directory, NAME)
             signature = _stat(path)
             if signature is None:
@@ -99,6 +101,13 @@ class Instructions:
             found.append((path, cached[0], cached[1]))
         notice = "".join(warnings) + (self._notice(found) or "")
         return self._prompt(found), notice or None
+
+    def directories(self):
+        """Every directory whose AGENTS.md counts: the other roots' chains first, then the
+        root's (its nearest file last, so it wins)."""
+        chains = [candidates(r, self.home) for r in (*self.extra, self.root)]
+        return list(dict.fromkeys(d for chain in reversed(chains[:-1]) for d in chain)) + \
+            [d for d in chains[-1] if not any(d in c for c in chains[:-1])]
 
     def _prompt(self, found):
         if not found:

@@ -54,6 +54,10 @@ def facts(session, keys=None):
         "date": (today, f"Today's date: {today}"),
         "mode": (mode, MODE_TEXT.get(mode, MODE_TEXT[modes.AUTO])),
     }
+    extra = getattr(session, "extra_roots", ())  # additionalDirectories: workspaces too
+    out["roots"] = ("\n".join(extra), "Other workspace roots (read and change files there as "
+                    "in the root; give their paths absolute): " + ", ".join(extra) if extra
+                    else "No other workspace roots any more.")
     sandbox = getattr(session, "sandbox_note", None)
     if sandbox:  # the shell sandbox's state: it can differ after a restart
         out["sandbox"] = (sandbox, f"Shell sandbox: {sandbox}")
@@ -68,8 +72,9 @@ def facts(session, keys=None):
 def _instructions(session):
     """The AGENTS.md text; the user is told (a thought) the first time and on changes."""
     state = getattr(session, "instructions", None)
-    if state is None or state.root != session.root:
-        state = session.instructions = instructions.Instructions(session.root)
+    extra = getattr(session, "extra_roots", ())
+    if state is None or state.root != session.root or state.extra != tuple(extra):
+        state = session.instructions = instructions.Instructions(session.root, extra=extra)
     text, notice = state.load()
     if notice:  # a thought: clients that print the answer alone must not print this
         session.emit(ev.ThoughtChunk(new_id("thought"), notice.strip()))
@@ -87,7 +92,7 @@ def told(history):
 
 
 # checked before every model request (AGENTS.md: once a prompt)
-WITHIN_TURN = ("root", "platform", "date", "mode", "sandbox")
+WITHIN_TURN = ("root", "roots", "platform", "date", "mode", "sandbox")
 
 
 def pending(session, keys=None):
@@ -96,7 +101,7 @@ def pending(session, keys=None):
     now = facts(session, keys)
     before = told(session.history)
     changed = [key for key, (mark, _line) in now.items() if before.get(key, "") != mark
-               or (key not in before and key != "instructions")]
+               or (key not in before and key not in ("instructions", "roots"))]
     if not changed:
         return None
     lines = [now[key][1] if key != "instructions" or now[key][0] else

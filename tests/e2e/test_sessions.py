@@ -17,8 +17,12 @@ def error_of(message):
 
 # ---------------------------------------------------------------- session/new
 @pytest.mark.parametrize("params, message", [
-    ({"cwd": "/tmp", "additionalDirectories": ["/etc"]}, "additionalDirectories are not supported"),
-    ({"additionalDirectories": ["/etc"]}, "additionalDirectories are not supported"),
+    ({"cwd": "/tmp", "additionalDirectories": ["/definitely/not/here"]},
+     "additionalDirectories: /definitely/not/here does not exist"),
+    ({"cwd": "/tmp", "additionalDirectories": ["/etc/hostname"]},
+     "additionalDirectories: /etc/hostname is not a directory"),
+    ({"cwd": "/tmp", "additionalDirectories": ["rel/dir"]},
+     "additionalDirectories: rel/dir is not an absolute path"),
     ({"cwd": "/tmp", "mcpServers": [{"type": "stdio", "name": "x", "command": "true"}]},
      "mcpServers[0] ('x'): command must be an absolute path"),
     ({"cwd": "relative/dir"}, "cwd must be an absolute path"),

@@ -18,7 +18,7 @@ V1_ANSWER = {
         "promptCapabilities": {"embeddedContext": True},
         "mcpCapabilities": {"http": True, "sse": True},
         "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "fork": {},
-                                "delete": {}},
+                                "delete": {}, "additionalDirectories": {}},
         "auth": {"logout": {}},
     },
     "authMethods": [
@@ -105,7 +105,8 @@ def test_version_2_and_above_get_todays_v2_answer(fresh, version):
         "info": {"name": "term2", "title": "term2", "version": __version__},
         "capabilities": {"session": {"prompt": {"embeddedContext": {}},
                                  "mcp": {"stdio": {}, "http": {}},
-                                 "fork": {}, "delete": {}}},  # issue 28
+                                 "fork": {}, "delete": {},
+                                 "additionalDirectories": {}}},  # issues 28, 39
         "authMethods": [dict(m, methodId=m.pop("id")) for m in
                         [dict(m) for m in V1_ANSWER["authMethods"]]],
     }

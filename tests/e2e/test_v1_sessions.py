@@ -429,6 +429,6 @@ def test_load_errors(v1, acp_workspace, tmp_path):
     wrong = agent.request("session/load", {"sessionId": sid, "cwd": str(other), "mcpServers": []})
     assert wrong["error"]["code"] == -32602
     extra = agent.request("session/new", {"cwd": acp_workspace, "mcpServers": [],
-                                          "additionalDirectories": [str(other)]})
-    assert extra["error"]["code"] == -32602
+                                          "additionalDirectories": [str(other / "gone")]})
+    assert extra["error"]["code"] == -32602 and str(other / "gone") in extra["error"]["message"]
     agent.close()

@@ -23,7 +23,8 @@ def test_initialize_result_is_exact(spawn):
         "info": {"name": "term2", "title": "term2", "version": __version__},
         "capabilities": {"session": {"prompt": {"embeddedContext": {}},
                                  "mcp": {"stdio": {}, "http": {}},
-                                 "fork": {}, "delete": {}}},  # issue 28
+                                 "fork": {}, "delete": {},
+                                 "additionalDirectories": {}}},  # issues 28, 39
         # issue 15: sign-in (tests/e2e/test_auth.py); no terminal method without auth.terminal
         "authMethods": [
             {"type": "agent", "methodId": "openai",

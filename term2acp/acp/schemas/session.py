@@ -1,9 +1,10 @@
 """session/new, list, resume, prompt, cancel, close, fork, delete."""
 
-from marshmallow import ValidationError, fields, pre_load
+from marshmallow import ValidationError, fields
 
 from term2acp.acp.schemas.base import PathField, SessionIdField, WireSchema
 from term2acp.acp.schemas.content import ContentBlock
+from term2acp.core.workspace import WorkspaceError, validate_extra_root
 from term2acp.mcp.config import parse_servers
 from term2acp.rpc.errors import InvalidParamsError
 
@@ -25,25 +26,33 @@ class McpServersField(fields.Raw):
             raise InvalidParamsError(f"invalid MCP server: {exc}") from None
 
 
-class _UnsupportedListsFirst(WireSchema):
-    """Non-empty ``additionalDirectories`` are refused before anything else."""
+class RootsField(fields.Raw):
+    """``additionalDirectories``: the complete list of the session's other roots, each
+    canonical; a missing, relative or non-directory path is -32602 naming it."""
 
-    additional_directories = fields.List(fields.Raw(), load_default=list, allow_none=True)
+    def _deserialize(self, value, attr, data, **kwargs):
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            raise InvalidParamsError("additionalDirectories must be an array of absolute paths")
+        try:
+            return [validate_extra_root(path) for path in value]
+        except WorkspaceError as exc:
+            raise InvalidParamsError(str(exc)) from None
+
+
+class SessionSetup(WireSchema):
+    """The session's setup lists: other roots and MCP servers."""
+
+    additional_directories = RootsField(load_default=list, allow_none=True)
     mcp_servers = McpServersField(load_default=list, allow_none=True)
 
-    @pre_load
-    def _refuse_unsupported(self, data, **kwargs):
-        if isinstance(data, dict):
-            if data.get("additionalDirectories"):
-                raise InvalidParamsError("additionalDirectories are not supported")
-        return data
 
-
-class NewSessionRequestSchema(_UnsupportedListsFirst):
+class NewSessionRequestSchema(SessionSetup):
     cwd = PathField(required=True)
 
 
-class ForkSessionRequestSchema(_UnsupportedListsFirst):
+class ForkSessionRequestSchema(SessionSetup):
     session_id = SessionIdField()
     cwd = PathField(required=True)
 
@@ -61,7 +70,7 @@ class ReplayFromField(fields.Dict):
         return value
 
 
-class ResumeSessionRequestSchema(_UnsupportedListsFirst):
+class ResumeSessionRequestSchema(SessionSetup):
     session_id = SessionIdField()
     cwd = PathField(required=True)
     replay_from = ReplayFromField(allow_none=True, load_default=None)

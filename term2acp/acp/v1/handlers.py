@@ -101,6 +101,7 @@ class V1Handlers(BaseHandlers):
     @domain_errors
     def new_session(self, params):
         session = self.manager.new(params["cwd"])
+        session.set_roots(params["additional_directories"])
         self._attach(session, params["mcp_servers"])
         result = self.setup_result(session, {"sessionId": session.id})
         self.started(session)
@@ -110,6 +111,7 @@ class V1Handlers(BaseHandlers):
     def load_session(self, params):
         """Attach a stored session and replay its whole history, then answer."""
         session, _already = self.manager.resume(params["session_id"], params["cwd"])
+        session.set_roots(params["additional_directories"])
         self._attach(session, params["mcp_servers"])
         for update in translate.replay_updates(self.manager.journal(session), self.compaction,
                                                self.terminal_meta):
@@ -121,6 +123,7 @@ class V1Handlers(BaseHandlers):
     @domain_errors
     def resume_session(self, params):
         session, _already = self.manager.resume(params["session_id"], params["cwd"])
+        session.set_roots(params["additional_directories"])
         self._attach(session, params["mcp_servers"])
         result = self.setup_result(session, {})
         self.started(session)

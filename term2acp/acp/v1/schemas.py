@@ -4,11 +4,9 @@
 same shape in both versions and reuse ``acp/schemas/session.py``.
 """
 
-from marshmallow import fields, pre_load
-
 from term2acp.acp.schemas.base import PathField, SessionIdField, WireSchema
 from term2acp.acp.schemas.session import McpServersField as _McpServersField
-from term2acp.rpc.errors import InvalidParamsError
+from term2acp.acp.schemas.session import RootsField
 
 
 def McpServersField(**kwargs):  # noqa: N802 - v1's mcpServers: bare commands, sse too
@@ -17,17 +15,10 @@ def McpServersField(**kwargs):  # noqa: N802 - v1's mcpServers: bare commands, s
 
 
 class _SessionSetup(WireSchema):
-    """MCP servers are connected (``mcp/``); extra roots are refused,
-    since ``sessionCapabilities.additionalDirectories`` is not advertised."""
+    """MCP servers are connected (``mcp/``); other roots as in v2."""
 
     mcp_servers = McpServersField(load_default=list)
-    additional_directories = fields.Raw(load_default=None)
-
-    @pre_load
-    def _refuse_directories(self, data, **kwargs):
-        if isinstance(data, dict) and data.get("additionalDirectories"):
-            raise InvalidParamsError("additionalDirectories are not supported")
-        return data
+    additional_directories = RootsField(load_default=list, allow_none=True)
 
 
 class NewSessionRequestSchema(_SessionSetup):

@@ -50,6 +50,7 @@ class V2Handlers(BaseHandlers):
     @domain_errors
     def new_session(self, params):
         session = self.manager.new(params["cwd"])
+        session.set_roots(params["additional_directories"])
         session.sink = self._sink
         self.manager.connect_mcp(session, params["mcp_servers"])
         result = self.setup_result(session, {"sessionId": session.id})
@@ -86,6 +87,7 @@ class V2Handlers(BaseHandlers):
             raise InvalidParamsError(f"unsupported replayFrom type {replay.get('type')!r}; "
                                      'use {"type": "start"} or omit it')
         session, _already = self.manager.resume(params["session_id"], params["cwd"])
+        session.set_roots(params["additional_directories"])
         session.sink = self._sink
         self.manager.connect_mcp(session, params["mcp_servers"])
         if replay is not None:
@@ -123,6 +125,7 @@ class V2Handlers(BaseHandlers):
         ``sessionId``, in the ``cwd`` the request names, without its grants."""
         with self.manager.undo_new_on_failure():
             session = self.manager.fork(params["session_id"], params["cwd"])
+            session.set_roots(params["additional_directories"])
             self.attach_forked(session, params["mcp_servers"])
             result = self.setup_result(session, {"sessionId": session.id})
         self.started(session)
