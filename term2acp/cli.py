@@ -29,6 +29,7 @@ ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, TERM2ACP_PROVIDER, TERM2ACP_MODEL, TERM2A
 variable and config key is in the README's "Configuration reference".
 """
 
+import os
 import sys
 
 from term2acp import __version__
@@ -137,6 +138,9 @@ def command(name, argv):
         from term2acp.headless import sessions as run
     try:
         return run.main(argv, lambda flags, resolve=True: load(flags, resolve=resolve))
+    except BrokenPipeError:  # the reader went away (| head): no traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     finally:
         from term2acp.core import scratch
 

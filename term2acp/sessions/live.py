@@ -116,8 +116,8 @@ class LiveSession:
     def emit(self, event):
         self.recorder.record(event)
         kind = type(event)
-        if kind is ev.ToolCallReported and event.locations:  # a file as first touched
-            self.recording.touched(getattr(self, "prompt_message_id", None), event.locations)
+        if kind is ev.ToolCallReported and (event.locations or event.content):
+            self.recording.observe(getattr(self, "prompt_message_id", None), event)  # files
         if self.sink is not None:
             if (kind is ev.TextChunk or kind is ev.ThoughtChunk) and self.lifecycle.stopping:
                 return  # recorded for replay; a cancelled turn streams no more chunks

@@ -7,9 +7,10 @@ writes (no extra commit):
   (``providers/scripted.py``: thought, text, tool calls with their ids, usage, stop), with
   the model, the usage and the cost;
 * ``permission``: each question the turn asked, its options and the answer;
-* ``file``: each file a tool call named (read, searched, changed) as it was the first time
-  the session touched it, so an export can rebuild the starting workspace. The pending
-  report of a call comes before it runs, so a changed file is taken before the change.
+* ``file``: each file a tool call named (read, changed, or found by a search or a listing)
+  as it was the first time the session touched it, so an export can rebuild the starting
+  workspace. The pending report of a call comes before it runs, so a changed file is taken
+  before the change.
   Credential files (``core/sensitive.py``) are named, never copied; big files are named.
 """
 
@@ -23,6 +24,7 @@ from term2acp.core.sensitive import is_sensitive
 log = logging.getLogger(__name__)
 
 MAX_FILE_BYTES = 2 * 2**20  # a bigger file is named, not copied
+MAX_FOUND = 200  # files recorded of one search's result
 _INSERT = ("INSERT INTO recording (session_id, seq, kind, turn, payload, content) VALUES (?,"
            " (SELECT COALESCE(MAX(seq), 0) + 1 FROM recording WHERE session_id = ?), ?, ?, ?, ?)")
 
@@ -33,6 +35,7 @@ class Recording:
         self.sid = session_id
         self.root = root
         self._seen = None  # relative paths recorded so far (read from the store once)
+        self._folders = {}  # call id -> the folders it searched or listed
 
     def _put(self, kind, turn, payload, content=None):
         self.store.write(_INSERT, (self.sid, self.sid, kind, turn,
@@ -46,8 +49,23 @@ class Recording:
     def permission(self, turn, payload):
         self._put("permission", turn, payload)
 
+    def observe(self, turn, event):
+        """A tool call's report (``ToolCallReported``): the paths it names, and the files a
+        search or listing of a folder found (the lines of its result that name one)."""
+        if event.locations:
+            folders = self.touched(turn, event.locations)
+            if folders:
+                self._folders[event.call_id] = folders
+        if event.status in ("completed", "failed"):
+            folders = self._folders.pop(event.call_id, None)
+            if folders and event.content:
+                self.touched(turn, [{"path": p} for p in _found(event.content, folders,
+                                                                self.root)])
+
     def touched(self, turn, locations):
-        """A tool call reported ``locations``: record each path not recorded before."""
+        """Record each path of ``locations`` not recorded before; returns the folders among
+        them (relative)."""
+        folders = []
         if self._seen is None:
             rows = self.store.rows("SELECT payload FROM recording WHERE session_id = ? AND"
                                    " kind = 'file'", (self.sid,))
@@ -57,7 +75,11 @@ class Recording:
             if not path:
                 continue
             rel = os.path.relpath(path, self.root) if os.path.isabs(path) else path
-            if rel in self._seen or rel == ".." or rel.startswith("../"):
+            if rel == ".." or rel.startswith("../"):
+                continue
+            if os.path.isdir(os.path.join(self.root, rel)):
+                folders.append(rel)
+            if rel in self._seen:
                 continue
             self._seen.add(rel)
             try:
@@ -71,6 +93,27 @@ class Recording:
             if why:
                 payload["why"] = why
             self._put("file", turn, payload, content)
+        return folders
+
+
+def _found(content, folders, root):
+    """Files named at the start of a result's lines (``path:line: text``, ``path``, ``name
+    (size)``), relative to the root or to a searched folder; at most MAX_FOUND."""
+    found = []
+    for item in content:
+        text = item.get("text") if isinstance(item, dict) else None
+        for line in (text or "").splitlines():
+            name = line.split(":", 1)[0].split("  ", 1)[0].strip()
+            if not name or os.path.isabs(name):
+                continue
+            for base in ("", *folders):
+                rel = os.path.normpath(os.path.join(base, name))
+                if os.path.isfile(os.path.join(root, rel)) and rel not in found:
+                    found.append(rel)
+                    break
+            if len(found) >= MAX_FOUND:
+                return found
+    return found
 
 
 def _state_of(path):

@@ -17,6 +17,8 @@ from term2acp.sessions.store.api import now
 
 FORMAT = "term2acp-session"
 VERSION = 1
+# Stricter than the permission description's redaction (acp/v2/permissions.py): an export
+# must round-trip, so code such as ``token = next(tokens)`` in a diff stays as it is.
 _SECRETS = (
     (re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{8,}"), r"\1<redacted>"),
     (re.compile(r"\b(sk|pk|rk|ghp|gho|xox[abp])[-_][A-Za-z0-9_-]{16,}"), "<redacted>"),

@@ -196,3 +196,18 @@ def test_exec_ask_mode_answers_with_allow_patterns_fail_closed(run, server, acp_
         assert fh.read() == "new\n"
     with open(os.path.join(acp_workspace, "keep.py")) as fh:
         assert fh.read() == "old\n"
+
+
+def test_exec_session_takes_over_a_session_open_in_an_editor(acp_agent, acp_env, acp_workspace,
+                                                             tmp_path):
+    script = tmp_path / "takeover.json"
+    script.write_text(json.dumps({"turns": [[{"text": "In the editor."}],
+                                            [{"text": "Now from exec."}]]}))
+    editor = acp_agent(script=script)  # served in this process: it holds the session
+    sid = editor.new_session(acp_workspace)
+    editor.prompt(sid, "hello from the editor")
+    proc = subprocess.run([sys.executable, REPO_LAUNCHER, "exec", "--provider", "scripted",
+                           "--session", sid, "and now?"], cwd=acp_workspace,
+                          env=dict(acp_env, TERM2ACP_SCRIPT=str(script)),
+                          capture_output=True, text=True, timeout=TIMEOUT)
+    assert (proc.returncode, proc.stdout) == (0, "Now from exec.\n"), proc.stderr

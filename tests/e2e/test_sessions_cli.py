@@ -110,9 +110,10 @@ def test_sessions_list_show_export_delete_import_resume(acp_agent, acp_env, tmp_
     assert code == 0 and out.strip() != sid and "exists already" in err
 
     agent = acp_agent(turns=TURNS, protocol=2)
-    replayed = []
-    agent.request("session/resume", {"sessionId": sid, "cwd": workspace,
-                                     "replayFrom": {"type": "start"}})
+    resumed = agent.request("session/resume", {"sessionId": sid, "cwd": workspace,
+                                               "replayFrom": {"type": "start"}})["result"]
+    mode = next(o for o in resumed["configOptions"] if o["configId"] == "mode")
+    assert mode["currentValue"] == "ask"  # the options came back with the import
     replayed = [m["params"]["update"] for m in agent.messages
                 if m.get("method") == "session/update"]
     kinds = [u["sessionUpdate"] for u in replayed]
@@ -146,8 +147,7 @@ def test_sessions_pytest_export_replays_without_the_workspace_or_a_model(acp_age
             code, printed, err = cli(acp_env, "export", sid, "--format", "pytest", "-o",
                                      str(out / variant))
             assert code == 0, err
-            cases[variant] = os.path.join(out / variant, os.path.basename(printed.strip())
-                                          [len("test_"):-len(".py")])
+            cases[variant] = case_of(printed.strip())
         shutil.rmtree(workspace)  # the original workspace is gone
     assert sorted(os.listdir(os.path.join(cases["ok"], "workspace"))) == ["hello.txt"]
     with open(os.path.join(cases["file"], "workspace", "hello.txt"), "w") as fh:
@@ -174,3 +174,39 @@ def test_sessions_pytest_export_replays_without_the_workspace_or_a_model(acp_age
                               "-n", "0", str(out / "ok")], env=env, cwd=out / "ok",
                              capture_output=True, text=True, timeout=120)
     assert "1 passed" in patched.stdout, (patched.stdout + patched.stderr)[-3000:]
+
+
+def test_pytest_export_takes_what_a_search_found_or_a_whole_folder(acp_env, tmp_path):
+    from term2acp.testing.recorded import export
+
+    work = tmp_path / "searched"
+    (work / "src").mkdir(parents=True)
+    for rel, text in {"src/a.py": "needle\n", "src/b.py": "pass\n", "c.txt": "a needle\n",
+                      "untouched.txt": "never looked at\n"}.items():
+        (work / rel).write_text(text)
+    script = tmp_path / "search.json"
+    script.write_text(json.dumps({"turns": [
+        [{"tool_call": {"name": "grep", "arguments": {"pattern": "needle"}}},
+         {"tool_call": {"name": "glob", "arguments": {"pattern": "**/*.py"}}}],
+        [{"text": "Found two needles."}]]}))
+    env = dict(acp_env, TERM2ACP_SCRIPT=str(script))
+    proc = subprocess.run([sys.executable, REPO_LAUNCHER, "exec", "--provider", "scripted",
+                           "--json", "find the needles"], cwd=work, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    sid = json.loads(proc.stdout.splitlines()[-1])["sessionId"]
+    code, printed, err = cli(acp_env, "export", sid, "--format", "pytest", "-o",
+                             str(tmp_path / "found"))
+    assert code == 0, err
+    case = case_of(printed.strip())
+    files = sorted(os.path.relpath(os.path.join(d, n), os.path.join(case, "workspace"))
+                   for d, _, names in os.walk(os.path.join(case, "workspace")) for n in names)
+    assert files == ["c.txt", "src/a.py", "src/b.py"]
+    path = export(sid, str(tmp_path / "whole"), workspace=str(work),
+                  data_dir=acp_env["TERM2ACP_HOME"])
+    assert os.path.exists(os.path.join(case_of(path), "workspace", "untouched.txt"))
+
+
+def case_of(test_file):
+    """DIR/test_<name>.py -> DIR/<name>"""
+    return os.path.join(os.path.dirname(test_file), os.path.basename(test_file)[5:-3])
