@@ -236,14 +236,15 @@ class _Prices(_Providers):
     """``[prices."<model>"]`` tables, one a model id (a ``_Providers`` for problems())."""
 
     schema = PriceSchema()
+    label = '[prices."<model>"]'
 
     def _deserialize(self, value, attr, data, **kwargs):
         if not isinstance(value, dict):
-            raise ValidationError('must be tables: [prices."<model>"]')
+            raise ValidationError(f"must be tables: {self.label}")
         loaded, errors = {}, {}
         for name, table in value.items():
             if not isinstance(table, dict):
-                errors[name] = ['must be a table: [prices."<model>"]']
+                errors[name] = [f"must be a table: {self.label}"]
                 continue
             try:
                 loaded[name] = self.schema.load(table)
@@ -252,6 +253,28 @@ class _Prices(_Providers):
         if errors:
             raise ValidationError(errors)
         return loaded
+
+
+class LspServerSchema(Section):
+    """``[lsp.servers.<name>]``: a language server of the user's (lsp/servers.py)."""
+
+    command = _StringList(required=True)
+    extensions = _StringList(required=True)
+    root_markers = _StringList()
+    initialization_options = fields.Dict()
+
+
+class _LspServers(_Prices):
+    schema, label = LspServerSchema(), "[lsp.servers.<name>]"
+
+
+class LspSchema(Section):
+    enabled = switch()
+    disabled = _StringList()
+    warnings = switch()
+    diagnostics_timeout = seconds()
+    request_timeout = seconds()
+    servers = _LspServers()
 
 
 class ConfigSchema(Section):
@@ -276,6 +299,7 @@ class ConfigSchema(Section):
     sandbox = fields.Nested(SandboxSchema)
     mcp = fields.Nested(McpSchema)
     web_search = fields.Nested(WebSearchSchema)
+    lsp = fields.Nested(LspSchema)
     providers = _Providers()
     prices = _Prices()
 

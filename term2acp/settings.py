@@ -75,6 +75,19 @@ class SandboxSettings:
         self.tmpfs_mb = 512  # each of /tmp, /dev/shm and $HOME inside the sandbox
 
 
+class LspSettings:
+    """``[lsp]``: language servers for diagnostics after writes and the code tool
+    (``term2acp/lsp/``)."""
+
+    def __init__(self):
+        self.enabled = True  # false: no language server at all
+        self.disabled = []  # built-in servers turned off, by name
+        self.warnings = False  # also report new warnings after a write
+        self.diagnostics_timeout = 5.0  # seconds a write waits for its diagnostics
+        self.request_timeout = 15.0  # seconds a code tool call waits (start-up included)
+        self.servers = {}  # name -> {command, extensions, root_markers, initialization_options}
+
+
 class Settings:
     """Plain attributes (no dataclass: this is on the start-up path)."""
 
@@ -103,6 +116,7 @@ class Settings:
         self.sandbox = SandboxSettings()
         self.mcp = McpSettings()
         self.web_search = WebSearchSettings()
+        self.lsp = LspSettings()
         self.providers = {}  # name -> dict from the config file
         self.prices = {}  # model id -> {input, output, cache_read, cache_write} (USD / Mtok)
         self.env = dict(env or {})

@@ -160,14 +160,15 @@ def run(argv, root, settings, on_output=None, timeout=None, pass_fds=(), network
 
 
 def start(argv, root, settings, on_output=None, on_exit=None, network=None, loopback=None,
-          tty=False, roots=()):
+          tty=False, roots=(), stderr=None):
     """Start ``argv`` in the sandbox and return its ``process.Process`` at once (for a
-    command that keeps running): its stdin is a pipe, or the terminal with ``tty``. The
-    rest is as for :func:`run`."""
+    command that keeps running): its stdin is a pipe, or the terminal with ``tty``;
+    ``stderr`` as for ``process.start``. The rest is as for :func:`run`."""
     full, enter, options = _prepare(argv, root, settings, network, loopback, tty, roots)
     if not tty:
         options["stdin"] = process.PIPE
-    return process.start(full, on_output=on_output, on_exit=on_exit, enter=enter, **options)
+    return process.start(full, on_output=on_output, on_exit=on_exit, enter=enter,
+                         stderr=stderr, **options)
 
 
 def _prepare(argv, root, settings, network, loopback, tty, roots=()):

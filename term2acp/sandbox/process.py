@@ -117,15 +117,17 @@ def run(argv, cwd=None, env=None, on_output=None, timeout=None, pass_fds=(), lim
 
 
 def start(argv, cwd=None, env=None, on_output=None, pass_fds=(), limits=None, stdin=NULL,
-          enter=None, on_exit=None, on_launch=None):
+          enter=None, on_exit=None, on_launch=None, stderr=None):
     """Start ``argv`` and return its :class:`Process` (the arguments are ``run``'s;
     ``stdin`` may also be ``PIPE``; ``on_exit(Exit)`` is called once it has exited and
-    all its output was delivered)."""
+    all its output was delivered; ``stderr``: a descriptor for its stderr instead of the
+    output, which the caller closes after the start)."""
     group = limits.group() if limits else None
     ends = _Ends(stdin)
     proc = None
     try:
-        proc = _launch(argv, cwd, env, ends, pass_fds, _in_child(limits, group, stdin, enter))
+        proc = _launch(argv, cwd, env, ends, pass_fds, _in_child(limits, group, stdin, enter),
+                       stderr)
     except BaseException:
         ends.close_all()
         if group is not None:
@@ -265,7 +267,7 @@ class _Ends:
         self.input = None
 
 
-def _launch(argv, cwd, env, ends, pass_fds, preexec):
+def _launch(argv, cwd, env, ends, pass_fds, preexec, stderr=None):
     """Start the command with the unpatched ``os.close`` (see the module docstring)."""
     original = monkey.get_original("os", "close")
     # what to put back: gevent's close, even if a launch in another greenlet is between
@@ -278,7 +280,7 @@ def _launch(argv, cwd, env, ends, pass_fds, preexec):
         # the exact bytes of the path, so non-UTF-8 names (surrogate-escaped) pass intact
         args = [os.fsencode(arg).decode("latin-1") for arg in argv[1:]]
         return command(*args, _cwd=cwd, _env=env, _in=ends.child_in, _out=ends.child_out,
-                       _err=ends.child_out, _bg=True, _bg_exc=False, _new_session=True,
+                       _err=ends.child_out if stderr is None else stderr, _bg=True, _bg_exc=False, _new_session=True,
                        _pass_fds=set(pass_fds), _preexec_fn=preexec, _encoding="latin-1")
     except sh.CommandNotFound as exc:
         raise LaunchError(errno.ENOENT, f"command not found: {exc}") from None

@@ -362,3 +362,9 @@ def _end_processes(session):
             processes.close_session(session.id)
         except Exception:  # noqa: BLE001 - the session still closes
             log.exception("session %s: ending its background processes failed", session.id)
+    servers = sys.modules.get("term2acp.lsp.registry")
+    if servers is not None:
+        try:
+            servers.close_session(session.id)  # its language servers
+        except Exception:  # noqa: BLE001 - the session still closes
+            log.exception("session %s: stopping its language servers failed", session.id)

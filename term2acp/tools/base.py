@@ -101,6 +101,7 @@ class ToolContext:
         self.editor = editor
 
     checkpoint = None  # callable(path): the turn's checkpoint (turns/checkpoints.py)
+    watch = None  # callable(path): the call's language server watch (lsp/diagnostics.py)
 
     def before_write(self, real):
         """``real`` (canonical) is about to be written, replaced or removed: the turn's
@@ -109,6 +110,8 @@ class ToolContext:
         ``tools/editor_io.py``) do."""
         if self.checkpoint is not None:
             self.checkpoint(real)
+        if self.watch is not None:
+            self.watch(real)
 
     choose = None  # callable(ApprovalRequest) -> the choice id allowed, or None (the turn's)
     decide = None  # callable(ApprovalRequest) -> the Decision (core/approvals.py; the turn's)

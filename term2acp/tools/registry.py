@@ -18,6 +18,7 @@ import logging
 from term2acp.tools.apply_patch import ApplyPatchTool
 from term2acp.tools.ask_user import AskUserTool
 from term2acp.tools.base import Tool
+from term2acp.tools.code import CodeTool
 from term2acp.tools.edit import CreateFileTool, EditFileTool
 from term2acp.tools.files import ListDirectoryTool, ReadFileTool
 from term2acp.tools.plan import FinishPlanTool, UpdatePlanTool
@@ -37,7 +38,7 @@ OPTIONAL_BUILTINS = ("term2acp.tools.shell:ShellTool", "term2acp.tools.processes
 def builtin_tools():
     """Fresh instances of every built-in tool whose module is importable."""
     tools = [ReadFileTool(), ListDirectoryTool(), GlobTool(), GrepTool(), CreateFileTool(),
-             EditFileTool(), ApplyPatchTool(), WebFetchTool(), UpdatePlanTool(),
+             EditFileTool(), ApplyPatchTool(), CodeTool(), WebFetchTool(), UpdatePlanTool(),
              FinishPlanTool(), AskUserTool()]
     for target in OPTIONAL_BUILTINS:
         tool = _optional_builtin(target)

@@ -22,6 +22,7 @@ from term2acp.core.elicitation import CANCEL, DECLINE, NOT_SUPPORTED, Elicited
 from term2acp.core.ids import new_id
 from term2acp.core.nesting import MAX_ARGUMENT_CHARS, MAX_DEPTH, too_deep
 from term2acp.core.text import scrub_text
+from term2acp.lsp.diagnostics import Watch
 from term2acp.tools.base import Plan, ToolContext, ToolError, ToolResult, editor_of
 from term2acp.turns import modes
 from term2acp.turns.rounds import CallRecord, Ready
@@ -151,7 +152,7 @@ class CallSteps:
         # No commit here: the store holds no transaction between its thread's trips, and
         # the protocol writer commits what the in_progress update reports before the line
         # goes out (a store failure is raised by the next model round's commit).
-        done = self._watch(tool)
+        done, written = self._watch(tool), Watch(ctx)  # the files it writes: their new errors
         try:
             result = tool.run(args, ctx) if plan is None else tool.run(args, ctx, plan)
         except ToolError as exc:
@@ -167,7 +168,7 @@ class CallSteps:
                 done()
         if isinstance(result, str):
             result = ToolResult(result)
-        return self._finish(record, result)
+        return self._finish(record, written.report(result))
 
     def _context(self, record):
         session = self.session

@@ -1,0 +1,161 @@
+"""The new errors a write brings: appended to the tool result for the model and shown as a
+text block of the tool call beside its diff, on v1 and v2.
+
+``turns/calls.py`` puts a :class:`Watch` on every tool call's context; the shared write
+paths call ``ToolContext.before_write`` for each file (``edit_file``, ``create_file``,
+each file of ``apply_patch``, writes through the v1 editor's ``fs/write_text_file``), which
+records the file's text as it was. After a call that succeeded, each file of a language
+with a server is given to it as it was (unless the server already has that text and its
+diagnostics) and as it is now, and the errors of the second answer that the first did not
+have are reported (compared by severity, message, source and code, not by line: an error
+that only moved is not new), at most ``MAX_PER_FILE`` per file and ``MAX_TEXT`` in all,
+the rest counted. Warnings only with ``[lsp] warnings``. The whole wait, a server's start
+included, is bounded by ``[lsp] diagnostics_timeout``; no server: nothing; a slow, broken
+or disabled one: one short line. A write never fails for this.
+"""
+
+import collections
+import logging
+import time
+
+from term2acp.lsp import files, servers
+
+log = logging.getLogger(__name__)
+
+MAX_PER_FILE = 20
+MAX_TEXT = 4000
+SEVERITIES = {1: "error", 2: "warning", 3: "information", 4: "hint"}
+
+
+class Watch:
+    """The files one tool call writes, with their text before the write."""
+
+    def __init__(self, ctx):
+        self.ctx, self.before = ctx, {}
+        settings = getattr(ctx, "settings", None)
+        if getattr(getattr(settings, "lsp", None), "enabled", False):
+            ctx.watch = self.note
+
+    def note(self, real):
+        if real not in self.before and servers.wanted(real, self.ctx.settings):
+            self.before[real] = files.read_text(real)
+
+    def report(self, result):
+        """``result`` with the new problems of the files written (a failed call: as is)."""
+        if getattr(result, "is_error", True) or not self.before:
+            return result
+        try:
+            text = collect(self.ctx, self.before)
+        except Exception:  # noqa: BLE001 - the write stands whatever the server did
+            log.exception("lsp: diagnostics after a write failed")
+            text = ""
+        if text:
+            result.text = f"{result.text}\n\n{text}"
+            if result.content:
+                result.content = [*result.content, {"type": "text", "text": text}]
+        return result
+
+
+def collect(ctx, before):
+    """The report for the files of ``before`` (path -> text before the write)."""
+    from term2acp.lsp import registry
+    from term2acp.lsp.connection import ServerGone, TimedOut
+
+    lsp = ctx.settings.lsp
+    group = registry.servers_of(ctx.session_id, ctx.root, ctx.settings)
+    deadline = time.monotonic() + lsp.diagnostics_timeout
+    wanted = {1, 2} if lsp.warnings else {1}
+    found, notes = [], []
+    for real, old in before.items():
+        new = files.read_text(real)
+        if new is None:
+            continue  # removed (or no longer text): nothing to diagnose
+        try:
+            conn = group.connection(real, deadline)
+        except registry.NoServer:
+            continue
+        except registry.Waiting as exc:
+            notes.append(f"{exc}; no diagnostics within {lsp.diagnostics_timeout:g} s")
+            continue
+        except registry.Off as exc:
+            notes.append(str(exc))
+            continue
+        try:
+            problems = new_problems(conn, real, old, new, deadline, wanted)
+        except (ServerGone, TimedOut) as exc:
+            notes.append(f"{conn.name}: {files.one_line(exc, 200)}")
+            continue
+        if problems is None:
+            notes.append(f"{conn.name} gave no diagnostics within {lsp.diagnostics_timeout:g} s")
+        elif problems:
+            found.append((conn.name, real, new, problems))
+    return render(ctx.root, found, list(dict.fromkeys(notes)))
+
+
+def new_problems(conn, real, old, new, deadline, wanted):
+    """The diagnostics of ``new`` (severity in ``wanted``) that ``old`` did not have;
+    None when the server did not answer by ``deadline``."""
+    before = []
+    if old is not None:
+        doc, got = conn.docs.get(files_uri(real)), conn.published.get(files_uri(real))
+        if doc is not None and doc[1] == old and got is not None and (got[1] is None or got[1] >= doc[0]):
+            before = got[3]
+        else:
+            before = conn.diagnostics(*conn.sync(real, old), deadline)
+            if before is None:
+                return None
+    after = conn.diagnostics(*conn.sync(real, new), deadline)
+    if after is None:
+        return None
+    seen = collections.Counter(_key(d) for d in before if _severity(d) in wanted)
+    out = []
+    for item in sorted((d for d in after if _severity(d) in wanted),
+                       key=lambda d: (d["range"]["start"]["line"], d["range"]["start"]["character"])):
+        if seen[_key(item)] > 0:
+            seen[_key(item)] -= 1  # it was there before (maybe on another line)
+        else:
+            out.append(item)
+    return out
+
+
+def files_uri(real):
+    from term2acp.lsp.connection import uri_of
+
+    return uri_of(real)
+
+
+def _severity(item):
+    severity = item.get("severity")
+    return severity if severity in SEVERITIES else 1
+
+
+def _key(item):
+    return (_severity(item), item["message"], str(item.get("source")), str(item.get("code")))
+
+
+def render(root, found, notes):
+    """The text for the model and the editor: a header, one line a problem, bounded."""
+    out, size, headed = [], 0, set()
+    for name, real, text, problems in found:
+        lines, path = files.lines_of(text), files.shown(root, real)
+        if name not in headed:
+            headed.add(name)
+            out.append(f"New problems reported by {name} after this change:")
+        shown = 0
+        for item in problems:
+            if shown >= MAX_PER_FILE or size >= MAX_TEXT:
+                break
+            start = item["range"]["start"]
+            column = files.to_column(files.line_at(lines, start["line"]), start["character"])
+            source = f" ({files.one_line(item['source'], 40)})" if item.get("source") else ""
+            line = (f"{path}:{start['line'] + 1}:{column}: {SEVERITIES[_severity(item)]}: "
+                    f"{files.one_line(item['message'])}{source}")
+            out.append(line)
+            size += len(line) + 1
+            shown += 1
+        if shown < len(problems):
+            rest = len(problems) - shown
+            kinds = "errors" if all(_severity(p) == 1 for p in problems) else "problems"
+            out.append(f"... and {rest} more {kinds} in {path}")
+    out += [f"[diagnostics: {note}]" for note in notes]
+    return "\n".join(out)

@@ -1,0 +1,45 @@
+"""What the language server tests share: the agent's PATH with the real servers `.ci/run`
+installs (pylsp with pyflakes in this Python, typescript-language-server in tests/lsp), the
+config that gives them time on a loaded machine, and the server processes of a workspace
+as /proc shows them."""
+
+import os
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+NODE_BIN = os.path.join(REPO, "tests", "lsp", "node_modules", ".bin")
+HUNG = os.path.join(REPO, "tests", "support", "lsp_hung.py")
+
+
+def lsp_env(tmp_path, extra=""):
+    """The agent's environment additions: PATH with the servers first, and a config file
+    (``TERM2ACP_CONFIG`` of the test kit) with generous bounds, plus ``extra`` TOML."""
+    path = os.pathsep.join([NODE_BIN, os.path.dirname(sys.executable), os.environ["PATH"]])
+    (tmp_path / "config.toml").write_text(
+        "[lsp]\ndiagnostics_timeout = 40\nrequest_timeout = 60\n" + extra)
+    return {"PATH": path}
+
+
+def server_processes(workspace, name=None):
+    """Pids of the processes running in ``workspace`` (their cwd), whose command line
+    contains ``name`` when given: the language servers and their sandboxes."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            if os.readlink(f"/proc/{entry}/cwd") != workspace:
+                continue
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                cmdline = fh.read().replace(b"\0", b" ").decode("utf-8", "replace")
+        except OSError:
+            continue
+        if (name is None or name in cmdline) and "bwrap" not in cmdline.split(" ")[0]:
+            out.append(int(entry))
+    return sorted(out)
+
+
+def interfaces(pid):
+    """The network interfaces process ``pid`` sees."""
+    with open(f"/proc/{pid}/net/dev") as fh:
+        return {line.split(":")[0].strip() for line in fh.readlines()[2:]}
