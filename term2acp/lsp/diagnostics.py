@@ -70,20 +70,27 @@ def collect(ctx, before):
         new = files.read_text(real)
         if new is None:
             continue  # removed (or no longer text): nothing to diagnose
-        try:
-            conn = group.connection(real, deadline)
-        except registry.NoServer:
-            continue
-        except registry.Waiting as exc:
-            notes.append(f"{exc}; no diagnostics within {lsp.diagnostics_timeout:g} s")
-            continue
-        except registry.Off as exc:
-            notes.append(str(exc))
-            continue
-        try:
-            problems = new_problems(conn, real, old, new, deadline, wanted)
-        except (ServerGone, TimedOut) as exc:
-            notes.append(f"{conn.name}: {files.one_line(exc, 200)}")
+        for attempt in (1, 2):  # a server found gone meanwhile is started again once
+            try:
+                conn = group.connection(real, deadline)
+                problems = new_problems(conn, real, old, new, deadline, wanted)
+                break
+            except registry.NoServer:
+                problems = []
+                break
+            except registry.Waiting as exc:
+                problems = f"{exc}; no diagnostics within {lsp.diagnostics_timeout:g} s"
+                break
+            except registry.Off as exc:
+                problems = str(exc)
+                if attempt == 2 or "started again" not in problems:
+                    break
+            except (ServerGone, TimedOut) as exc:
+                problems = f"{conn.name}: {files.one_line(exc, 200)}"
+                if isinstance(exc, TimedOut):
+                    break
+        if isinstance(problems, str):
+            notes.append(problems)
             continue
         if problems is None:
             notes.append(f"{conn.name} gave no diagnostics within {lsp.diagnostics_timeout:g} s")

@@ -11,12 +11,13 @@ NODE_BIN = os.path.join(REPO, "tests", "lsp", "node_modules", ".bin")
 HUNG = os.path.join(REPO, "tests", "support", "lsp_hung.py")
 
 
-def lsp_env(tmp_path, extra=""):
+def lsp_env(tmp_path, extra="", diagnostics=40, requests=60):
     """The agent's environment additions: PATH with the servers first, and a config file
-    (``TERM2ACP_CONFIG`` of the test kit) with generous bounds, plus ``extra`` TOML."""
+    (``TERM2ACP_CONFIG`` of the test kit) with bounds generous enough for a loaded
+    machine, plus ``extra`` TOML."""
     path = os.pathsep.join([NODE_BIN, os.path.dirname(sys.executable), os.environ["PATH"]])
     (tmp_path / "config.toml").write_text(
-        "[lsp]\ndiagnostics_timeout = 40\nrequest_timeout = 60\n" + extra)
+        f"[lsp]\ndiagnostics_timeout = {diagnostics}\nrequest_timeout = {requests}\n" + extra)
     return {"PATH": path}
 
 

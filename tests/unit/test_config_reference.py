@@ -46,11 +46,14 @@ def readme_config_example():
     return tomllib.loads(textwrap.dedent("\n".join(lines)))
 
 
+USER_NAMED = ("headers", "tools", "initialization_options")  # tables whose keys are the user's
+
+
 def key_paths(data, prefix=""):
     for key, value in data.items():
-        if prefix in ("providers.", "prices."):
+        if prefix in ("providers.", "prices.", "lsp.servers."):
             yield from key_paths(value, f"{prefix}<name>.")
-        elif isinstance(value, dict) and key not in ("headers", "tools"):  # user-named keys
+        elif isinstance(value, dict) and key not in USER_NAMED:
             yield from key_paths(value, f"{prefix}{key}.")
         else:
             yield prefix + key
@@ -159,7 +162,7 @@ def test_config_every_key_replaces_a_default_of_the_settings():
 
     settings = Settings()
     for path in schema_paths(config.SCHEMA):
-        if path.startswith(("providers.", "prices.")):  # dicts the catalog and prices read
+        if path.startswith(("providers.", "prices.", "lsp.servers.")):  # dicts read as such
             continue
         owner, _, key = path.rpartition(".")
         target = getattr(settings, owner) if owner else settings
