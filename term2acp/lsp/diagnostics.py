@@ -114,15 +114,40 @@ def new_problems(conn, real, old, new, deadline, wanted):
     after = conn.diagnostics(*conn.sync(real, new), deadline)
     if after is None:
         return None
-    seen = collections.Counter(_key(d) for d in before if _severity(d) in wanted)
-    out = []
-    for item in sorted((d for d in after if _severity(d) in wanted),
-                       key=lambda d: (d["range"]["start"]["line"], d["range"]["start"]["character"])):
-        if seen[_key(item)] > 0:
-            seen[_key(item)] -= 1  # it was there before (maybe on another line)
-        else:
-            out.append(item)
-    return out
+    return fresh([d for d in before if _severity(d) in wanted], old or "",
+                 [d for d in after if _severity(d) in wanted], new)
+
+
+def fresh(before, old, after, new):
+    """The problems of ``after`` that ``before`` did not have: first matched with the same
+    problem on a line of the same text (it moved with its line), then with the same problem
+    anywhere (its line changed)."""
+    old_lines, new_lines = files.lines_of(old), files.lines_of(new)
+
+    def text(item, lines):
+        return files.line_at(lines, item["range"]["start"]["line"]).strip()
+    left = sorted(after, key=lambda d: (d["range"]["start"]["line"], d["range"]["start"]["character"]))
+    for keyed in (lambda d, lines: (_key(d), text(d, lines)), lambda d, lines: _key(d)):
+        seen = collections.Counter(keyed(d, old_lines) for d in before)
+        kept = []
+        for item in left:
+            key = keyed(item, new_lines)
+            if seen[key] > 0:
+                seen[key] -= 1
+            else:
+                kept.append(item)
+        matched = collections.Counter(keyed(d, new_lines) for d in left) - \
+            collections.Counter(keyed(d, new_lines) for d in kept)
+        before = [d for d in before if not _take(matched, keyed(d, old_lines))]
+        left = kept
+    return left
+
+
+def _take(counter, key):
+    if counter[key] > 0:
+        counter[key] -= 1
+        return True
+    return False
 
 
 def files_uri(real):

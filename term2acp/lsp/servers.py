@@ -22,6 +22,7 @@ from term2acp.core import executables
 PYTHON = ("py", "pyi")
 SCRIPT = ("ts", "tsx", "mts", "cts", "js", "jsx", "mjs", "cjs")
 C_FAMILY = ("c", "h", "cc", "cpp", "cxx", "c++", "hh", "hpp", "hxx")
+SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc")  # the sandbox shows them
 LANGUAGE_IDS = {"py": "python", "pyi": "python", "ts": "typescript", "mts": "typescript",
                 "cts": "typescript", "tsx": "typescriptreact", "js": "javascript",
                 "mjs": "javascript", "cjs": "javascript", "jsx": "javascriptreact",
@@ -154,6 +155,8 @@ def installation(program, root, env_path):
     home = os.path.realpath(os.path.expanduser("~"))
     out = set()
     for path in found:
+        if any(path == d or path.startswith(d + os.sep) for d in SYSTEM):
+            continue  # always visible
         prefix = _prefix(path)
         held = prefix in ("/", home) or (root + os.sep).startswith(prefix.rstrip(os.sep) + os.sep)
         out.add(path if held else prefix)

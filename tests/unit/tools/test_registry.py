@@ -23,7 +23,7 @@ from tests.support.toolctx import tool_context, workspace
 
 EXAMPLE = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "plugin_example")
 BUILTINS = ["read_file", "list_directory", "glob", "grep", "create_file", "edit_file",
-            "apply_patch", "web_fetch", "update_plan", "finish_plan", "ask_user"]
+            "apply_patch", "code", "web_fetch", "update_plan", "finish_plan", "ask_user"]
 PLUGIN_MODULES = ("term2acp_example_tools", "t2a_broken_plugins")
 
 BROKEN_MODULE = '''
