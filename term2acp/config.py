@@ -183,7 +183,28 @@ class BuiltinProviderSchema(Section):
 
 
 ONLY_FOR = {"openai": ("prompt_cache", "cache_ttl"), "anthropic": ("api", "prompt_cache_key")}
-TUNABLE = ("openai", "anthropic")  # built-in providers a [providers.<name>] table tunes
+
+
+def _url():
+    return Typed((str,), "a string", validate=validate.Regexp(
+        r"^https?://", error="must start with http:// or https://"))
+
+
+def _tuning(**options):
+    """The table of a cloud provider: the transport options and its own (providers/)."""
+    return Section.from_dict({"timeout": seconds(), "connect_timeout": seconds(), "headers":
+                              _StringTable(), "max_retries": count(minimum=0), **options})()
+
+
+# built-in providers a [providers.<name>] table tunes (None: BuiltinProviderSchema)
+TUNABLE = {"openai": None, "anthropic": None,
+           "gemini": _tuning(context_cache=text(("implicit", "explicit"))),
+           "bedrock": _tuning(region=text(), prompt_cache=switch(), base_url=_url()),
+           "vertex": _tuning(project=text(), location=text(), prompt_cache=switch(),
+                             cache_ttl=text(("5m", "1h")), base_url=_url(),
+                             context_cache=text(("implicit", "explicit"))),
+           "azure": _tuning(endpoint=_url(), api_version=text(), api=text(("responses", "chat")),
+                            deployments=_StringTable())}
 
 
 class _Providers(fields.Field):
@@ -204,10 +225,13 @@ class _Providers(fields.Field):
             elif not isinstance(table, dict):
                 errors[name] = ["must be a table: [providers.<name>]"]
             else:
+                schema = TUNABLE.get(name) or (self.builtin if name in TUNABLE else self.schema)
                 try:
-                    loaded[name] = (self.builtin if name in TUNABLE else self.schema).load(table)
+                    loaded[name] = schema.load(table)
                 except ValidationError as exc:
                     errors[name] = exc.messages
+                    continue
+                if TUNABLE.get(name) is not None:
                     continue
                 kind = name if name in TUNABLE else loaded[name].get("type", "openai")
                 wrong = [key for key in ONLY_FOR[kind] if key in loaded[name]]
@@ -347,8 +371,8 @@ def problems(messages, schema=SCHEMA, prefix=""):
                 yield from problems(value, field.schema, name + ".")
             elif isinstance(field, _Providers):
                 for provider, errors in sorted(value.items()):
-                    table = field.builtin if provider in TUNABLE and key == "providers" \
-                        else field.schema
+                    table = (TUNABLE.get(provider) or field.builtin) \
+                        if provider in TUNABLE and key == "providers" else field.schema
                     if isinstance(errors, dict):
                         yield from problems(errors, table, f"{name}.{provider}.")
                     else:

@@ -82,10 +82,12 @@ class Usage(_Record):
     # input_tokens: the whole prompt, cache reads (cached_tokens) and writes
     # (cache_write_tokens) included; cost_usd: float | None, when the server says it;
     # web_searches: searches the provider ran for the request (WebSearch), billed apiece
+    # model: the model the request was billed as when it is not the session's (an Azure
+    # deployment's model), None otherwise
     __slots__ = ("input_tokens", "output_tokens", "thought_tokens", "cached_tokens", "cost_usd",
-                 "cache_write_tokens", "web_searches")
+                 "cache_write_tokens", "web_searches", "model")
     _defaults = {"input_tokens": 0, "output_tokens": 0, "thought_tokens": 0, "cached_tokens": 0,
-                 "cost_usd": None, "cache_write_tokens": 0, "web_searches": 0}
+                 "cost_usd": None, "cache_write_tokens": 0, "web_searches": 0, "model": None}
 
 
 class Replay(_Record):

@@ -19,6 +19,9 @@ from typing import NamedTuple
 from term2acp.providers.errors import ProviderNotConfigured
 
 
+_SNAPSHOT = re.compile(r"-\d{8}$")
+
+
 class CatalogError(ValueError):
     pass
 
@@ -41,7 +44,24 @@ BUILTIN_PROVIDERS = {
               "term2acp.providers.local:LocalProvider", "smollm2-135m-instruct", None),
     "scripted": ("scripted model turns from TERM2ACP_SCRIPT (tests, demos)",
                  "term2acp.providers.scripted:ScriptedProvider", "scripted", "TERM2ACP_SCRIPT"),
+    "gemini": ("Google Gemini API (GEMINI_API_KEY or GOOGLE_API_KEY)",
+               "term2acp.providers.gemini:GeminiProvider", "gemini-2.5-pro", "GEMINI_API_KEY"),
+    # The cloud providers are chosen with --provider (or the config file), never guessed:
+    # their credentials (AWS, Google Cloud, Azure) are often in the environment for other work.
+    "bedrock": ("Amazon Bedrock (AWS credentials: AWS_PROFILE, AWS_ACCESS_KEY_ID...)",
+                "term2acp.providers.bedrock:BedrockProvider",
+                "us.anthropic.claude-sonnet-4-5-20250929-v1:0", None),
+    "vertex": ("Google Vertex AI (GOOGLE_CLOUD_PROJECT, application-default credentials)",
+               "term2acp.providers.vertex:VertexProvider", "gemini-2.5-pro", None),
+    "azure": ("Azure OpenAI (AZURE_OPENAI_ENDPOINT, AZURE_OPENAI_API_KEY; --model names the "
+              "deployment)", "term2acp.providers.azure:AzureProvider", None, None),
 }
+# what a credential-less check asks of the cloud providers (configured())
+CLOUD_SIGNS = {"bedrock": ("AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+                           "AWS_WEB_IDENTITY_TOKEN_FILE"),
+               "vertex": ("GOOGLE_CLOUD_PROJECT",),
+               "azure": ("AZURE_OPENAI_ENDPOINT",)}
+CLOUD = tuple(CLOUD_SIGNS)
 
 BUILTIN_MODELS = (
     ModelInfo("gpt-5.2", "openai", 400_000, True, True),
@@ -61,6 +81,11 @@ BUILTIN_MODELS = (
     ModelInfo("claude-sonnet-4-5", "anthropic", 200_000, True, True),
     ModelInfo("claude-opus-4-1", "anthropic", 200_000, True, True),
     ModelInfo("claude-haiku-4-5", "anthropic", 200_000, True, True),
+    ModelInfo("gemini-2.5-pro", "gemini", 1_048_576, True, True),
+    ModelInfo("gemini-2.5-flash", "gemini", 1_048_576, True, True),
+    ModelInfo("gemini-2.5-flash-lite", "gemini", 1_048_576, True, True),
+    ModelInfo("gemini-3-pro-preview", "gemini", 1_048_576, True, True),
+    ModelInfo("gemini-3-flash-preview", "gemini", 1_048_576, True, True),
     ModelInfo("smollm2-135m-instruct", "local", 8192),
     ModelInfo("scripted", "scripted", 128_000, True),
 )
@@ -71,14 +96,34 @@ BUILTIN_MODELS = (
 # provider's overflow message when it is smaller (turns/context.py).
 FAMILIES = (
     (re.compile(r"claude-"), "anthropic", 200_000, True, True),
+    (re.compile(r"gemini-"), "gemini", 1_048_576, True, True),
     (re.compile(r"gpt-4|chatgpt"), "openai", 128_000, False, True),
     (re.compile(r"gpt-\d|o\d(-|$)|codex"), "openai", 400_000, True, True),
 )
 
 
+# How the clouds name the models of a family: Bedrock's ``us.anthropic.claude-...-v1:0``
+# (a region's inference profile, the vendor, a version), Vertex's ``claude-...@20250929``.
+_CLOUD_NAME = re.compile(r"^(?:(?:us|eu|apac|global|us-gov|jp|au|ca)\.)?"
+                         r"(?:anthropic|amazon|meta|mistral|cohere|ai21|deepseek|openai|qwen)\.")
+_CLOUD_SUFFIX = re.compile(r"(?:-v\d+(?::\d+)?|@\d{8}|@latest|@default)$")
+
+
+def canonical(model):
+    """A model id without the cloud's decorations: the id the price table and the
+    families know (``us.anthropic.claude-sonnet-4-5-20250929-v1:0`` ->
+    ``claude-sonnet-4-5-20250929``; ``claude-opus-4-1@20250805`` -> ``claude-opus-4-1-20250805``)."""
+    name = _CLOUD_SUFFIX.sub("", _CLOUD_NAME.sub("", model or ""))
+    if "@" in (model or "") and "@" not in name:
+        tail = (model or "").rsplit("@", 1)[1]
+        if tail.isdigit():
+            name = f"{name}-{tail}"
+    return name
+
+
 def family(model):
     """``(provider, window, reasoning, images)`` of the family ``model`` belongs to."""
-    name = (model or "").lower()
+    name = canonical(model).lower()
     for pattern, provider, window, reasoning, images in FAMILIES:
         if pattern.match(name):
             return provider, window, reasoning, images
@@ -113,12 +158,16 @@ class Catalog:
     def passthrough(self, provider):
         """True when ``provider`` can host model ids the catalog does not know (every
         provider but the local one: its models are files)."""
-        return provider in self.custom or provider in ("scripted", "openai", "anthropic")
+        return provider in self.custom or provider in ("scripted", "openai", "anthropic",
+                                                       "gemini", *CLOUD)
 
     def default_model(self, provider):
         if provider in self.custom and provider not in BUILTIN_PROVIDERS:
             models = self.custom[provider].get("models") or []
             return models[0] if models else None
+        if provider == "azure":  # a deployment: the user's own name for it
+            deployments = list((self.custom.get("azure") or {}).get("deployments") or ())
+            return self.env.get("AZURE_OPENAI_DEPLOYMENT") or next(iter(deployments), None)
         return BUILTIN_PROVIDERS[provider][2]
 
     # ------------------------------------------------------------ resolution
@@ -129,6 +178,9 @@ class Catalog:
         if model is None:
             if provider is None:
                 return self._default()
+            if provider == "azure" and not self.default_model(provider):
+                raise CatalogError("azure: name the deployment: --model <deployment> (or "
+                                   "AZURE_OPENAI_DEPLOYMENT, or [providers.azure] deployments)")
             return provider, self.default_model(provider)
         return self._resolve_model(model, provider)
 
@@ -140,6 +192,12 @@ class Catalog:
             return self.local_available()
         if provider == "openai" and self.env.get("OPENAI_BASE_URL"):
             return True
+        if provider == "gemini":
+            return bool(self.env.get("GEMINI_API_KEY") or self.env.get("GOOGLE_API_KEY"))
+        if provider in CLOUD_SIGNS:
+            return any(self.env.get(var) for var in CLOUD_SIGNS[provider]) \
+                or bool((self.custom.get(provider) or {}).get("endpoint")
+                        or (self.custom.get(provider) or {}).get("project"))
         entry = BUILTIN_PROVIDERS.get(provider)
         return bool(entry and entry[3] and self.env.get(entry[3]))
 
@@ -216,12 +274,18 @@ class Catalog:
         """What the catalog knows of a model; the config file's top-level
         ``context_window`` and ``images`` override it."""
         found = next((m for m in self.models if m.provider == provider and m.id == model), None)
+        if found is None and provider in CLOUD:  # the model the cloud serves, as we know it
+            known = next((m for m in self.models if m.id == canonical(model)
+                          or m.id == _SNAPSHOT.sub("", canonical(model))), None)
+            if known is not None:
+                found = known._replace(id=model, provider=provider)
         if found is None:
             cfg = self.custom.get(provider) or {}
-            known = family(model) if provider in ("openai", "anthropic") else None
+            known = family(model) if provider in ("openai", "anthropic", "gemini", *CLOUD) \
+                else None
             found = ModelInfo(model, provider, cfg.get("context_window"), None,
                               cfg.get("images"))
-            if known is not None and known[0] == provider:
+            if known is not None and (known[0] == provider or provider in CLOUD):
                 found = ModelInfo(model, provider, cfg.get("context_window") or known[1],
                                   known[2], known[3] if cfg.get("images") is None
                                   else cfg.get("images"))
@@ -274,6 +338,9 @@ class Catalog:
         factory = BUILTIN_PROVIDERS[provider][1]
         if provider == "local":
             return _construct(factory, settings=self.settings)
+        if provider == "gemini" or provider in CLOUD:  # their own credentials and options
+            return _construct(factory, name=provider, env=self.env, **_http_options(cfg),
+                              **_api_options(provider, cfg))
         # [providers.openai] / [providers.anthropic] tune the built-in ones
         prefix = provider.upper()
         return _construct(factory, name=provider, api_key=self.env.get(f"{prefix}_API_KEY"),
@@ -287,8 +354,17 @@ def _api_options(kind, cfg):
     ("responses" or "chat"; default: responses on the official endpoint, chat elsewhere)
     and ``prompt_cache_key`` (send the session id as the cache key; default: on the
     official endpoint only)."""
-    names = ("prompt_cache", "cache_ttl") if kind == "anthropic" else ("api", "prompt_cache_key")
+    names = API_OPTIONS.get(kind, ("api", "prompt_cache_key"))
     return {name: cfg[name] for name in names if name in cfg}
+
+
+# the options each kind of provider takes from its config section
+API_OPTIONS = {"anthropic": ("prompt_cache", "cache_ttl"),
+               "gemini": ("context_cache",),
+               "bedrock": ("region", "prompt_cache", "base_url"),
+               "vertex": ("project", "location", "prompt_cache", "cache_ttl", "context_cache",
+                          "base_url"),
+               "azure": ("endpoint", "api_version", "api", "deployments", "base_url")}
 
 
 def _http_options(cfg):

@@ -73,6 +73,10 @@ def error_code(body):
     if not isinstance(inner, dict):
         return None
     code = inner.get("code") or inner.get("type")
+    if not isinstance(code, str):  # Google's shape: its ErrorInfo's reason, else its status
+        details = inner.get("details") if isinstance(inner.get("details"), list) else ()
+        code = next((d["reason"] for d in details if isinstance(d, dict)
+                     and isinstance(d.get("reason"), str)), None) or inner.get("status")
     return code if isinstance(code, str) else None
 
 

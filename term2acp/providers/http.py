@@ -140,6 +140,12 @@ class HTTPClient:
     def get_json(self, path, timeout=10.0):
         """GET ``path`` and decode its JSON body (e.g. ``/models``): one attempt, its own
         connection, every socket wait bounded by ``timeout``; typed errors as for streams."""
+        return self.call("GET", path, None, timeout)
+
+    def call(self, method, path, payload=None, timeout=10.0):
+        """One plain JSON exchange (``payload`` the body, or None): the decoded answer (None
+        for an empty one); one attempt on its own connection, every wait bounded by
+        ``timeout``; an error status is the typed error with the server's message."""
         url = self.target.url(path)
         try:
             conn = self._connect(url)
@@ -147,14 +153,20 @@ class HTTPClient:
             raise failure.error from None
         try:
             conn.sock.settimeout(timeout)
-            headers = {k: v for k, v in self.headers.items() if k != "Content-Type"}
+            body = None if payload is None else json.dumps(payload).encode()
+            headers = {k: v for k, v in self.headers.items()
+                       if body is not None or k != "Content-Type"}
             headers["Accept"] = "application/json"
-            conn.request("GET", self.target.path(path), headers=headers)
+            conn.request(method, self.target.path(path), body, headers)
             raw = conn.getresponse()
             data = raw.read(ERROR_BODY_LIMIT * 8)
-            if raw.status != 200:
-                raise self.status_error(raw.status, None, f"HTTP {raw.status} {raw.reason}")
-            return json.loads(data)
+            if not 200 <= raw.status < 300:
+                try:
+                    detail = json.loads(data) if data else None
+                except ValueError:
+                    detail = None
+                raise self.status_error(raw.status, detail, f"HTTP {raw.status} {raw.reason}")
+            return json.loads(data) if data.strip() else None
         except (OSError, http.client.HTTPException, ValueError) as exc:
             raise self._transport_error(url, exc) from None
         finally:

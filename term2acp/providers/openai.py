@@ -19,7 +19,7 @@ import uuid
 from urllib.parse import urlsplit
 
 from term2acp.core import secrets
-from term2acp.providers import responses, sse
+from term2acp.providers import compat, responses, sse
 from term2acp.providers.base import (
     Provider,
     ProviderNotConfigured,
@@ -197,9 +197,12 @@ class ChatStreamState:
         self.usage = None
         self.refused = False
         self.received = False
+        self.model = None  # the model the server says answered
 
     def feed(self, chunk):
         self.received = True
+        if chunk.get("model"):
+            self.model = chunk["model"]
         if chunk.get("usage"):
             self.usage = chunk["usage"]
         for choice in chunk.get("choices") or ():
@@ -278,10 +281,13 @@ class OpenAIProvider(Provider):
         official = is_official(self._host)
         if api not in (None, *self.APIS):
             raise ProviderNotConfigured(f'{name}: api must be "responses" or "chat", not {api!r}')
-        self.api = api or ("responses" if official else "chat")
         if prompt_cache_key is not None and not isinstance(prompt_cache_key, bool):
             raise ProviderNotConfigured(f"{name}: prompt_cache_key must be true or false")
-        self.sends_cache_key = official if prompt_cache_key is None else prompt_cache_key
+        # another server is asked once what it takes (compat.py)
+        self.server = compat.Server(self.base_url or DEFAULT_BASE_URL,
+                                    api or ("responses" if official else None),
+                                    True if official and prompt_cache_key is None
+                                    else prompt_cache_key)
         extra = {"Authorization": f"Bearer {self._api_key}"}
         if name == "openai":  # the SDK's organization/project variables, still honoured
             for var, header in (("OPENAI_ORG_ID", "OpenAI-Organization"),
@@ -292,6 +298,15 @@ class OpenAIProvider(Provider):
         self._client = HTTPClient(self.base_url or DEFAULT_BASE_URL, extra, name,
                                   self._key_hint, self._api_key, connect_timeout=connect_timeout,
                                   read_timeout=timeout, max_retries=max_retries)
+
+    @property
+    def api(self):
+        """The API the next request uses: ``responses`` or ``chat``."""
+        return self.server.choice()[0]
+
+    @property
+    def sends_cache_key(self):
+        return self.server.choice()[1]
 
     @property
     def web_search(self):
@@ -310,11 +325,29 @@ class OpenAIProvider(Provider):
         return [i for i in ids if chat_model(i)] if is_official(self._host) else ids
 
     def stream(self, request):
-        key = request.cache_key if self.sends_cache_key else None
-        if self.api == "responses":
-            return self._stream(request, "/responses", *self._responses(request, key))
-        params = chat_params(request, official=is_official(self._host), cache_key=key)
-        return self._stream(request, "/chat/completions", params, ChatStreamState())
+        while True:
+            api, keyed = self.server.choice()
+            key = request.cache_key if keyed else None
+            if api == "responses":
+                params, state = self._responses(request, key)
+            else:
+                params = chat_params(request, official=is_official(self._host), cache_key=key)
+                state = ChatStreamState()
+            try:
+                yield from self._stream(request, self.path(api, request), params, state)
+            except ProviderError as exc:  # refused before any answer: the other way, once
+                if getattr(exc, "status", 200) != 200 and self.server.refused(exc, api, keyed):
+                    log.info("%s: %s refused (%s); going on without it", self.name,
+                             "the Responses API" if api == "responses" and
+                             self.server.learned.get("api") == "chat" else "prompt_cache_key", exc)
+                    continue
+                raise
+            self.server.accepted(api, keyed)
+            return
+
+    def path(self, api, request):
+        """The route of ``api`` for ``request`` (Azure's differ)."""
+        return "/responses" if api == "responses" else "/chat/completions"
 
     @staticmethod
     def _responses(request, key):

@@ -22,6 +22,8 @@ sets or overrides prices::
 
 import re
 
+from term2acp.providers.catalog import canonical
+
 SEARCH_USD = 0.01  # one web search by the provider (USD 10 per 1,000)
 PRICES = {
     # Anthropic
@@ -48,6 +50,12 @@ PRICES = {
     "gpt-4o-mini": (0.15, 0.075, 0.15, 0.6),
     "o3": (2.0, 0.50, 2.0, 8.0),
     "o4-mini": (1.1, 0.275, 1.1, 4.4),
+    # Google (prompts up to 200k tokens; cache storage per hour is not counted)
+    "gemini-3-pro-preview": (2.0, 0.20, 2.0, 12.0),
+    "gemini-3-flash-preview": (0.50, 0.05, 0.50, 3.0),
+    "gemini-2.5-pro": (1.25, 0.125, 1.25, 10.0),
+    "gemini-2.5-flash": (0.30, 0.03, 0.30, 2.50),
+    "gemini-2.5-flash-lite": (0.10, 0.01, 0.10, 0.40),
 }
 # Dated snapshots and aliases name the same model: claude-sonnet-4-5-20250929,
 # gpt-4.1-2025-04-14, claude-3-7-sonnet-latest.
@@ -57,7 +65,9 @@ _SUFFIX = re.compile(r"(-\d{8}|-\d{4}-\d{2}-\d{2}|-latest)$")
 def price_of(model, overrides=None):
     """``(input, cache read, cache write, output)`` USD per million tokens, or None."""
     overrides = overrides or {}
-    for name in (model, _SUFFIX.sub("", model or "")):
+    plain = canonical(model)  # a cloud's name of the model (Bedrock, Vertex)
+    for name in dict.fromkeys((model, _SUFFIX.sub("", model or ""), plain,
+                               _SUFFIX.sub("", plain))):
         custom = overrides.get(name)
         if isinstance(custom, dict) and _number(custom.get("input")) is not None \
                 and _number(custom.get("output")) is not None:

@@ -146,6 +146,7 @@ class ResponseStreamState:
         self.refused = False
         self.received = False
         self.failure = None  # the error of a failed response
+        self.model = None  # the model the server says answered
 
     def feed(self, event):
         """Provider events for one stream event; raises ProviderError on ``failed``."""
@@ -204,6 +205,7 @@ class ResponseStreamState:
 
     def _end(self, status, response):
         self.status = status
+        self.model = response.get("model") or self.model
         self.usage = response.get("usage") or self.usage
         if status == "incomplete":
             self.incomplete = (response.get("incomplete_details") or {}).get("reason")

@@ -181,7 +181,8 @@ class Turn(CallSteps):
         amount = usage.cost_usd
         if amount is None:  # priced from the table (providers/prices.py) when it knows
             cache = getattr(self.provider, "cache", None)
-            amount = prices.cost(self.session.model, usage, getattr(self.settings, "prices", None),
+            amount = prices.cost(usage.model or self.session.model, usage,
+                                 getattr(self.settings, "prices", None),
                                  long_cache=isinstance(cache, dict) and cache.get("ttl") == "1h")
         if amount is not None:
             self.cost += float(amount)

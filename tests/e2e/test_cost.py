@@ -91,6 +91,7 @@ def test_responses_api_shows_reasoning_and_carries_it_between_tool_calls(
     # the fake refuses a request whose encrypted reasoning did not come back in front
     # of the calls it preceded (after the restart too)
     config = '[providers.openai]\napi = "responses"\n'
+    server.responses = True
     rows, first, second = play(acp_env, acp_workspace, server, "openai",
                                ["--model", "gpt-5.2", "--effort", "low"], protocol, config)
     bodies = [json.loads(r.body) for r in server.requests]
@@ -109,6 +110,7 @@ def test_responses_api_shows_reasoning_and_carries_it_between_tool_calls(
 def test_responses_api_errors_end_the_turn_with_the_servers_message(
         acp_env, acp_agent, acp_workspace, server, protocol):
     server.enqueue(fr.error_event("The model `gpt-nope` does not exist.", "model_not_found"))
+    server.responses = True
     with open(acp_env["TERM2ACP_CONFIG"], "w") as fh:
         fh.write('[providers.openai]\napi = "responses"\n')
     agent = acp_agent(args=["--provider", "openai", "--model", "gpt-nope"], protocol=protocol,

@@ -25,6 +25,7 @@ RESPONSES = ["--provider", "openai", "--model", "gpt-5.2"]
 @pytest.fixture
 def server():
     srv = f.FakeLLMServer().start()
+    srv.responses = True
     yield srv
     srv.stop()
 
@@ -268,7 +269,7 @@ def test_switch_off_offers_no_search(acp_agent, acp_workspace, server, configure
 
 def test_chat_completions_cannot_search_and_the_log_says_so_once(acp_agent, acp_workspace,
                                                                  server, configure):
-    configure("[web_search]\nenabled = true\n")  # api: chat for a non-official server
+    configure('[providers.openai]\napi = "chat"\n[web_search]\nenabled = true\n')
     server.enqueue(f.openai_sse(f.oa_text("one"), f.oa_finish("stop")),
                    f.openai_sse(f.oa_text("two"), f.oa_finish("stop")))
     agent, sid = start(acp_agent, acp_workspace, server, "openai",

@@ -72,8 +72,9 @@ class SSE:
     keep-alive connection for the client's next request).
     """
 
-    def __init__(self, events, drop_after=None, hold_after=None, close_after=False):
+    def __init__(self, events, drop_after=None, hold_after=None, close_after=False, kind=None):
         self.events = list(events)
+        self.kind = kind  # "chat", "responses", "anthropic"... (what the stream answers)
         self.drop_after = drop_after
         self.hold_after = hold_after
         self.close_after = close_after  # end the connection silently after a complete body
@@ -121,6 +122,10 @@ class FakeLLMServer:
         # over max(chars, system + over_system) get OpenAI's context_length_exceeded 400
         self.context_limit = None
         self.refused = []  # requests refused for the context limit
+        # POST .../responses: True served, False 404 (a server without the Responses API),
+        # None: served when the next scripted reply is a Responses stream
+        self.responses = None
+        self.no_route = []  # requests answered 404 for a route the server lacks
         self._arrived = Event()
         self._tls = tls
         self._connections = Pool(64)  # so stop() can end kept-alive connections
@@ -181,6 +186,12 @@ class FakeLLMServer:
                     if not self._respond(sock, self._title_reply(request)):
                         return
                     continue
+                if self._lacks(request):
+                    self.no_route.append(request)
+                    if not self._respond(sock, Status(404, {"error": {
+                            "message": f"Not Found: {request.path}"}})):
+                        return
+                    continue
                 self.requests.append(request)
                 self._arrived.set()
                 response = self._over_limit(request) or self._next_response(request.path, request)
@@ -191,6 +202,13 @@ class FakeLLMServer:
         finally:
             reader.close()
             sock.close()
+
+    def _lacks(self, request):
+        if request.method != "POST" or not request.path.split("?")[0].endswith("/responses"):
+            return False
+        if self.responses is not None:
+            return not self.responses
+        return getattr(self._script[0] if self._script else None, "kind", None) != "responses"
 
     def _over_limit(self, request):
         if self.context_limit is None or not request.path.endswith("/chat/completions"):
@@ -583,7 +601,8 @@ class NativeBurstServer:
 
     def _serve_one(self):
         """Accept connections until one POST got the burst; anything else (a model listing
-        GET) gets a 404 and its connection closed."""
+        GET, a Responses API request: a chat-only server) gets a 404 and its connection
+        closed."""
         while True:
             try:
                 conn, _ = self._listener.accept()
@@ -598,7 +617,8 @@ class NativeBurstServer:
                         if not more:
                             break
                         data += more
-                    if not data.startswith(b"POST "):
+                    if not data.startswith(b"POST ") or data.split(b" ", 2)[1].endswith(
+                            b"/responses"):
                         conn.sendall(_head(404, {"Content-Length": "0", "Connection": "close"}))
                         continue
                     self._send_burst(conn)

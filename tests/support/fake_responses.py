@@ -132,12 +132,12 @@ class Stream:
         return self
 
     def sse(self, **options):
-        return SSE([(event["type"], event) for event in self.events], **options)
+        return SSE([(event["type"], event) for event in self.events], kind="responses", **options)
 
 
 def error_event(message, code="server_error"):
     return SSE([("error", {"type": "error", "code": code, "message": message, "param": None,
-                           "sequence_number": 0})])
+                           "sequence_number": 0})], kind="responses")
 
 
 def encrypted_for(text):

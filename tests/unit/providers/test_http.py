@@ -78,6 +78,7 @@ def ask():
 
 def run(base_url, **kwargs):
     kwargs.setdefault("max_retries", 0)
+    kwargs.setdefault("api", "chat")  # the transport under test, not the API's choice
     with gevent.Timeout(10):
         return list(OpenAIProvider(api_key=KEY, base_url=base_url, **kwargs).stream(ask()))
 
@@ -261,7 +262,7 @@ def test_error_statuses_map_to_typed_errors(server, monkeypatch, status, body, k
 
 # ---------------------------------------------------------------- connections
 def test_keep_alive_connection_is_reused_and_a_stale_one_replaced(server):
-    made = OpenAIProvider(api_key=KEY, base_url=server.openai_url, max_retries=0)
+    made = OpenAIProvider(api_key=KEY, base_url=server.openai_url, max_retries=0, api="chat")
     server.enqueue(answer(), openai_sse(oa_text("two"), oa_finish("stop"), close_after=True),
                    openai_sse(oa_text("three"), oa_finish("stop")))
     with gevent.Timeout(10):

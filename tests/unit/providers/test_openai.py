@@ -203,7 +203,7 @@ def test_openai_malformed_stream_data_is_a_provider_error(server):
 def test_openai_unreachable_server_names_the_host():
     port = closed_port()
     stream = OpenAIProvider(api_key=KEY, base_url=f"http://127.0.0.1:{port}/v1",
-                            max_retries=0).stream(ask())
+                            max_retries=0, api="chat").stream(ask())
     url = f"http://127.0.0.1:{port}/v1/chat/completions"
     with pytest.raises(ProviderError, match=f"openai: cannot reach {url}: "):
         with gevent.Timeout(10):

@@ -29,6 +29,7 @@ READ_TOOL = {"name": "read_file", "description": "Read a file",
 @pytest.fixture
 def server():
     srv = FakeLLMServer().start()
+    srv.responses = True
     yield srv
     srv.stop()
 
@@ -116,8 +117,12 @@ def test_a_stream_cut_before_the_end_is_an_error(server):
 def test_official_endpoint_defaults_to_responses_and_the_cache_key():
     official = OpenAIProvider(api_key=KEY, base_url="https://api.openai.com/v1")
     assert official.api == "responses" and official.sends_cache_key is True
+    # another server is asked first with both (providers/compat.py); a section decides
     other = OpenAIProvider(api_key=KEY, base_url="http://127.0.0.1:9/v1")
-    assert other.api == "chat" and other.sends_cache_key is False
+    assert other.api == "responses" and other.sends_cache_key is True
+    told = OpenAIProvider(api_key=KEY, base_url="http://127.0.0.1:9/v1", api="chat",
+                          prompt_cache_key=False)
+    assert told.api == "chat" and told.sends_cache_key is False
     with pytest.raises(ProviderNotConfigured, match="api must be"):
         OpenAIProvider(api_key=KEY, base_url="http://127.0.0.1:9/v1", api="completions")
 

@@ -34,6 +34,7 @@ RESULTS = [("https://example.com/a", "A"), ("https://example.com/b", "B")]
 @pytest.fixture
 def server():
     srv = f.FakeLLMServer().start()
+    srv.responses = True
     yield srv
     srv.stop()
 
