@@ -11,12 +11,12 @@ what the provider's models endpoint lists (sessions/config_options.py). Provider
 imported only when a provider instance is created.
 """
 
-import importlib
 import importlib.util
 import re
 from typing import NamedTuple
 
 from term2acp.providers.errors import ProviderNotConfigured
+from term2acp.providers.options import api_options, construct, http_options
 
 
 _SNAPSHOT = re.compile(r"-\d{8}$")
@@ -275,8 +275,10 @@ class Catalog:
         ``context_window`` and ``images`` override it."""
         found = next((m for m in self.models if m.provider == provider and m.id == model), None)
         if found is None and provider in CLOUD:  # the model the cloud serves, as we know it
-            known = next((m for m in self.models if m.id == canonical(model)
-                          or m.id == _SNAPSHOT.sub("", canonical(model))), None)
+            served = canonical(((self.custom.get(provider) or {}).get("deployments")
+                                or {}).get(model, model))
+            known = next((m for m in self.models if m.id == served
+                          or m.id == _SNAPSHOT.sub("", served)), None)
             if known is not None:
                 found = known._replace(id=model, provider=provider)
         if found is None:
@@ -322,7 +324,7 @@ class Catalog:
     def create(self, provider):
         """A provider instance; raises ProviderNotConfigured with what to set."""
         if provider == "scripted":
-            return _construct(BUILTIN_PROVIDERS[provider][1],
+            return construct(BUILTIN_PROVIDERS[provider][1],
                               script_path=self.settings.script or self.env.get("TERM2ACP_SCRIPT"))
         cfg = self.custom.get(provider) or {}
         if provider in self.custom and provider not in BUILTIN_PROVIDERS:
@@ -331,64 +333,21 @@ class Catalog:
             key_env = cfg.get("api_key_env")
             api_key = self.env.get(key_env) if key_env else cfg.get("api_key")
             # A loopback server without a key gets the provider's placeholder key.
-            return _construct(factory, name=provider, api_key=api_key, base_url=cfg.get("base_url"),
-                              **_http_options(cfg), **_api_options(kind, cfg))
+            return construct(factory, name=provider, api_key=api_key, base_url=cfg.get("base_url"),
+                              **http_options(cfg), **api_options(kind, cfg))
         if provider not in BUILTIN_PROVIDERS:
             raise ProviderNotConfigured(f'unknown provider "{provider}"')
         factory = BUILTIN_PROVIDERS[provider][1]
         if provider == "local":
-            return _construct(factory, settings=self.settings)
+            return construct(factory, settings=self.settings)
         if provider == "gemini" or provider in CLOUD:  # their own credentials and options
-            return _construct(factory, name=provider, env=self.env, **_http_options(cfg),
-                              **_api_options(provider, cfg))
+            return construct(factory, name=provider, env=self.env, **http_options(cfg),
+                              **api_options(provider, cfg))
         # [providers.openai] / [providers.anthropic] tune the built-in ones
         prefix = provider.upper()
-        return _construct(factory, name=provider, api_key=self.env.get(f"{prefix}_API_KEY"),
-                          base_url=self.env.get(f"{prefix}_BASE_URL"), **_http_options(cfg),
-                          **_api_options(provider, cfg))
-
-
-def _api_options(kind, cfg):
-    """A provider's API settings from its config section: Anthropic ``prompt_cache``
-    (breakpoints on, the default) and ``cache_ttl`` ("5m" or "1h"); OpenAI ``api``
-    ("responses" or "chat"; default: responses on the official endpoint, chat elsewhere)
-    and ``prompt_cache_key`` (send the session id as the cache key; default: on the
-    official endpoint only)."""
-    names = API_OPTIONS.get(kind, ("api", "prompt_cache_key"))
-    return {name: cfg[name] for name in names if name in cfg}
-
-
-# the options each kind of provider takes from its config section
-API_OPTIONS = {"anthropic": ("prompt_cache", "cache_ttl"),
-               "gemini": ("context_cache",),
-               "bedrock": ("region", "prompt_cache", "base_url"),
-               "vertex": ("project", "location", "prompt_cache", "cache_ttl", "context_cache",
-                          "base_url"),
-               "azure": ("endpoint", "api_version", "api", "deployments", "base_url")}
-
-
-def _http_options(cfg):
-    """Optional transport settings of a configured provider: ``headers`` (a table of
-    strings), ``timeout`` (read, seconds), ``connect_timeout`` and ``max_retries``."""
-    options = {}
-    headers = cfg.get("headers")
-    if isinstance(headers, dict):
-        options["headers"] = {str(k): str(v) for k, v in headers.items()}
-    for key, kind in (("timeout", float), ("connect_timeout", float), ("max_retries", int)):
-        value = cfg.get(key)
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
-            options[key] = kind(value)
-    return options
-
-
-def _construct(factory, **kwargs):
-    module_name, _, attr = factory.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ProviderNotConfigured(f"{module_name} is not available ({exc}); install the "
-                                    "matching extra, e.g. pip install 'term2acp[openai]'") from None
-    return getattr(module, attr)(**kwargs)
+        return construct(factory, name=provider, api_key=self.env.get(f"{prefix}_API_KEY"),
+                          base_url=self.env.get(f"{prefix}_BASE_URL"), **http_options(cfg),
+                          **api_options(provider, cfg))
 
 
 NO_PROVIDER_HELP = (

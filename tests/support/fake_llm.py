@@ -249,6 +249,13 @@ class FakeLLMServer:
     def _models_reply(self, request):
         if self.models is None:
             return Status(404, {"error": {"message": "no model listing here"}})
+        if "x-goog-api-key" in request.headers:  # Gemini's shape
+            return Status(200, {"models": [
+                {"name": f"models/{model}", "displayName": model,
+                 "supportedGenerationMethods": ["generateContent", "countTokens"]}
+                for model in self.models] + [
+                {"name": "models/text-embedding-004",
+                 "supportedGenerationMethods": ["embedContent"]}]})
         if "anthropic-version" in request.headers:  # Anthropic's shape (one page)
             return Status(200, {"data": [
                 {"type": "model", "id": model, "display_name": model,
@@ -369,6 +376,8 @@ def is_title_request(request):
     if not isinstance(body, dict):
         return False
     system = body.get("system", body.get("instructions"))  # Anthropic; OpenAI Responses
+    if isinstance(body.get("systemInstruction"), dict):  # Gemini
+        system = body["systemInstruction"].get("parts")
     if isinstance(system, list):
         system = " ".join(p.get("text", "") for p in system if isinstance(p, dict))
     if system is None:  # OpenAI: the first message

@@ -3,7 +3,8 @@
 It accepts ``CONNECT host:port``, records the request (``tunnels``: target and headers),
 optionally demands ``Proxy-Authorization`` (answering 407 without it), maps host names to
 real addresses through ``hosts`` (so a test can use a name that only the proxy resolves,
-as a real proxy resolves names the client cannot), and then relays bytes both ways until
+as a real proxy resolves names the client cannot; an ``(address, port)`` value sends
+every port of that name to one loopback server), and then relays bytes both ways until
 either side closes. :meth:`stop` ends every tunnel.
 """
 
@@ -56,9 +57,11 @@ class ConnectProxy:
                                b"Content-Length: 0\r\n\r\n")
                 return
             host, _, port = target.rpartition(":")
+            address = self.hosts.get(host, host)
+            if isinstance(address, tuple):  # (address, port): a real name's port 443 too
+                address, port = address
             try:
-                upstream = socket.create_connection((self.hosts.get(host, host), int(port)),
-                                                    timeout=5)
+                upstream = socket.create_connection((address, int(port)), timeout=5)
             except OSError:
                 client.sendall(b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n")
                 return
