@@ -18,7 +18,7 @@ PLACEHOLDER_KEY = "not-needed"  # what a keyless loopback server receives
 OVERFLOW_CODES = frozenset({"context_length_exceeded", "exceed_context_size_error",
                             "string_above_max_length"})
 OVERFLOW_TEXT = (r"context.length|context.window|maximum context|prompt is too long"
-                 r"|context size|input length and .max_tokens. exceed")
+                 r"|context size|input length and .max_tokens. exceed|input is too long")
 
 
 class ProviderError(Exception):

@@ -109,8 +109,11 @@ class HTTPClient:
     """
 
     def __init__(self, base_url, headers, label, key_hint, secret, connect_timeout=15.0,
-                 read_timeout=600.0, max_retries=2):
+                 read_timeout=600.0, max_retries=2, sign=None):
         self.target = Target(base_url)
+        # sign(method, url, body, headers) -> the headers a request carries besides
+        # ``headers`` (a signature, a fresh token), made again for every attempt
+        self.sign = sign
         self.headers = {"Content-Type": "application/json", "Accept": "text/event-stream",
                         "User-Agent": USER_AGENT, **_checked(headers, label)}
         self.label, self.key_hint, self.secret = label, key_hint, secret
@@ -157,6 +160,8 @@ class HTTPClient:
             headers = {k: v for k, v in self.headers.items()
                        if body is not None or k != "Content-Type"}
             headers["Accept"] = "application/json"
+            if self.sign is not None:
+                headers.update(self.sign(method, url, body or b"", headers))
             conn.request(method, self.target.path(path), body, headers)
             raw = conn.getresponse()
             data = raw.read(ERROR_BODY_LIMIT * 8)
@@ -205,7 +210,10 @@ class HTTPClient:
         """Send the request and read the response head; None when ``stale_ok`` and the
         kept-alive connection turned out closed."""
         try:
-            conn.request("POST", self.target.path(path), body, self.headers)
+            headers = self.headers
+            if self.sign is not None:
+                headers = {**headers, **self.sign("POST", url, body, headers)}
+            conn.request("POST", self.target.path(path), body, headers)
             return conn.getresponse()
         except STALE as exc:
             conn.close()

@@ -11,6 +11,7 @@ import os
 
 import pytest
 
+from tests.support import fake_aws as aws
 from tests.support import fake_google as g
 from tests.support import fake_llm as f
 from tests.support import fake_responses as fr
@@ -20,20 +21,21 @@ from tests.support.tls import make_ca, server_context
 PROTOCOLS = pytest.mark.parametrize("protocol", [1, 2])
 GEMINI_HOST = "generativelanguage.googleapis.com"
 AZURE_HOST = "contoso-ai.openai.azure.com"
+BEDROCK_HOST = "bedrock-runtime.us-east-1.amazonaws.com"
+HOSTS = (GEMINI_HOST, AZURE_HOST, BEDROCK_HOST)
 KEY = "AIzaFakeKey0123456789abcdef"
 
 
 @pytest.fixture(scope="module")
 def authority(tmp_path_factory):
-    return make_ca(tmp_path_factory.mktemp("ca"), names=[GEMINI_HOST, AZURE_HOST])
+    return make_ca(tmp_path_factory.mktemp("ca"), names=list(HOSTS))
 
 
 @pytest.fixture
 def cloud(authority):
     """``(server, env)``: a TLS fake answering for the real host names behind a proxy."""
     server = f.FakeLLMServer(tls=server_context(authority)).start()
-    proxy = ConnectProxy(hosts={GEMINI_HOST: ("127.0.0.1", server.port),
-                                AZURE_HOST: ("127.0.0.1", server.port)}).start()
+    proxy = ConnectProxy(hosts={host: ("127.0.0.1", server.port) for host in HOSTS}).start()
     env = {"HTTPS_PROXY": proxy.url, "NO_PROXY": "", "SSL_CERT_FILE": str(authority.ca),
            "TERM2ACP_LOCAL_MODEL": "off"}
     yield server, env
@@ -177,6 +179,86 @@ def test_gemini_models_are_listed_in_the_picker(acp_agent, acp_workspace, cloud)
     agent.new_session(acp_workspace)
     update = agent.wait_for(lambda m: "gemini-9-experimental" in json.dumps(m), timeout=20)
     assert "text-embedding-004" not in json.dumps(update)
+    agent.close()
+
+
+# ---------------------------------------------------------------- Amazon Bedrock
+SONNET = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"
+AWS_SECRET = "fake/secret+key0123456789ABCDEFGHIJKLMNOP"
+
+
+def aws_env(env, tmp_path, secret=AWS_SECRET):
+    return dict(env, AWS_ACCESS_KEY_ID="AKIAFAKE0123456789", AWS_SECRET_ACCESS_KEY=secret,
+                AWS_REGION="us-east-1", AWS_EC2_METADATA_DISABLED="true",
+                AWS_CONFIG_FILE=str(tmp_path / "no-config"),
+                AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "no-credentials"))
+
+
+@PROTOCOLS
+def test_bedrock_converse_turn_signed_with_reasoning_cache_points_and_cost(
+        acp_agent, acp_workspace, cloud, tmp_path, protocol):
+    server, env = cloud
+    bedrock = server.responder = aws.Bedrock(AWS_SECRET, "us-east-1")
+    read_turn(acp_workspace)
+    bedrock.script.extend([
+        aws.stream(*aws.tool_turn("tooluse_1", "read_file", {"path": "hello.txt"},
+                                  aws.usage(12, 40, write=3000), reasoning="Let me read it.",
+                                  signature="sig-bedrock-1")),
+        aws.stream(*aws.text_turn("It says hello.", aws.usage(60, 6, read=3000)))])
+    agent = acp_agent(args=["--provider", "bedrock", "--model", SONNET, "--effort", "low"],
+                      env=aws_env(env, tmp_path), protocol=protocol, process=True)
+    sid = agent.new_session(acp_workspace)
+    _, updates, _end = agent.prompt(sid, "what does hello.txt say?", timeout=30)
+    assert bedrock.refused == []
+    assert answer_text(updates) == "It says hello."
+    first, second = server.wait_requests(2)
+    assert first.path == "/model/us.anthropic.claude-sonnet-4-5-20250929-v1%3A0/converse-stream"
+    body = second.json
+    assert body["toolConfig"]["tools"][-1] == {"cachePoint": {"type": "default"}}
+    assert body["system"][-1] == {"cachePoint": {"type": "default"}}
+    assert json.dumps(body).count('"cachePoint"') <= 4
+    assert body["additionalModelRequestFields"]["thinking"]["type"] == "enabled"
+    said = body["messages"][1]["content"]
+    assert said[0] == {"reasoningContent": {"reasoningText": {
+        "text": "Let me read it.", "signature": "sig-bedrock-1"}}}
+    assert said[1]["toolUse"] == {"toolUseId": "tooluse_1", "name": "read_file",
+                                  "input": {"path": "hello.txt"}}
+    result = body["messages"][2]["content"][0]["toolResult"]
+    assert result["toolUseId"] == "tooluse_1" and "hello from disk" in result["content"][0]["text"]
+    if protocol == 2:
+        price = (3.0, 0.30, 3.75, 15.0)  # claude-sonnet-4-5
+        expected = (12 * 3.0 + 3000 * 3.75 + 40 * 15.0 + 60 * 3.0 + 3000 * 0.30
+                    + 6 * 15.0) / 1e6
+        assert price and last_cost(updates) == pytest.approx(expected, abs=1e-6)
+    agent.close()
+    assert AWS_SECRET not in b"".join(agent.lines).decode() + agent.stderr
+
+
+@PROTOCOLS
+def test_bedrock_refused_credentials_name_the_variables(acp_agent, acp_workspace, cloud,
+                                                        tmp_path, protocol):
+    server, env = cloud
+    bedrock = server.responder = aws.Bedrock(AWS_SECRET, "us-east-1")
+    agent = acp_agent(args=["--provider", "bedrock", "--model", SONNET],
+                      env=aws_env(env, tmp_path, secret="wrong" * 8), protocol=protocol,
+                      process=True)
+    sid = agent.new_session(acp_workspace)
+    _, _updates, end = agent.prompt(sid, "hi", timeout=30)
+    assert bedrock.refused == ["signature mismatch"]
+    text = json.dumps(end)
+    assert "bedrock" in text and "AWS_PROFILE" in text and "AWS_ACCESS_KEY_ID" in text
+    agent.close()
+
+
+def test_bedrock_without_a_region_says_so(acp_agent, acp_workspace, cloud, tmp_path):
+    _server, env = cloud
+    plain = aws_env(env, tmp_path)
+    plain.pop("AWS_REGION")
+    agent = acp_agent(args=["--provider", "bedrock", "--model", SONNET], env=plain, process=True)
+    sid = agent.new_session(acp_workspace)
+    error = agent.request("session/prompt", {"sessionId": sid, "prompt": [
+        {"type": "text", "text": "hi"}]}, timeout=30)["error"]
+    assert "AWS_REGION" in error["message"]
     agent.close()
 
 

@@ -86,6 +86,14 @@ class SSE:
         self.released.set()
 
 
+class Raw:
+    """A 200 body of other framing than SSE (AWS's binary event stream): ``parts`` are
+    written as HTTP chunks in order, with ``content_type``."""
+
+    def __init__(self, parts, content_type):
+        self.parts, self.content_type = list(parts), content_type
+
+
 class Burst:
     """``count`` copies of one SSE event written back to back with no pause (a fast local
     server), in large HTTP chunks; then the stream holds open until the client disconnects
@@ -277,6 +285,13 @@ class FakeLLMServer:
             with gevent.Timeout(HOLD_LIMIT, False):
                 _watch_disconnect(sock, response.disconnected)
             return False
+        if isinstance(response, Raw):
+            sock.sendall(_head(200, {"Content-Type": response.content_type,
+                                     "Transfer-Encoding": "chunked"}))
+            for part in response.parts:
+                sock.sendall(_chunk(part))
+            sock.sendall(b"0\r\n\r\n")
+            return True
         if isinstance(response, Status):
             body = json.dumps(response.body).encode() if response.body is not None else b""
             headers = {"Content-Type": "application/json", "Content-Length": str(len(body)),
