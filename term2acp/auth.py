@@ -26,7 +26,20 @@ log = logging.getLogger(__name__)
 TERMINAL_METHOD = "term2-login"
 LOGIN_FLAG = "--login"
 BUILTIN_KEYS = (("openai", "OpenAI (or an OpenAI-compatible server)", "OPENAI_API_KEY"),
-                ("anthropic", "Anthropic", "ANTHROPIC_API_KEY"))
+                ("anthropic", "Anthropic", "ANTHROPIC_API_KEY"),
+                ("gemini", "Google Gemini", "GEMINI_API_KEY"),
+                ("azure", "Azure OpenAI", "AZURE_OPENAI_API_KEY"))
+# the providers that sign in with their cloud's own credentials, not a key we store
+CLOUD_CREDENTIALS = (
+    ("bedrock", "Amazon Bedrock credentials",
+     "Set AWS_PROFILE (after aws configure or aws sso login) or AWS_ACCESS_KEY_ID and "
+     "AWS_SECRET_ACCESS_KEY, and AWS_REGION, in the agent's environment; then sign in again."),
+    ("vertex", "Google Vertex AI credentials",
+     "Set GOOGLE_APPLICATION_CREDENTIALS (or run gcloud auth application-default login), "
+     "GOOGLE_CLOUD_PROJECT and GOOGLE_CLOUD_LOCATION in the agent's environment; then sign "
+     "in again."))
+# another variable that holds a provider's key (Gemini's older name; an Azure Entra token)
+ALSO = {"gemini": ("GOOGLE_API_KEY",), "azure": ("AZURE_OPENAI_AD_TOKEN",)}
 
 
 def credentials_path(settings):
@@ -134,10 +147,12 @@ def has_key(catalog, provider):
         cfg = catalog.custom[provider]
         var = cfg.get("api_key_env")
         return bool((var and env.get(var)) or cfg.get("api_key") or _loopback(cfg.get("base_url")))
+    if provider in (pid for pid, _label, _text in CLOUD_CREDENTIALS):
+        return True  # the cloud's credential chain is asked at the request (it says what to set)
     for pid, _label, var in BUILTIN_KEYS:
         if pid == provider:
             base = env.get(f"{pid.upper()}_BASE_URL")
-            return bool(env.get(var)) or _loopback(base)
+            return any(env.get(v) for v in (var, *ALSO.get(pid, ()))) or _loopback(base)
     return False
 
 
@@ -180,6 +195,7 @@ def methods(catalog, terminal):
         rows.append(("agent", pid, f"{label} API key",
                      f"Set {var} in the agent's environment (the editor's agent settings), "
                      f"or store it with term2-acp --login; then sign in again."))
+    rows += [("agent", pid, label, text) for pid, label, text in CLOUD_CREDENTIALS]
     if terminal:
         rows.append(("terminal", TERMINAL_METHOD, "Enter an API key in a terminal",
                      "Runs term2-acp --login: a short prompt that stores the key in your "
@@ -191,6 +207,8 @@ def login_check(catalog, settings, method_id):
     """After re-reading: ``None`` when the method's key is usable now, else what to do."""
     reload(settings, catalog)
     names = {pid: var for pid, _label, var in key_providers(catalog)}
+    if method_id in (pid for pid, _label, _text in CLOUD_CREDENTIALS):
+        return None  # nothing of ours to check: the first request asks the cloud's chain
     if method_id in names:
         if has_key(catalog, method_id):
             return None

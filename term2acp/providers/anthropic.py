@@ -237,18 +237,24 @@ class AnthropicProvider(Provider):
         return [m["id"] for m in data or () if isinstance(m, dict) and isinstance(m.get("id"), str)]
 
     def stream(self, request):
-        params = message_params(request, self.cache)
-        client, state, response = self._client, MessageStreamState(), None
-        try:
-            response = yield from client.stream("/v1/messages", params)
-            for event in sse_json(client, response, self.name):
-                if not isinstance(event, dict):
-                    raise MalformedResponse(f"{self.name}: malformed response from "
-                                            f"{client.target.netloc}: not a JSON object")
-                if event.get("type") == "error":
-                    raise client.status_error(200, event, "the server reported an error")
-                yield from state.feed(event)
-            yield from state.finish_events(self.name, state.tool_calls())
-        finally:
-            if response is not None:
-                response.close()
+        return messages_stream(self._client, self.name, "/v1/messages",
+                               message_params(request, self.cache))
+
+
+def messages_stream(client, name, path, params):
+    """The provider events of one streamed Messages request (also Vertex AI's
+    ``streamRawPredict``, which streams the same events)."""
+    state, response = MessageStreamState(), None
+    try:
+        response = yield from client.stream(path, params)
+        for event in sse_json(client, response, name):
+            if not isinstance(event, dict):
+                raise MalformedResponse(f"{name}: malformed response from "
+                                        f"{client.target.netloc}: not a JSON object")
+            if event.get("type") == "error":
+                raise client.status_error(200, event, "the server reported an error")
+            yield from state.feed(event)
+        yield from state.finish_events(name, state.tool_calls())
+    finally:
+        if response is not None:
+            response.close()

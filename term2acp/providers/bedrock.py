@@ -16,6 +16,7 @@ import os
 from urllib.parse import quote
 
 import botocore.session
+import gevent
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.eventstream import EventStreamBuffer
@@ -41,9 +42,8 @@ class BedrockProvider(Provider):
         env = os.environ if env is None else env
         self.name = name
         self.cache = prompt_cache is not False
-        try:
-            self._session = botocore.session.Session()
-            profile_region = self._session.get_config_variable("region")
+        try:  # reading the AWS files takes tens of ms: not on the hub
+            self._session, profile_region = gevent.get_hub().threadpool.apply(_open_session)
         except BotoCoreError as exc:  # a broken profile or config file
             raise ProviderNotConfigured(f"{name}: AWS configuration: {exc}") from None
         self.region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or region \
@@ -60,9 +60,8 @@ class BedrockProvider(Provider):
                                   max_retries=max_retries, sign=self._sign)
 
     def _credentials(self):
-        try:
-            found = self._session.get_credentials()
-            frozen = found.get_frozen_credentials() if found is not None else None
+        try:  # the chain may read files or ask a metadata endpoint: off the hub
+            frozen = gevent.get_hub().threadpool.apply(_frozen, (self._session,))
         except BotoCoreError as exc:
             raise ProviderNotConfigured(f"{self.name}: AWS credentials: {exc} (check "
                                         f"{KEY_HINT})") from None
@@ -121,6 +120,16 @@ class BedrockProvider(Provider):
                         200, {"error": {"type": _code(kind), "message": event.get("message")
                                         or kind}}, kind)
                 yield headers.get(":event-type"), event
+
+
+def _open_session():
+    session = botocore.session.Session()
+    return session, session.get_config_variable("region")
+
+
+def _frozen(session):
+    found = session.get_credentials()
+    return found.get_frozen_credentials() if found is not None else None
 
 
 def _code(kind):

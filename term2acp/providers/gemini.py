@@ -102,28 +102,33 @@ class GeminiProvider(Provider):
         return out
 
     def stream(self, request):
+        return self._stream(request)
+
+    def _stream(self, request):
         body = wire.request_body(request)
         if self.caches is not None:
             body = self.caches.apply(request, body)
         path = f"/models/{quote(request.model, safe='')}:streamGenerateContent?alt=sse"
-        return self._stream(path, body)
-
-    def _stream(self, path, body):
-        client, state, response = self._client, wire.StreamState(self.name), None
         try:
-            try:
-                response = yield from client.stream(path, body)
-            except ProviderHTTPError as exc:
-                if bad_key(exc):
-                    raise AuthenticationFailed(scrub(
-                        f"{self.name}: the API key was refused (check {self._key_hint})",
-                        self._api_key), exc.status, exc.code) from None
-                raise
-            for chunk in sse_json(client, response, self.name):
-                if isinstance(chunk, dict) and chunk.get("error"):
-                    raise client.status_error(200, chunk, "the server reported an error")
-                yield from state.feed(chunk)
-            yield from state.finish_events()
-        finally:
-            if response is not None:
-                response.close()
+            yield from content_stream(self._client, self.name, path, body)
+        except ProviderHTTPError as exc:
+            if bad_key(exc):
+                raise AuthenticationFailed(scrub(
+                    f"{self.name}: the API key was refused (check {self._key_hint})",
+                    self._api_key), exc.status, exc.code) from None
+            raise
+
+
+def content_stream(client, name, path, body):
+    """The provider events of one ``streamGenerateContent`` request (also Vertex AI's)."""
+    state, response = wire.StreamState(name), None
+    try:
+        response = yield from client.stream(path, body)
+        for chunk in sse_json(client, response, name):
+            if isinstance(chunk, dict) and chunk.get("error"):
+                raise client.status_error(200, chunk, "the server reported an error")
+            yield from state.feed(chunk)
+        yield from state.finish_events()
+    finally:
+        if response is not None:
+            response.close()

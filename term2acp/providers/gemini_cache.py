@@ -39,8 +39,9 @@ class _Entry:
 
 
 class ContextCaches:
-    def __init__(self, client, label, clock=time.monotonic):
+    def __init__(self, client, label, clock=time.monotonic, model_name="models/{}".format):
         self._client, self._label, self._clock = client, label, clock
+        self._model_name = model_name  # the model's resource name (Vertex AI's is longer)
         self._entries = {}  # session key -> _Entry
         self._refused = {}  # session key -> turns covered when the server refused a size
         self._broken = set()  # sessions whose entries failed for another reason
@@ -78,7 +79,7 @@ class ContextCaches:
 
     # ------------------------------------------------------------ the server's entries
     def _create(self, key, model, head, turns):
-        payload = {"model": f"models/{model}", **head, "contents": turns, "ttl": f"{TTL}s"}
+        payload = {"model": self._model_name(model), **head, "contents": turns, "ttl": f"{TTL}s"}
         try:
             answer = self._client.call("POST", "/cachedContents", payload, TIMEOUT)
         except ProviderHTTPError as exc:
@@ -95,7 +96,7 @@ class ContextCaches:
             log.warning("%s: context cache off for this session: %s", self._label, exc)
             return None
         name = answer.get("name") if isinstance(answer, dict) else None
-        if not isinstance(name, str) or not name.startswith("cachedContents/"):
+        if not isinstance(name, str) or "cachedContents/" not in name:
             self._broken.add(key)
             log.warning("%s: context cache off for this session: no entry name", self._label)
             return None
@@ -123,7 +124,9 @@ class ContextCaches:
 
 
 def _path(name):
-    return "/".join(quote(part, safe="") for part in name.split("/"))
+    """The entry's route below the client's base: ``cachedContents/<id>`` (Vertex AI names
+    it with its project and location, which its base already has)."""
+    return "cachedContents/" + quote(name.rsplit("/", 1)[1], safe="")
 
 
 def _digest(model, head, turns):

@@ -149,6 +149,27 @@ class HTTPClient:
         """One plain JSON exchange (``payload`` the body, or None): the decoded answer (None
         for an empty one); one attempt on its own connection, every wait bounded by
         ``timeout``; an error status is the typed error with the server's message."""
+        body = None if payload is None else json.dumps(payload).encode()
+        headers = {k: v for k, v in self.headers.items()
+                   if body is not None or k != "Content-Type"}
+        headers["Accept"] = "application/json"
+        if self.sign is not None:
+            headers.update(self.sign(method, self.target.url(path), body or b"", headers))
+        status, reason, _headers, data = self.exchange(method, path, body, headers, timeout)
+        if not 200 <= status < 300:
+            try:
+                detail = json.loads(data) if data else None
+            except ValueError:
+                detail = None
+            raise self.status_error(status, detail, f"HTTP {status} {reason}")
+        try:
+            return json.loads(data) if data.strip() else None
+        except ValueError as exc:
+            raise self._transport_error(self.target.url(path), exc) from None
+
+    def exchange(self, method, path, body, headers, timeout=10.0):
+        """One request with exactly ``headers`` (and our User-Agent): ``(status, reason,
+        headers, body)``, whatever the status; its own connection, every wait bounded."""
         url = self.target.url(path)
         try:
             conn = self._connect(url)
@@ -156,23 +177,12 @@ class HTTPClient:
             raise failure.error from None
         try:
             conn.sock.settimeout(timeout)
-            body = None if payload is None else json.dumps(payload).encode()
-            headers = {k: v for k, v in self.headers.items()
-                       if body is not None or k != "Content-Type"}
-            headers["Accept"] = "application/json"
-            if self.sign is not None:
-                headers.update(self.sign(method, url, body or b"", headers))
-            conn.request(method, self.target.path(path), body, headers)
+            conn.request(method, self.target.path(path), body,
+                         {"User-Agent": USER_AGENT, **headers})
             raw = conn.getresponse()
             data = raw.read(ERROR_BODY_LIMIT * 8)
-            if not 200 <= raw.status < 300:
-                try:
-                    detail = json.loads(data) if data else None
-                except ValueError:
-                    detail = None
-                raise self.status_error(raw.status, detail, f"HTTP {raw.status} {raw.reason}")
-            return json.loads(data) if data.strip() else None
-        except (OSError, http.client.HTTPException, ValueError) as exc:
+            return raw.status, raw.reason, {k.lower(): v for k, v in raw.getheaders()}, data
+        except (OSError, http.client.HTTPException) as exc:
             raise self._transport_error(url, exc) from None
         finally:
             conn.close()

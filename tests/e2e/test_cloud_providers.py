@@ -22,7 +22,9 @@ PROTOCOLS = pytest.mark.parametrize("protocol", [1, 2])
 GEMINI_HOST = "generativelanguage.googleapis.com"
 AZURE_HOST = "contoso-ai.openai.azure.com"
 BEDROCK_HOST = "bedrock-runtime.us-east-1.amazonaws.com"
-HOSTS = (GEMINI_HOST, AZURE_HOST, BEDROCK_HOST)
+VERTEX_HOST = "us-east5-aiplatform.googleapis.com"
+TOKEN_HOST = "oauth2.googleapis.com"
+HOSTS = (GEMINI_HOST, AZURE_HOST, BEDROCK_HOST, VERTEX_HOST, TOKEN_HOST)
 KEY = "AIzaFakeKey0123456789abcdef"
 
 
@@ -259,6 +261,124 @@ def test_bedrock_without_a_region_says_so(acp_agent, acp_workspace, cloud, tmp_p
     error = agent.request("session/prompt", {"sessionId": sid, "prompt": [
         {"type": "text", "text": "hi"}]}, timeout=30)["error"]
     assert "AWS_REGION" in error["message"]
+    agent.close()
+
+
+# ---------------------------------------------------------------- Vertex AI
+VERTEX_BASE = "/v1/projects/my-proj/locations/us-east5/publishers"
+
+
+def vertex_env(env, tmp_path):
+    """Application-default credentials of a user (gcloud's kind): google-auth takes their
+    tokens from oauth2.googleapis.com, which the proxy sends to the fake."""
+    adc = tmp_path / "adc.json"
+    adc.write_text(json.dumps({"type": "authorized_user", "client_id": "fake-client",
+                               "client_secret": "fake-secret",
+                               "refresh_token": "1//fake-refresh"}))
+    return dict(env, GOOGLE_APPLICATION_CREDENTIALS=str(adc), GOOGLE_CLOUD_PROJECT="my-proj",
+                GOOGLE_CLOUD_LOCATION="us-east5", GCE_METADATA_HOST="127.0.0.1:9",
+                NO_GCE_CHECK="true")
+
+
+def token_endpoint(server, lifetimes):
+    issued = []
+
+    def token(request):
+        issued.append(request.body.decode())
+        number = len(issued)
+        return f.Status(200, {"access_token": f"ya29.token-{number}", "token_type": "Bearer",
+                              "expires_in": lifetimes[min(number, len(lifetimes)) - 1]})
+
+    server.routes["/token"] = token
+    return issued
+
+
+@PROTOCOLS
+def test_vertex_gemini_turn_with_an_adc_token(acp_agent, acp_workspace, cloud, tmp_path,
+                                              protocol):
+    server, env = cloud
+    issued = token_endpoint(server, [3600])
+    read_turn(acp_workspace)
+    server.enqueue(
+        g.stream(g.chunk(g.call("read_file", {"path": "hello.txt"}, signature="sig-V"),
+                         finish="STOP", usage=g.usage(900, 12))),
+        g.stream(g.chunk(g.text("It says hello."), finish="STOP", usage=g.usage(950, 5))))
+    agent = acp_agent(args=["--provider", "vertex", "--model", "gemini-2.5-flash"],
+                      env=vertex_env(env, tmp_path), protocol=protocol, process=True)
+    sid = agent.new_session(acp_workspace)
+    _, updates, _end = agent.prompt(sid, "what does hello.txt say?", timeout=30)
+    assert answer_text(updates) == "It says hello."
+    first, second = server.wait_requests(2)
+    assert first.path == f"{VERTEX_BASE}/google/models/gemini-2.5-flash:" \
+                         "streamGenerateContent?alt=sse"
+    assert first.headers["authorization"] == second.headers["authorization"] == \
+        "Bearer ya29.token-1"
+    assert len(issued) == 1 and "refresh_token=1%2F%2Ffake-refresh" in issued[0]
+    assert second.json["contents"][1]["parts"][0]["thoughtSignature"] == "sig-V"
+    if protocol == 2:
+        price = (0.30, 0.03, 0.30, 2.50)
+        assert last_cost(updates) == pytest.approx(usd(900, 0, 12, price)
+                                                   + usd(950, 0, 5, price), abs=1e-6)
+    agent.close()
+    assert "ya29.token-1" not in b"".join(agent.lines).decode() + agent.stderr
+
+
+def test_vertex_anthropic_turn_refreshes_an_expiring_token(acp_agent, acp_workspace, cloud,
+                                                           tmp_path):
+    server, env = cloud
+    issued = token_endpoint(server, [30, 3600])  # the first one is about to expire
+    read_turn(acp_workspace)
+    server.enqueue(
+        f.anthropic_sse(f.an_start(input_tokens=500, cache_write=2000),
+                        f.an_thinking(0, "Reading."),
+                        f.an_tool(1, "toolu_1", "read_file", '{"path": "hello.txt"}'),
+                        f.an_end("tool_use")),
+        f.anthropic_sse(f.an_start(input_tokens=80, cache_read=2000),
+                        f.an_text(0, "It says hello."), f.an_end("end_turn")))
+    agent = acp_agent(args=["--provider", "vertex", "--model", "claude-sonnet-4-5@20250929",
+                            "--effort", "low"],
+                      env=vertex_env(env, tmp_path), process=True)
+    sid = agent.new_session(acp_workspace)
+    _, updates, _end = agent.prompt(sid, "what does hello.txt say?", timeout=30)
+    assert answer_text(updates) == "It says hello."
+    first, second = server.wait_requests(2)
+    assert first.path == f"{VERTEX_BASE}/anthropic/models/claude-sonnet-4-5@20250929:" \
+                         "streamRawPredict"
+    body = second.json
+    assert body["anthropic_version"] == "vertex-2023-10-16" and "model" not in body
+    assert body["system"][0]["cache_control"] == {"type": "ephemeral"}
+    assert body["tools"][-1]["cache_control"] == {"type": "ephemeral"}
+    assert body["thinking"]["type"] == "enabled"
+    assert first.headers["authorization"] == "Bearer ya29.token-1"
+    assert second.headers["authorization"] != first.headers["authorization"]
+    assert len(issued) >= 2
+    agent.close()
+
+
+def test_vertex_refused_credentials_name_the_fix(acp_agent, acp_workspace, cloud, tmp_path):
+    server, env = cloud
+    server.routes["/token"] = lambda request: f.Status(400, {
+        "error": "invalid_grant", "error_description": "Token has been expired or revoked."})
+    agent = acp_agent(args=["--provider", "vertex", "--model", "gemini-2.5-flash"],
+                      env=vertex_env(env, tmp_path), process=True)
+    sid = agent.new_session(acp_workspace)
+    _, _updates, end = agent.prompt(sid, "hi", timeout=30)
+    text = json.dumps(end)
+    assert "vertex" in text and "GOOGLE_APPLICATION_CREDENTIALS" in text
+    assert "gcloud auth application-default login" in text
+    agent.close()
+
+
+def test_vertex_without_a_project_says_so(acp_agent, acp_workspace, cloud, tmp_path):
+    _server, env = cloud
+    plain = vertex_env(env, tmp_path)
+    plain.pop("GOOGLE_CLOUD_PROJECT")
+    agent = acp_agent(args=["--provider", "vertex", "--model", "gemini-2.5-flash"], env=plain,
+                      process=True)
+    sid = agent.new_session(acp_workspace)
+    error = agent.request("session/prompt", {"sessionId": sid, "prompt": [
+        {"type": "text", "text": "hi"}]}, timeout=30)["error"]
+    assert "GOOGLE_CLOUD_PROJECT" in error["message"]
     agent.close()
 
 

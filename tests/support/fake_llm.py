@@ -134,6 +134,8 @@ class FakeLLMServer:
         # None: served when the next scripted reply is a Responses stream
         self.responses = None
         self.no_route = []  # requests answered 404 for a route the server lacks
+        self.routes = {}  # path -> callable(Recorded) -> response, before the script
+        self.routed = []  # the requests the routes answered
         self._arrived = Event()
         self._tls = tls
         self._connections = Pool(64)  # so stop() can end kept-alive connections
@@ -192,6 +194,12 @@ class FakeLLMServer:
                 if is_title_request(request):
                     self.title_requests.append(request)
                     if not self._respond(sock, self._title_reply(request)):
+                        return
+                    continue
+                route = self.routes.get(request.path.split("?")[0])
+                if route is not None:
+                    self.routed.append(request)
+                    if not self._respond(sock, route(request)):
                         return
                     continue
                 if self._lacks(request):

@@ -55,8 +55,9 @@ def test_methods_name_each_key_variable_and_the_terminal_only_when_offered(tmp_p
               'api_key_env = "OLLAMA_KEY"\n')
     catalog = Catalog(settings_with(tmp_path, config=config))
     rows = auth.methods(catalog, terminal=False)
-    assert [r[1] for r in rows] == ["openai", "anthropic", "router"]  # loopback: no key needed
-    assert "ROUTER_KEY" in rows[2][3]
+    assert [r[1] for r in rows] == ["openai", "anthropic", "gemini", "azure", "router",
+                                    "bedrock", "vertex"]  # loopback: no key needed
+    assert "ROUTER_KEY" in rows[4][3]
     assert auth.methods(catalog, terminal=True)[-1][:2] == ("terminal", auth.TERMINAL_METHOD)
 
 
