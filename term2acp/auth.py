@@ -38,6 +38,13 @@ CLOUD_CREDENTIALS = (
      "Set GOOGLE_APPLICATION_CREDENTIALS (or run gcloud auth application-default login), "
      "GOOGLE_CLOUD_PROJECT and GOOGLE_CLOUD_LOCATION in the agent's environment; then sign "
      "in again."))
+OFFERED_WHEN_USED = ("gemini", "azure")
+
+
+def _in_view(catalog, provider):
+    return catalog.settings.provider == provider or catalog.configured(provider)
+
+
 # another variable that holds a provider's key (Gemini's older name; an Azure Entra token)
 ALSO = {"gemini": ("GOOGLE_API_KEY",), "azure": ("AZURE_OPENAI_AD_TOKEN",)}
 
@@ -189,13 +196,17 @@ def _config_providers(path):
 
 # ---------------------------------------------------------------- ACP authMethods
 def methods(catalog, terminal):
-    """Runtime-neutral methods: ``(type, id, name, description)``."""
+    """Runtime-neutral methods: ``(type, id, name, description)``. Gemini and the clouds'
+    only where the user has them in view (chosen, or their variables set)."""
     rows = []
     for pid, label, var in key_providers(catalog):
+        if pid in OFFERED_WHEN_USED and not _in_view(catalog, pid):
+            continue
         rows.append(("agent", pid, f"{label} API key",
                      f"Set {var} in the agent's environment (the editor's agent settings), "
                      f"or store it with term2-acp --login; then sign in again."))
-    rows += [("agent", pid, label, text) for pid, label, text in CLOUD_CREDENTIALS]
+    rows += [("agent", pid, label, text) for pid, label, text in CLOUD_CREDENTIALS
+             if _in_view(catalog, pid)]
     if terminal:
         rows.append(("terminal", TERMINAL_METHOD, "Enter an API key in a terminal",
                      "Runs term2-acp --login: a short prompt that stores the key in your "

@@ -62,18 +62,13 @@ def test_auth_methods(acp_agent, protocol, params, terminal):
     agent = acp_agent(initialize=False, protocol=protocol)
     methods = agent.request("initialize", params)["result"]["authMethods"]
     key = "id" if protocol == 1 else "methodId"
-    assert [m[key] for m in methods] == ["openai", "anthropic", "gemini", "azure", "bedrock",
-                                         "vertex"] + (["term2-login"] if terminal else [])
-    described = {m[key]: m["description"] for m in methods}
-    for provider, variable in (("openai", "OPENAI_API_KEY"), ("anthropic", "ANTHROPIC_API_KEY"),
-                               ("gemini", "GEMINI_API_KEY"), ("azure", "AZURE_OPENAI_API_KEY"),
-                               ("bedrock", "AWS_PROFILE"),
-                               ("vertex", "GOOGLE_APPLICATION_CREDENTIALS")):
-        assert variable in described[provider]
-    if protocol == 2:
-        assert {m["type"] for m in methods[:6]} == {"agent"}  # what each one does
+    assert [m[key] for m in methods] == ["openai", "anthropic"] + (
+        ["term2-login"] if terminal else [])
+    assert "OPENAI_API_KEY" in methods[0]["description"]
+    assert "ANTHROPIC_API_KEY" in methods[1]["description"]
+    assert [m["type"] for m in methods[:2]] == ["agent", "agent"]  # what each one does
     if terminal:
-        assert methods[6]["type"] == "terminal" and methods[6]["args"] == ["--login"]
+        assert methods[2]["type"] == "terminal" and methods[2]["args"] == ["--login"]
     agent.close()
 
 

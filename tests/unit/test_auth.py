@@ -55,9 +55,8 @@ def test_methods_name_each_key_variable_and_the_terminal_only_when_offered(tmp_p
               'api_key_env = "OLLAMA_KEY"\n')
     catalog = Catalog(settings_with(tmp_path, config=config))
     rows = auth.methods(catalog, terminal=False)
-    assert [r[1] for r in rows] == ["openai", "anthropic", "gemini", "azure", "router",
-                                    "bedrock", "vertex"]  # loopback: no key needed
-    assert "ROUTER_KEY" in rows[4][3]
+    assert [r[1] for r in rows] == ["openai", "anthropic", "router"]  # loopback: no key needed
+    assert "ROUTER_KEY" in rows[2][3]
     assert auth.methods(catalog, terminal=True)[-1][:2] == ("terminal", auth.TERMINAL_METHOD)
 
 
@@ -85,3 +84,18 @@ def test_a_prefix_naming_a_configured_provider_is_ambiguous_on_a_compatible_serv
 def test_a_prefix_of_an_unconfigured_provider_is_part_of_the_id(tmp_path):
     settings = settings_with(tmp_path, {"OPENAI_BASE_URL": "https://openrouter.ai/api/v1"})
     assert Catalog(settings).resolve(None, "anthropic/claude-3") == ("openai", "anthropic/claude-3")
+
+
+def test_the_cloud_providers_methods_appear_where_the_user_has_them_in_view(tmp_path):
+    plain = [r[1] for r in auth.methods(Catalog(settings_with(tmp_path)), terminal=False)]
+    assert plain == ["openai", "anthropic"]
+    keyed = Catalog(settings_with(tmp_path, {"GEMINI_API_KEY": "AIza-x",
+                                             "AWS_PROFILE": "work"}))
+    rows = {r[1]: r for r in auth.methods(keyed, terminal=False)}
+    assert list(rows) == ["openai", "anthropic", "gemini", "bedrock"]
+    assert "GEMINI_API_KEY" in rows["gemini"][3] and "AWS_PROFILE" in rows["bedrock"][3]
+    chosen = Catalog(settings_with(tmp_path, {"TERM2ACP_PROVIDER": "vertex"}))
+    assert [r[1] for r in auth.methods(chosen, terminal=False)][-1] == "vertex"
+    # the terminal sign-in offers every provider whose key it can store
+    assert [pid for pid, _label, _var in auth.key_providers(chosen)] == [
+        "openai", "anthropic", "gemini", "azure"]
