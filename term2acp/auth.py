@@ -21,6 +21,8 @@ import logging
 import os
 import sys
 
+from term2acp.core import private
+
 log = logging.getLogger(__name__)
 
 TERMINAL_METHOD = "term2-login"
@@ -72,7 +74,7 @@ def load_keys(path):
 
 def write_keys(path, keys):
     """Replace ``auth.json`` atomically; the file is 0600 from its first byte."""
-    os.makedirs(os.path.dirname(path) or ".", mode=0o700, exist_ok=True)
+    private.make_dirs(os.path.dirname(path) or ".")
     temporary = f"{path}.{os.getpid()}.tmp"
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
     try:
@@ -94,7 +96,7 @@ def keys_locked(path):
     """Hold ``auth.json``'s lock (a ``.lock`` file beside it, flock) while a writer reads,
     changes and replaces it: two ``--login`` runs at once then merge their keys instead
     of the second replacing the first's file with its older copy."""
-    os.makedirs(os.path.dirname(path) or ".", mode=0o700, exist_ok=True)
+    private.make_dirs(os.path.dirname(path) or ".")
     fd = os.open(f"{path}.lock", os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)

@@ -24,7 +24,7 @@ import gevent
 from gevent.monkey import get_original
 from gevent.socket import wait_write
 
-from term2acp.core import secrets
+from term2acp.core import private, secrets
 
 FORMAT = "term2-acp: %(levelname)s %(name)s: %(message)s"
 BACKLOG = 256 * 1024  # bytes of log lines kept while stderr is full; more are dropped
@@ -59,6 +59,7 @@ def log_handlers(env, stream):
     if not path:
         return level, [stderr]
     try:
+        os.close(private.open_file(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND))
         handler = logging.FileHandler(path, encoding="utf-8")
     except OSError as exc:
         if level <= logging.WARNING:

@@ -36,6 +36,7 @@ import time
 
 from term2acp.client import terminal
 from term2acp.client.render import Renderer
+from term2acp.core import private
 
 
 class AgentGone(Exception):
@@ -56,7 +57,8 @@ class Connection:
         # into session/cancel. The agent still exits when our pipe to it closes. Its
         # stderr (its log) goes to ``log``, not into the answer on the terminal.
         self.log = log
-        err = open(log, "ab") if log else None
+        err = os.fdopen(private.open_file(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND),
+                        "ab") if log else None
         try:
             self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                          stderr=err, start_new_session=True)

@@ -5,6 +5,7 @@ import os
 import sys
 
 from term2acp.client.render import DIM, RESET
+from term2acp.core import private
 
 HISTORY_LENGTH = 1000
 
@@ -35,7 +36,8 @@ def line_editing():
 
     def save():
         try:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
+            private.make_dirs(os.path.dirname(path))
+            private.create_file(path)  # the prompts: the user's alone
             readline.write_history_file(path)
         except OSError:
             pass
@@ -45,7 +47,7 @@ def line_editing():
 def agent_log():
     """The file the agent's stderr goes to (its log lines would mix with the answer)."""
     folder = data_dir()
-    os.makedirs(folder, exist_ok=True)
+    private.make_dirs(folder)
     return os.path.join(folder, "chat-agent.log")
 
 

@@ -18,6 +18,8 @@ import os
 import signal as signals
 import threading
 
+from term2acp.core import private
+
 log = logging.getLogger(__name__)
 
 FOLDER = "sandboxes"
@@ -72,7 +74,7 @@ class _Record:
         self.live = []  # (pid, start time)
         self.appended = 0
         try:
-            os.makedirs(folder, mode=0o700, exist_ok=True)
+            private.make_dirs(folder)
         except OSError as exc:
             log.warning("cannot record sandboxes in %s: %s", folder, exc)
         atexit.register(_unlink, self.path)
@@ -92,7 +94,8 @@ class _Record:
 
     def _write(self, mode, entries):
         try:
-            with open(self.path, mode) as fh:
+            flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if mode == "w" else os.O_APPEND)
+            with os.fdopen(private.open_file(self.path, flags), mode) as fh:
                 fh.write("".join(f"{pid} {start}\n" for pid, start in entries))
         except OSError as exc:
             log.debug("cannot record sandboxes in %s: %s", self.path, exc)

@@ -37,6 +37,7 @@ import os
 from term2acp.core import events as ev
 from term2acp.core.approvals import TRUST, ApprovalRequest
 from term2acp.core.ids import new_id
+from term2acp.core import private
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +114,7 @@ class Remembered:
         if not self.path:
             return
         folder = os.path.dirname(self.path)
-        os.makedirs(folder, mode=0o700, exist_ok=True)
+        private.make_dirs(folder)
         lock = os.open(self.path + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
             fcntl.flock(lock, fcntl.LOCK_EX)

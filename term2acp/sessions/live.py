@@ -15,6 +15,7 @@ from term2acp.sessions.errors import SessionLocked
 from term2acp.sessions.journal import Recorder
 from term2acp.sessions.lifecycle import Lifecycle
 from term2acp.sessions.recording import Recording
+from term2acp.core import private
 
 log = logging.getLogger(__name__)
 
@@ -23,7 +24,7 @@ class SessionLock:
     """``flock`` on ``<data>/locks/<id>.lock``: the kernel releases it when a process dies."""
 
     def __init__(self, directory, session_id):
-        os.makedirs(directory, mode=0o700, exist_ok=True)
+        private.make_dirs(directory)
         self.path = os.path.join(directory, f"{session_id}.lock")
         self.fd = None
 

@@ -29,6 +29,7 @@ from term2acp.sessions.prompts import PromptSteps
 from term2acp.sessions.store import store_for
 from term2acp.turns import context
 from term2acp.turns.checkpoints import private_dir
+from term2acp.core import private
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +59,7 @@ class SessionManager(Dormancy, PromptSteps):
         first session call arrives), not in the first session/new: a few filesystem
         round trips fewer there. Failures are left to that call to report."""
         try:
-            os.makedirs(self._locks, mode=0o700, exist_ok=True)
+            private.make_dirs(self._locks)
             self._scratch = scratch.make("sessions-")
         except OSError:
             pass
@@ -80,7 +81,7 @@ class SessionManager(Dormancy, PromptSteps):
         if self._scratch is None:
             self._scratch = scratch.make("sessions-")
         path = os.path.join(self._scratch, session_id)
-        os.makedirs(path, mode=0o700, exist_ok=True)
+        private.make_dirs(path)
         return path
 
     def _attach(self, row, take=False):

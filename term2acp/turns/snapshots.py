@@ -29,6 +29,8 @@ import shutil
 
 import gevent.subprocess as subprocess
 
+from term2acp.core import private
+
 log = logging.getLogger(__name__)
 
 TIMEOUT = 30.0  # seconds one git call may take (a snapshot of a huge tree gives up)
@@ -128,7 +130,7 @@ class GitSnapshots:
         if self._ready:
             return
         if not os.path.isdir(os.path.join(self.private, "objects")):
-            os.makedirs(self.private, mode=0o700, exist_ok=True)
+            private.make_dirs(self.private)
             self._git("init", "-q", "--bare", self.private, bare=True)
             self._git("config", "core.bare", "false", bare=True)
             if self.seed is not None:

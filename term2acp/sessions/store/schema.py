@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 
 from gevent import monkey
 
+from term2acp.core import private
 from term2acp.sessions.errors import StoreError
 
 # The opening thread is a native one: it sleeps natively while another process opens.
@@ -168,9 +169,11 @@ def open_db(path, busy_wait=BUSY_WAIT):
     started.
     """
     try:
-        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        private.make_dirs(os.path.dirname(path))
     except OSError as exc:
         raise StoreError(f"cannot open the session store {path}: {exc}") from None
+    # one an older version made readable by others (SQLite's files follow the store's mode)
+    private.tighten(os.path.dirname(path), path, path + "-wal", path + "-shm", path + ".lock")
     with _InitLock(path + ".lock"):  # one process inspects/creates at a time
         moved = None
         if _is_empty_file(path):
@@ -199,6 +202,10 @@ def connect_reader(path):
 
 
 def _connect(path, busy_wait):
+    try:  # made 0600 before SQLite makes it (0644) and its -wal and -shm files like it
+        private.create_file(path)
+    except OSError:
+        pass  # the connect says what is wrong
     try:
         db = sqlite3.connect(path, timeout=busy_wait, isolation_level=None,
                              check_same_thread=False)
