@@ -17,6 +17,7 @@ from term2acp.providers.base import (
     ToolCall,
     Usage,
     WebSearch,
+    token_count,
 )
 
 STOP_REASONS = {"end_turn": "end_turn", "stop_sequence": "end_turn", "pause_turn": "pause",
@@ -173,7 +174,7 @@ class MessageStreamState:
         """``input_tokens`` counts the whole prompt (cache reads and writes included), as
         OpenAI's ``prompt_tokens`` does; ``cached_tokens`` is the cache-read part,
         ``cache_write_tokens`` the part written to the cache."""
-        count = {key: value or 0 for key, value in self.usage.items()}
+        count = {key: token_count(value, key) for key, value in self.usage.items()}
         cached = count.get("cache_read_input_tokens", 0)
         written = count.get("cache_creation_input_tokens", 0)
         prompt = count.get("input_tokens", 0) + cached + written

@@ -16,7 +16,12 @@ blocking point, so implementations close their HTTP streams in ``finally``. Fail
 show (never an API key).
 """
 
+import logging
+import math
+
 from term2acp.providers.errors import ProviderError, ProviderNotConfigured  # noqa: F401
+
+log = logging.getLogger(__name__)
 
 
 class _Record:
@@ -88,6 +93,35 @@ class Usage(_Record):
                  "cache_write_tokens", "web_searches", "model")
     _defaults = {"input_tokens": 0, "output_tokens": 0, "thought_tokens": 0, "cached_tokens": 0,
                  "cost_usd": None, "cache_write_tokens": 0, "web_searches": 0, "model": None}
+
+    def __init__(self, *args, **kwargs):
+        """What a server says is checked: a count that is not a non-negative integer
+        (NaN, negative, text, ...) is dropped (0) with a warning, a cost that is not a
+        finite non-negative number too (None)."""
+        super().__init__(*args, **kwargs)
+        for name in self.__slots__:
+            value = getattr(self, name)
+            if name == "cost_usd":
+                if value is not None and not _amount(value):
+                    log.warning("the provider's usage has cost_usd %.40r: dropped", value)
+                    self.cost_usd = None
+            else:
+                setattr(self, name, token_count(value, name))
+
+
+def token_count(value, name="a count"):
+    """``value`` as a count of tokens: a non-negative integer (an integral float is
+    taken), else 0 with a warning."""
+    if type(value) is int and value >= 0:
+        return value
+    if type(value) is float and math.isfinite(value) and value >= 0 and value.is_integer():
+        return int(value)
+    log.warning("the provider's usage has %s %.40r, not a count: dropped", name, value)
+    return 0
+
+
+def _amount(value):
+    return type(value) in (int, float) and math.isfinite(value) and value >= 0
 
 
 class Replay(_Record):

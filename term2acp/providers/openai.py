@@ -241,7 +241,7 @@ class ChatStreamState:
         for index in sorted(self.calls):
             call_id, tool, arguments = self.calls[index]
             yield ToolCall(call_id or f"call_{uuid.uuid4().hex[:12]}", tool, arguments or "{}")
-        if self.usage is not None:
+        if isinstance(self.usage, dict):
             yield _usage(self.usage)
         yield Stop(self._stop_reason(name))
 
@@ -258,9 +258,14 @@ class ChatStreamState:
         return reason
 
 
+def _details(usage, key):
+    details = usage.get(key)
+    return details if isinstance(details, dict) else {}
+
+
 def _usage(usage):
-    completion = usage.get("completion_tokens_details") or {}
-    prompt = usage.get("prompt_tokens_details") or {}
+    completion = _details(usage, "completion_tokens_details")
+    prompt = _details(usage, "prompt_tokens_details")
     return Usage(input_tokens=usage.get("prompt_tokens") or 0,
                  output_tokens=usage.get("completion_tokens") or 0,
                  thought_tokens=completion.get("reasoning_tokens") or 0,

@@ -223,7 +223,7 @@ class ResponseStreamState:
             call_id, tool, arguments = self.calls[index]
             if call_id and tool:
                 yield ToolCall(call_id, tool, arguments or "{}")
-        if self.usage:
+        if isinstance(self.usage, dict) and self.usage:
             yield _usage(self.usage, len(self.searches))
         if self.status == "incomplete":
             yield Stop(INCOMPLETE.get(self.incomplete, "max_tokens"))
@@ -242,8 +242,9 @@ def _action(action):
 
 
 def _usage(usage, searches=0):
-    cached = (usage.get("input_tokens_details") or {}).get("cached_tokens") or 0
-    reasoning = (usage.get("output_tokens_details") or {}).get("reasoning_tokens") or 0
+    details = [usage.get(key) for key in ("input_tokens_details", "output_tokens_details")]
+    cached, reasoning = (d.get(name) or 0 if isinstance(d, dict) else 0 for d, name in
+                         zip(details, ("cached_tokens", "reasoning_tokens")))
     return Usage(input_tokens=usage.get("input_tokens") or 0,
                  output_tokens=usage.get("output_tokens") or 0,
                  thought_tokens=reasoning, cached_tokens=cached, web_searches=searches)

@@ -82,7 +82,7 @@ def acp_workspace(tmp_path):
 def acp_env(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(SCRUB)}
     home = tmp_path / "term2acp-home"
-    home.mkdir(exist_ok=True)
+    home.mkdir(mode=0o700, exist_ok=True)  # as the agent makes its data folder
     env.update(TERM2ACP_HOME=str(home), TERM2ACP_CONFIG=str(tmp_path / "config.toml"),
                XDG_CONFIG_HOME=str(tmp_path / "xdg-config"))
     return env
