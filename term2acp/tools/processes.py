@@ -72,18 +72,22 @@ class SessionShell:
         self.session_id = session_id
         self.loopback = sandbox.Loopback()
         self.processes = {}  # process id -> Background, in start order
+        self.starting = 0  # slots admitted whose start has not returned yet
         self._count = 0
 
     def live(self):
         return [p for p in self.processes.values() if p.running]
 
     def admit(self, settings):
-        """A new process id, or ToolError when the session is at its limit."""
+        """A new process id with its slot taken (``starting``, until the start returns:
+        the calls of one round start side by side), or ToolError when the session is at
+        its limit."""
         limit = settings.shell.max_processes
         live = self.live()
-        if len(live) >= limit:
-            ids = ", ".join(p.process_id for p in live)
-            raise ToolError(f"{len(live)} background processes are already running in this "
+        if len(live) + self.starting >= limit:
+            ids = ", ".join([p.process_id for p in live] + ["starting"] * self.starting)
+            raise ToolError(f"{len(live) + self.starting} background processes are already "
+                            "running in this "
                             f"session ({ids}), the limit ([shell] max_processes = {limit}). "
                             "End one with shell_kill first, or run the command in the "
                             "foreground.")
@@ -91,6 +95,7 @@ class SessionShell:
         for old in exited[:max(0, len(exited) - KEEP_EXITED + 1)]:
             del self.processes[old.process_id]
         self._count += 1
+        self.starting += 1
         return f"p{self._count}"
 
     def get(self, process_id):
@@ -201,9 +206,12 @@ def start(ctx, argv, label, tty, wait_seconds, network=None):
     exits or ``wait_seconds`` have passed) with its process id and its output so far."""
     shell = shell_of(ctx.session_id)
     process_id = shell.admit(ctx.settings)
-    background = Background(process_id, label, ctx, tty)
-    background.start(argv, ctx, shell.loopback, network)
-    shell.processes[process_id] = background
+    try:
+        background = Background(process_id, label, ctx, tty)
+        background.start(argv, ctx, shell.loopback, network)
+        shell.processes[process_id] = background
+    finally:
+        shell.starting -= 1
     background.wait(wait_seconds)
     how = "with a terminal (tty) " if tty else ""
     host = ctx.settings.shell.network if network is None else network

@@ -157,6 +157,25 @@ def test_limits_are_clear_tool_errors(spawn_any, server, workspace, tmp_path):
     assert gone("sleep 30.4242", timeout=2)  # the session's close ended it
 
 
+def test_the_process_limit_holds_within_one_round(spawn_any, server, workspace, tmp_path):
+    """Four background starts in one answer with ``max_processes = 1``: one runs, three
+    are refused (the slot is taken before the start, not after it returns)."""
+    with open(tmp_path / "config.toml", "w") as fh:
+        fh.write("[shell]\nmax_processes = 1\n")
+    token = "sleep 30.%d" % random.randrange(10**6)
+    calls(server, [("shell", {"command": f"{token}{i}", "background": True})
+                   for i in range(4)])
+    agent = agent_on(spawn_any, server, 2)
+    sid = agent.new_session(workspace)
+    agent.prompt(sid, "go", timeout=60)
+    results = tool_results(server, 2)
+    assert sum("Started" in r for r in results) == 1, results
+    assert sum("limit ([shell] max_processes = 1)" in r for r in results) == 3, results
+    assert len(host_processes(token)) <= 2  # bwrap and the sleep of the one start
+    assert agent.close() == 0
+    assert gone(token, timeout=2)
+
+
 def test_a_foreground_command_waiting_for_input_times_out_with_a_hint(spawn_any, server,
                                                                       workspace):
     # the timeout also covers the sandbox's start (seconds on a loaded machine)
