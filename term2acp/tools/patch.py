@@ -16,7 +16,8 @@ A patch is an envelope of file operations::
 A hunk is located by its context and removed lines, searched from where the previous
 hunk ended: exactly first, then ignoring trailing whitespace, then ignoring surrounding
 whitespace, then also treating typographic punctuation as ASCII. The first place that
-matches wins (hunks come in file order). A unified-diff ``@@ -1,3 +1,4 @@`` range is
+matches wins (hunks come in file order), but a hunk without an ``@@`` line that matches
+several places is refused with their lines, as edit_file refuses an ambiguous edit. A unified-diff ``@@ -1,3 +1,4 @@`` range is
 accepted as a bare ``@@``: line numbers are never trusted. Everything that does not
 parse or apply raises :class:`PatchError` with a message that names the line or the hunk
 and says why, for the model.
@@ -234,6 +235,8 @@ def apply_hunks(text, hunks, shown):
         if found is None:
             raise PatchError(_not_found(hunk, views, cursor, shown))
         at, level = found
+        if not hunk.header and not (hunk.at_end and at == len(lines) - len(old)):
+            _only_place(hunk, views, old, cursor, level, shown)
         if level:
             loose.append(hunk.number)
         edits.append((at, len(old), _replacement(hunk, lines, at, len(old))))
@@ -298,6 +301,22 @@ def _seek(views, pattern, start, at_end):
                     break
                 i += 1
     return None
+
+
+def _only_place(hunk, views, old, start, level, shown):
+    """A hunk without an ``@@`` line whose lines match several places from ``start`` is
+    ambiguous: PatchError naming the candidates' lines (nothing is applied)."""
+    want = old if not level else [_LEVELS[level](p) for p in old]
+    lines, size, places = views[level], len(old), []
+    for i in range(start, len(lines) - size + 1):
+        if lines[i] == want[0] and lines[i:i + size] == want:
+            places.append(f"{i + 1}-{i + size}" if size > 1 else f"{i + 1}")
+    if len(places) > 1:
+        raise PatchError(
+            f"{shown}, hunk {hunk.number} (patch line {hunk.line}): its lines match "
+            f"{len(places)} places (lines {', '.join(places[:10])}). Nothing was changed. "
+            "Add context lines that occur only at the place to change, or an '@@ <line>' "
+            "header naming a line just before it.")
 
 
 def _header_missing(hunk, shown, cursor):

@@ -126,3 +126,31 @@ def test_edit_file_forgives_shifted_indentation_and_shows_ambiguous_candidates(
         assert agent.close() == 0
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("protocol", [1, 2])
+def test_apply_patch_refuses_a_hunk_that_matches_two_places(acp_agent, workspace, protocol):
+    """A hunk without an ``@@`` line whose lines occur twice is refused with both places'
+    lines, nothing written; with an ``@@`` line naming the place it applies there."""
+    text = "def a():\n    x = 1\n    return x\n\ndef b():\n    x = 1\n    return x\n"
+    with open(os.path.join(workspace, "two.py"), "w") as fh:
+        fh.write(text)
+    ambiguous = patch("*** Update File: two.py", "@@", "-    x = 1", "+    x = 2",
+                      "     return x")
+    placed = patch("*** Update File: two.py", "@@ def b():", "-    x = 1", "+    x = 2")
+    server = model_server([[("apply_patch", {"input": ambiguous})],
+                           [("apply_patch", {"input": placed})]])
+    try:
+        agent = start_agent(acp_agent, server, protocol)
+        sid = agent.new_session(workspace)
+        _, updates, _ = agent.prompt(sid, "patch it", timeout=30)
+        first, second = finished_calls(updates)
+        assert first["status"] == "failed"
+        told = tool_results(server)["call_0"]
+        assert "match 2 places (lines 2-3, 6-7)" in told and "Nothing was changed" in told
+        assert second["status"] == "completed"
+        with open(os.path.join(workspace, "two.py")) as fh:
+            assert fh.read() == text.replace("def b():\n    x = 1", "def b():\n    x = 2")
+        assert agent.close() == 0
+    finally:
+        server.stop()
