@@ -35,9 +35,9 @@ import logging
 import os
 
 from term2acp.core import events as ev
+from term2acp.core import private
 from term2acp.core.approvals import TRUST, ApprovalRequest
 from term2acp.core.ids import new_id
-from term2acp.core import private
 
 log = logging.getLogger(__name__)
 

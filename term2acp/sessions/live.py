@@ -9,13 +9,12 @@ import time
 from gevent.pool import Group
 
 from term2acp.core import events as ev
-from term2acp.core import executables
+from term2acp.core import executables, private
 from term2acp.core.access import AccessState
 from term2acp.sessions.errors import SessionLocked
 from term2acp.sessions.journal import Recorder
 from term2acp.sessions.lifecycle import Lifecycle
 from term2acp.sessions.recording import Recording
-from term2acp.core import private
 
 log = logging.getLogger(__name__)
 

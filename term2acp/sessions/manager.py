@@ -17,7 +17,7 @@ import uuid
 
 import gevent
 
-from term2acp.core import scratch
+from term2acp.core import private, scratch
 from term2acp.core.nesting import too_deep
 from term2acp.core.workspace import WorkspaceError, is_utf8, validate_cwd
 from term2acp.mcp import session as mcp
@@ -29,7 +29,6 @@ from term2acp.sessions.prompts import PromptSteps
 from term2acp.sessions.store import store_for
 from term2acp.turns import context
 from term2acp.turns.checkpoints import private_dir
-from term2acp.core import private
 
 log = logging.getLogger(__name__)
 
