@@ -162,6 +162,8 @@ class Ask:
                 looked += 1
                 if looked > MAX_WALK:
                     return
+                if looked % 500 == 0:
+                    gevent.idle()  # a big tree must not hold the hub
                 path = os.path.join(folder, name)
                 if (extensions is None and servers.wanted(path, self.settings)) or (
                         extensions is not None and servers.extension(name) in extensions):

@@ -80,9 +80,11 @@ class Servers:
         except servers.Unusable as exc:
             raise Off(str(exc)) from None
         if found is None:
-            names = ", ".join(looked) or "none is configured for this file type"
-            raise NoServer(f"no language server for {servers.extension(path) or 'this'} files "
-                           f"was found on the agent's PATH (looked for: {names})")
+            kind = f".{servers.extension(path)} files" if servers.extension(path) else "this file"
+            if not looked:
+                raise NoServer(f"no language server serves {kind} (none is configured for them)")
+            raise NoServer(f"no language server for {kind} was found on the agent's PATH "
+                           f"(looked for: {', '.join(looked)})")
         name = found.spec.name
         entry = self.entries.setdefault(name, _Entry())
         if self.closed:

@@ -95,14 +95,23 @@ def test_the_code_tool_answers_by_position_and_by_name(acp_agent, workspace, tmp
             {"operation": "references", "path": "lib.ts", "symbol": "twice"},
             {"operation": "hover", "symbol": "twice", "path": "lib.ts"},
             {"operation": "workspace_symbols", "symbol": "twi", "path": "index.ts"},
-            {"operation": "definition", "symbol": "Greeter"}]
+            {"operation": "definition", "symbol": "Greeter"},
+            {"operation": "document_symbols", "path": "notes.zz"},
+            {"operation": "document_symbols", "path": "notes.md"}]
+    write(workspace, "notes.zz", "zz\n")
+    write(workspace, "notes.md", "# notes\n")
     server = model_server([[("code", ask)] for ask in asks])
-    try:
-        agent = start_agent(acp_agent, server, protocol, env=lsp_env(tmp_path))
+    nowhere = '[lsp.servers.nowhere]\ncommand = ["no-such-language-server"]\nextensions = ["zz"]\n'
+    try:  # read-only mode: the code tool only reads
+        agent = start_agent(acp_agent, server, protocol,
+                            env=lsp_env(tmp_path, nowhere, top='mode = "read-only"\n'))
         sid = agent.new_session(workspace)
         _, updates, _ = agent.prompt(sid, "look", timeout=120)
         calls = finished_calls(updates)
-        assert [c["status"] for c in calls] == ["completed"] * len(asks)
+        assert [c["status"] for c in calls] == ["completed"] * (len(asks) - 2) + ["failed"] * 2
+        assert "no language server for .zz files was found on the agent's PATH (looked for: " \
+            "no-such-language-server)" in call_text(calls[-2])
+        assert "no language server serves .md files" in call_text(calls[-1])
         got = [tool_results(server)[f"call_{i}"] for i in range(len(asks))]
         assert got[0] == "util.py:1:5: def helper(x):"
         assert got[1].splitlines() == ["app.py:1:18: from util import helper",

@@ -85,6 +85,9 @@ def test_servers_are_sandboxed_per_session_restart_once_and_end_with_the_agent(
         call = finished_calls(updates)[0]
         assert call["status"] == "completed" and "off for this session" in call_text(call)
         assert open(os.path.join(workspace, "app.py")).read() == "x = 1\nprint(nope3)\n"
+        _, updates, _ = agent.prompt(sid, "look", timeout=60)
+        call = finished_calls(updates)[0]
+        assert call["status"] == "failed" and "off for this session" in call_text(call)
         assert not server_processes(workspace, "pylsp")
         # session/close stops a session's server
         closing = workspace_in(tmp_path, "closing")

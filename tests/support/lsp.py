@@ -11,13 +11,13 @@ NODE_BIN = os.path.join(REPO, "tests", "lsp", "node_modules", ".bin")
 HUNG = os.path.join(REPO, "tests", "support", "lsp_hung.py")
 
 
-def lsp_env(tmp_path, extra="", diagnostics=40, requests=60):
+def lsp_env(tmp_path, extra="", diagnostics=40, requests=60, top=""):
     """The agent's environment additions: PATH with the servers first, and a config file
     (``TERM2ACP_CONFIG`` of the test kit) with bounds generous enough for a loaded
-    machine, plus ``extra`` TOML."""
+    machine, plus ``extra`` TOML (tables) and ``top`` (top-level keys)."""
     path = os.pathsep.join([NODE_BIN, os.path.dirname(sys.executable), os.environ["PATH"]])
     (tmp_path / "config.toml").write_text(
-        f"[lsp]\ndiagnostics_timeout = {diagnostics}\nrequest_timeout = {requests}\n" + extra)
+        f"{top}[lsp]\ndiagnostics_timeout = {diagnostics}\nrequest_timeout = {requests}\n" + extra)
     return {"PATH": path}
 
 
