@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 logging.getLogger("pygls").setLevel(logging.ERROR)  # it logs every message at INFO
 
 MAX_MESSAGE = 32 << 20  # one message from the server; a longer one fails it
-SETTLE = 0.2  # seconds a file's diagnostics must stay unchanged to count as complete
+SETTLE = 0.2  # seconds unversioned diagnostics must stay unchanged to count as complete
 STDERR_KEEP = 5
 MAX_OPEN = 200  # documents kept open in one server; the oldest is closed past that
 QUIET = ("window/logMessage", "window/showMessage", "$/progress", "telemetry/event",
@@ -286,14 +286,15 @@ class Connection:
         self.published.pop(uri, None)
 
     def diagnostics(self, uri, version, seq, deadline):
-        """The diagnostics published for ``uri`` after ``seq`` (for ``version`` or later,
-        when the server says), once unchanged for SETTLE; None at ``deadline``."""
+        """The diagnostics published for ``uri`` after ``seq``: for ``version`` or later
+        when the server names versions, else once unchanged for SETTLE; None at
+        ``deadline``."""
         while True:
             got = self.published.get(uri)
             now = time.monotonic()
             fresh = got is not None and got[0] > seq and (got[1] is None or got[1] >= version)
-            if fresh and (now - got[2] >= SETTLE or now >= deadline):
-                return got[3]
+            if fresh and (got[1] is not None or now - got[2] >= SETTLE or now >= deadline):
+                return got[3]  # a publish naming its version is that version's whole answer
             if now >= deadline:
                 return None
             if self.gone is not None:

@@ -50,13 +50,6 @@ def close_session(session_id):
         found.close()
 
 
-def running():
-    """``(session id, server name, pid)`` of every server running in this process."""
-    return [(sid, name, entry.conn.pid) for sid, group in list(_sessions.items())
-            for name, entry in group.entries.items()
-            if entry.conn is not None and entry.conn.gone is None]
-
-
 class _Entry:
     def __init__(self):
         self.conn = None  # the Connection, once started (or failed)
