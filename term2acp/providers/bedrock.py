@@ -58,6 +58,13 @@ class BedrockProvider(Provider):
                                              **(headers or {})}, name, KEY_HINT, None,
                                   connect_timeout=connect_timeout, read_timeout=timeout,
                                   max_retries=max_retries, sign=self._sign)
+        # the control plane (the model listing): bedrock.<region>, or the runtime's endpoint
+        # when one is named (a gateway or a test serves both)
+        control = env.get("AWS_ENDPOINT_URL_BEDROCK") or (
+            endpoint if endpoint != f"https://bedrock-runtime.{self.region}.amazonaws.com"
+            else f"https://bedrock.{self.region}.amazonaws.com")
+        self._control = HTTPClient(control, dict(headers or {}), name, KEY_HINT, None,
+                                   connect_timeout=connect_timeout, sign=self._sign)
 
     def _credentials(self):
         try:  # the chain may read files or ask a metadata endpoint: off the hub
@@ -81,6 +88,20 @@ class BedrockProvider(Provider):
 
     def close(self):
         self._client.close()
+
+    def list_models(self, timeout=10.0):
+        """The inference profiles, then the on-demand text models that stream (the model
+        config option)."""
+        profiles = self._control.call("GET", "/inference-profiles?maxResults=1000", None, timeout)
+        models = self._control.call("GET", "/foundation-models?byOutputModality=TEXT", None,
+                                    timeout)
+        out = [p["inferenceProfileId"] for p in (profiles or {}).get("inferenceProfileSummaries")
+               or () if isinstance(p, dict) and isinstance(p.get("inferenceProfileId"), str)]
+        out += [m["modelId"] for m in (models or {}).get("modelSummaries") or ()
+                if isinstance(m, dict) and isinstance(m.get("modelId"), str)
+                and m.get("responseStreamingSupported") is not False
+                and "ON_DEMAND" in (m.get("inferenceTypesSupported") or ("ON_DEMAND",))]
+        return out
 
     def stream(self, request):
         body = wire.converse_body(request, cache=self.cache)

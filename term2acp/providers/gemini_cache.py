@@ -61,7 +61,7 @@ class ContextCaches:
             self._drop(key)
             entry = None
         if entry is None:
-            if settled <= 2 * self._refused.get(key, 0):
+            if settled < 2 * self._refused.get(key, 0):
                 return body
             entry = self._create(key, request.model, head, turns[:settled])
             if entry is None:

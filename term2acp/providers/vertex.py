@@ -76,6 +76,9 @@ class VertexProvider(Provider):
                                   None, connect_timeout=connect_timeout, read_timeout=timeout,
                                   max_retries=max_retries, sign=self._sign)
         self._credentials, self._lock = None, Semaphore()
+        self._publishers = HTTPClient(base + "/v1beta1/publishers", dict(headers or {}), name,
+                                      KEY_HINT, None, connect_timeout=connect_timeout,
+                                      sign=self._sign)
         self._transport = _Transport(name, connect_timeout)
         self.caches = None
         if context_cache == "explicit":
@@ -90,6 +93,18 @@ class VertexProvider(Provider):
         if self.caches is not None:
             self.caches.close()
         self._client.close()
+
+    def list_models(self, timeout=10.0):
+        """Google's Gemini models and Anthropic's Claude models in Model Garden."""
+        out = []
+        for publisher, family in (("google", "gemini-"), ("anthropic", "claude-")):
+            body = self._publishers.call("GET", f"/{publisher}/models?pageSize=1000", None,
+                                         timeout)
+            for model in (body or {}).get("publisherModels") or ():
+                name = model.get("name") if isinstance(model, dict) else None
+                if isinstance(name, str) and name.rsplit("/", 1)[-1].startswith(family):
+                    out.append(name.rsplit("/", 1)[-1])
+        return out
 
     # ------------------------------------------------------------ credentials
     def _token(self):

@@ -170,7 +170,7 @@ class ConfigOptions:
         self._listing[provider] = greenlet
 
     def _lists_models(self, provider):
-        if provider in ("openai", "anthropic", "gemini", "azure"):
+        if provider in ("openai", "anthropic", "gemini", "azure", "bedrock", "vertex"):
             return True
         cfg = self.catalog.custom.get(provider)
         return bool(cfg) and bool(cfg.get("base_url"))

@@ -264,6 +264,34 @@ def test_bedrock_without_a_region_says_so(acp_agent, acp_workspace, cloud, tmp_p
     agent.close()
 
 
+def test_bedrock_lists_profiles_and_models_signed(acp_agent, acp_workspace, cloud, tmp_path):
+    server, env = cloud
+    listed = []
+
+    def listing(key, rows):
+        def answer(request):
+            listed.append(aws.verify(request, AWS_SECRET, "us-east-1"))
+            return f.Status(200, {key: rows})
+        return answer
+
+    server.routes["/inference-profiles"] = listing("inferenceProfileSummaries", [
+        {"inferenceProfileId": "us.anthropic.claude-opus-4-5-20251101-v1:0"}])
+    server.routes["/foundation-models"] = listing("modelSummaries", [
+        {"modelId": "amazon.nova-pro-v1:0", "inferenceTypesSupported": ["ON_DEMAND"],
+         "responseStreamingSupported": True},
+        {"modelId": "anthropic.claude-3-opus-20240229-v1:0",
+         "inferenceTypesSupported": ["PROVISIONED"]}])
+    agent = acp_agent(args=["--provider", "bedrock", "--model", SONNET],
+                      env=dict(aws_env(env, tmp_path),
+                               AWS_ENDPOINT_URL_BEDROCK=f"https://{BEDROCK_HOST}"), process=True)
+    agent.new_session(acp_workspace)
+    update = agent.wait_for(lambda m: "amazon.nova-pro-v1:0" in json.dumps(m), timeout=20)
+    assert "us.anthropic.claude-opus-4-5-20251101-v1:0" in json.dumps(update)
+    assert "claude-3-opus" not in json.dumps(update)  # provisioned only
+    assert listed == [None, None]  # both listings signed
+    agent.close()
+
+
 # ---------------------------------------------------------------- Vertex AI
 VERTEX_BASE = "/v1/projects/my-proj/locations/us-east5/publishers"
 
@@ -366,6 +394,21 @@ def test_vertex_refused_credentials_name_the_fix(acp_agent, acp_workspace, cloud
     text = json.dumps(end)
     assert "vertex" in text and "GOOGLE_APPLICATION_CREDENTIALS" in text
     assert "gcloud auth application-default login" in text
+    agent.close()
+
+
+def test_vertex_lists_gemini_and_claude_models(acp_agent, acp_workspace, cloud, tmp_path):
+    server, env = cloud
+    token_endpoint(server, [3600])
+    server.models = ["gemini-2.5-flash", "gemini-3-pro-preview", "claude-opus-4-5"]
+    agent = acp_agent(args=["--provider", "vertex", "--model", "gemini-2.5-flash"],
+                      env=vertex_env(env, tmp_path), process=True)
+    agent.new_session(acp_workspace)
+    update = agent.wait_for(lambda m: "claude-opus-4-5" in json.dumps(m)
+                            and "gemini-3-pro-preview" in json.dumps(m), timeout=20)
+    assert update
+    listing = [r for r in server.listings if "/publishers/" in r.path]
+    assert {r.headers["authorization"] for r in listing} == {"Bearer ya29.token-1"}
     agent.close()
 
 

@@ -265,6 +265,12 @@ class FakeLLMServer:
     def _models_reply(self, request):
         if self.models is None:
             return Status(404, {"error": {"message": "no model listing here"}})
+        if "/publishers/" in request.path:  # Vertex AI's Model Garden, one publisher's
+            publisher = request.path.split("/publishers/")[1].split("/")[0]
+            family = {"google": "gemini-", "anthropic": "claude-"}.get(publisher, "")
+            return Status(200, {"publisherModels": [
+                {"name": f"publishers/{publisher}/models/{model}"} for model in self.models
+                if model.startswith(family)]})
         if "x-goog-api-key" in request.headers:  # Gemini's shape
             return Status(200, {"models": [
                 {"name": f"models/{model}", "displayName": model,
