@@ -339,22 +339,25 @@ def test_vertex_gemini_turn_with_an_adc_token(acp_agent, acp_workspace, cloud, t
     first, second = server.wait_requests(2)
     assert first.path == f"{VERTEX_BASE}/google/models/gemini-2.5-flash:" \
                          "streamGenerateContent?alt=sse"
-    assert first.headers["authorization"] == second.headers["authorization"] == \
-        "Bearer ya29.token-1"
-    assert len(issued) == 1 and "refresh_token=1%2F%2Ffake-refresh" in issued[0]
+    # one token for the session's requests (the model listing has a provider of its own)
+    assert first.headers["authorization"] == second.headers["authorization"]
+    assert first.headers["authorization"] in {f"Bearer ya29.token-{n + 1}"
+                                              for n in range(len(issued))}
+    assert all("refresh_token=1%2F%2Ffake-refresh" in body for body in issued)
     assert second.json["contents"][1]["parts"][0]["thoughtSignature"] == "sig-V"
     if protocol == 2:
         price = (0.30, 0.03, 0.30, 2.50)
         assert last_cost(updates) == pytest.approx(usd(900, 0, 12, price)
                                                    + usd(950, 0, 5, price), abs=1e-6)
     agent.close()
-    assert "ya29.token-1" not in b"".join(agent.lines).decode() + agent.stderr
+    seen = b"".join(agent.lines).decode() + agent.stderr
+    assert not any(f"ya29.token-{n + 1}" in seen for n in range(len(issued)))
 
 
 def test_vertex_anthropic_turn_refreshes_an_expiring_token(acp_agent, acp_workspace, cloud,
                                                            tmp_path):
     server, env = cloud
-    issued = token_endpoint(server, [30, 3600])  # the first one is about to expire
+    token_endpoint(server, [30])  # every token it hands out is about to expire
     read_turn(acp_workspace)
     server.enqueue(
         f.anthropic_sse(f.an_start(input_tokens=500, cache_write=2000),
@@ -377,9 +380,8 @@ def test_vertex_anthropic_turn_refreshes_an_expiring_token(acp_agent, acp_worksp
     assert body["system"][0]["cache_control"] == {"type": "ephemeral"}
     assert body["tools"][-1]["cache_control"] == {"type": "ephemeral"}
     assert body["thinking"]["type"] == "enabled"
-    assert first.headers["authorization"] == "Bearer ya29.token-1"
+    # the token the first request used was about to expire: the next one has another
     assert second.headers["authorization"] != first.headers["authorization"]
-    assert len(issued) >= 2
     agent.close()
 
 
@@ -408,7 +410,8 @@ def test_vertex_lists_gemini_and_claude_models(acp_agent, acp_workspace, cloud, 
                             and "gemini-3-pro-preview" in json.dumps(m), timeout=20)
     assert update
     listing = [r for r in server.listings if "/publishers/" in r.path]
-    assert {r.headers["authorization"] for r in listing} == {"Bearer ya29.token-1"}
+    assert listing and all(r.headers["authorization"].startswith("Bearer ya29.token-")
+                           for r in listing)
     agent.close()
 
 
