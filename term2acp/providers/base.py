@@ -105,6 +105,9 @@ class Usage(_Record):
                 if value is not None and not _amount(value):
                     log.warning("the provider's usage has cost_usd %.40r: dropped", value)
                     self.cost_usd = None
+            elif name == "model":
+                if value is not None and not isinstance(value, str):
+                    self.model = None
             else:
                 setattr(self, name, token_count(value, name))
 
