@@ -8,7 +8,7 @@ mode. Broken TOML is reported with its line and column.
 To add a key:
 
 1. one field in the section's schema below (``ConfigSchema`` for top-level keys, or
-   ``ShellSchema``, ``SandboxSchema``, ``McpSchema``, ``WebSearchSchema``, ``ProviderSchema`` (and
+   ``ShellSchema``, ``SandboxSchema``, ``McpSchema``, ``WebSearchSchema``, ``AgentsSchema``, ``ProviderSchema`` (and
    ``BuiltinProviderSchema`` when the built-in providers take it), ``PriceSchema``; a new ``[table]``
    is a new schema nested in ``ConfigSchema``), built with the field makers below so a
    wrong type is refused with a clear message;
@@ -146,6 +146,10 @@ class McpSchema(Section):
 class WebSearchSchema(Section):
     enabled = switch()
     max_uses = count()
+
+
+class AgentsSchema(Section):
+    max_parallel = count()
 
 
 class ProviderSchema(Section):
@@ -324,6 +328,7 @@ class ConfigSchema(Section):
     mcp = fields.Nested(McpSchema)
     web_search = fields.Nested(WebSearchSchema)
     lsp = fields.Nested(LspSchema)
+    agents = fields.Nested(AgentsSchema)
     providers = _Providers()
     prices = _Prices()
 

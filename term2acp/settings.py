@@ -62,6 +62,13 @@ class WebSearchSettings:
         self.max_uses = 5  # searches per model request, where the provider takes a bound
 
 
+class AgentsSettings:
+    """``[agents]``: sub-agents, the ``agent`` tool's child sessions (``turns/agents/``)."""
+
+    def __init__(self):
+        self.max_parallel = 4  # children of one turn running at once
+
+
 class SandboxSettings:
     """``[sandbox]``: what the shell sandbox may read besides the workspace, and its bounds
     (see ``term2acp/sandbox/view.py`` and the README's "Shell sandbox" section)."""
@@ -117,6 +124,7 @@ class Settings:
         self.mcp = McpSettings()
         self.web_search = WebSearchSettings()
         self.lsp = LspSettings()
+        self.agents = AgentsSettings()
         self.providers = {}  # name -> dict from the config file
         self.prices = {}  # model id -> {input, output, cache_read, cache_write} (USD / Mtok)
         self.env = dict(env or {})

@@ -124,10 +124,10 @@ class ApprovalRequest(Record):
 
 class Interaction(Record):
     __slots__ = ("id", "variant", "call_id", "tool_name", "title", "kind", "raw_input",
-                 "locations", "content", "path", "prefix", "offered")
+                 "locations", "content", "path", "prefix", "offered", "parent")
 
     def __init__(self, id, variant, call_id, tool_name, title, kind, raw_input,  # noqa: A002
-                 locations, content, path, prefix=None, offered=None):
+                 locations, content, path, prefix=None, offered=None, parent=None):
         self.offered = offered  # the request's own choices, if it brought them
         self.id = id
         self.variant = variant
@@ -140,6 +140,7 @@ class Interaction(Record):
         self.content = content
         self.path = path
         self.prefix = prefix  # the shown command prefix (str) of a prefix choice, or None
+        self.parent = parent  # a sub-agent's question: the id of the agent call that runs it
 
     @property
     def choices(self):

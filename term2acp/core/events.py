@@ -46,10 +46,10 @@ class ToolCallReported(Record):
     """Upsert of a tool call; ``None`` fields are left as they were."""
 
     __slots__ = ("call_id", "title", "kind", "status", "raw_input", "locations", "content",
-                 "raw_output", "name")
+                 "raw_output", "name", "parent")
 
     def __init__(self, call_id, title=None, kind=None, status=None, raw_input=None,
-                 locations=None, content=None, raw_output=None, name=None):
+                 locations=None, content=None, raw_output=None, name=None, parent=None):
         self.call_id = call_id
         self.title = title
         self.kind = kind
@@ -59,6 +59,7 @@ class ToolCallReported(Record):
         self.content = content  # display items, see tools/base.py ToolResult.content
         self.raw_output = raw_output
         self.name = name
+        self.parent = parent  # a sub-agent's call: the id of the agent call that runs it
 
 
 class TerminalStarted(Record):

@@ -60,7 +60,7 @@ class Recorder:
         elif kind is ev.ToolCallReported:
             merged = self._calls.setdefault(event.call_id, {"call_id": event.call_id})
             for field in ("title", "kind", "status", "raw_input", "locations", "content",
-                          "raw_output", "name"):
+                          "raw_output", "name", "parent"):
                 value = getattr(event, field)
                 if value is not None:
                     merged[field] = value

@@ -19,6 +19,8 @@ from term2acp.providers.errors import ProviderError, ProviderNotConfigured
 from term2acp.sessions.errors import SessionBusy, StoreError
 from term2acp.sessions.lifecycle import CANCELLED, FAILED, Outcome
 from term2acp.turns import content, failures
+from term2acp.turns.agents import kinds
+from term2acp.turns.agents.tool import NAME as AGENT, AgentTool
 from term2acp.turns.prompt import system_prompt, title_from
 from term2acp.turns.titles import request_model_title
 from term2acp.turns.turn import Turn
@@ -120,6 +122,7 @@ class PromptSteps:
             # tool budget (mcp/offer.py) and the prompt's list count what is offered.
             tools = {name: tool for name, tool in self.tools().items()
                      if getattr(tool, "modes", None) is None or session.mode in tool.modes}
+            tools[AGENT] = AgentTool(kinds.discover(session.root, self.settings.config_path))
             if session.mcp_servers:  # waits (bounded) for handshakes, tells failures once
                 tools = mcp.turn_tools(session, tools, new_id,
                                        call_timeout=self.settings.mcp.call_timeout,

@@ -78,6 +78,7 @@ class ToolResult:
     raw_output: Any = None
     locations: list | None = None  # [{"path": abs, "line": int}] to replace the initial ones
     end_turn: bool = False  # the turn ends after this call's round (plan mode's "keep planning")
+    cost: float | None = None  # USD a sub-agent spent (kept with the result in the history)
 
 
 class ToolContext:
@@ -117,6 +118,7 @@ class ToolContext:
     decide = None  # callable(ApprovalRequest) -> the Decision (core/approvals.py; the turn's)
     abort = None  # callable(reason): end the turn as cancelled, from inside a tool (the turn's)
     set_mode = None  # callable(mode id): switch the session's mode, reported (the turn's)
+    agents = None  # the turn that may start sub-agents (the agent tool); None in a sub-agent
 
     def elicits(self, mode):
         """The editor takes questions of ``mode`` (``core/elicitation.py``: FORM, URL)."""

@@ -35,7 +35,7 @@ MODEL_RESULT_CAP = 100_000
 
 class CallSteps:
     """Mixed into ``Turn``, which has ``session``, ``settings``, ``tools``, ``calls``,
-    ``context``, ``asking``, ``greenlet``, ``ended`` and ``_watch``."""
+    ``context``, ``asking``, ``greenlet``, ``ended``, ``parent_call`` and ``_watch``."""
 
     def answer(self, record, result):
         """Put a model call's settled result in the history (the round keeps model order).
@@ -51,7 +51,8 @@ class CallSteps:
         return {"role": "tool", "tool_call_id": record.model_id, "name": record.name,
                 "content": scrub_text(self.context.cap_result(result.text, MODEL_RESULT_CAP)),
                 "is_error": result.is_error,
-                **({"images": result.images} if getattr(result, "images", None) else {})}
+                **({"images": result.images} if getattr(result, "images", None) else {}),
+                **({"cost": round(result.cost, 8)} if getattr(result, "cost", None) else {})}
 
     def run_tool(self, record):
         """Report, approve and run one call; returns the ToolResult (never raises ToolError)."""
@@ -188,6 +189,7 @@ class CallSteps:
         ctx.abort = self._abort
         ctx.elicits = self._elicits
         ctx.elicit = lambda question: self._elicit(record, question)
+        ctx.agents = self if self.parent_call is None else None  # sub-agents: depth 1
         return ctx
 
     def _nested_call(self, name, arguments):
@@ -301,7 +303,8 @@ class CallSteps:
             raw_input=None if nested else record.raw_input,
             locations=[] if nested else record.locations,
             content=request.content, path=request.path,
-            prefix=shown_prefix(request.prefix), offered=request.choices)
+            prefix=shown_prefix(request.prefix), offered=request.choices,
+            parent=self.parent_call)
         lifecycle = session.lifecycle  # sessions/lifecycle.py: running <-> requires_action
         lifecycle.require_action(interaction)
         gate = lifecycle.gate

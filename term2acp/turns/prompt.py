@@ -85,6 +85,10 @@ TOOL_NOTES = (
     ("web_fetch", "web_fetch reads a web page (documentation, an issue, a changelog) as "
                   "Markdown; the user approves each host. Fetch URLs the user gave or that "
                   "you know exist, when the answer is not in the workspace."),
+    ("agent", "agent hands a self-contained task to a sub-agent (its own conversation, "
+              "your tools; explore: read-only) and returns its answer: use it to keep large "
+              "searches and reading out of this conversation, and several at once for "
+              "independent parts of the work."),
     ("update_plan", "update_plan shows your plan in the editor; send the whole plan each "
                     "time."),
 )

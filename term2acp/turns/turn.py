@@ -38,6 +38,8 @@ log = logging.getLogger(__name__)
 class Turn(CallSteps):
     """One prompt's loop; the steps of each tool call are :class:`CallSteps`'s."""
 
+    parent_call = None  # a sub-agent's turn: the agent call it answers (turns/agents/)
+
     def __init__(self, session, provider, tools, settings, system):
         self.session = session
         self.provider = provider
@@ -51,6 +53,7 @@ class Turn(CallSteps):
         self.ended = False  # a call's result ends the turn after its round (ToolResult.end_turn)
         self.tokens = None  # summed over the turn's model rounds, once a provider reports
         self.requests = 0  # model requests this turn made
+        self.reported = None  # (used, size) of the last usage report: the context figures
         self.context = ContextGuard(session, provider, settings)  # size, compaction
         self.searches = websearch.Searches(self)  # the provider's own web searches
         self.model = None  # a file command's model: this prompt's requests use it
@@ -175,24 +178,39 @@ class Turn(CallSteps):
 
     def _usage(self, usage):
         """Count one request's usage, report it; returns its cost in USD, or None."""
-        counts = (usage.input_tokens, usage.output_tokens, usage.thought_tokens,
-                  usage.cached_tokens, usage.cache_write_tokens)
-        self.tokens = [a + b for a, b in zip(self.tokens or (0,) * 5, counts)]
+        amount = self._price(usage)
+        self.add_usage(usage, amount)
+        size = self.context.window()  # learned, configured, catalog or provider (context.py)
+        if size:
+            self.reported = (usage.input_tokens + usage.output_tokens, size)
+            self.report_usage()
+        return amount
+
+    def _price(self, usage):
         amount = usage.cost_usd
         if amount is None:  # priced from the table (providers/prices.py) when it knows
             cache = getattr(self.provider, "cache", None)
             amount = prices.cost(usage.model or self.session.model, usage,
                                  getattr(self.settings, "prices", None),
                                  long_cache=isinstance(cache, dict) and cache.get("ttl") == "1h")
+        return amount
+
+    def add_usage(self, usage, amount):
+        """Add one request's tokens and price (this turn's or a sub-agent's) to the turn's."""
+        counts = (usage.input_tokens, usage.output_tokens, usage.thought_tokens,
+                  usage.cached_tokens, usage.cache_write_tokens)
+        self.tokens = [a + b for a, b in zip(self.tokens or (0,) * 5, counts)]
         if amount is not None:
             self.cost += float(amount)
-        size = self.context.window()  # learned, configured, catalog or provider (context.py)
-        if size:
-            total = self.session.cost + self.cost
-            cost = {"amount": round(total, 6), "currency": "USD"} if total else None
-            used = usage.input_tokens + usage.output_tokens
-            self.session.emit(ev.UsageReported(used=used, size=size, cost=cost))
-        return amount
+
+    def report_usage(self):
+        """The context figures of the turn's last request, with the session's cost so far."""
+        if self.reported is None:
+            return
+        total = self.session.cost + self.cost
+        cost = {"amount": round(total, 6), "currency": "USD"} if total else None
+        self.session.emit(ev.UsageReported(used=self.reported[0], size=self.reported[1],
+                                           cost=cost))
 
 
 def _record_reply(session, text, thought, calls, usage, cost, stop, error):

@@ -13,10 +13,14 @@ def request_params(session_id, interaction):
     tool_fields(tool_call, {"kind": interaction.kind, "status": "pending",
                             "raw_input": interaction.raw_input,
                             "locations": interaction.locations or None,
-                            "content": interaction.content or None})
-    return {
+                            "content": interaction.content or None,
+                            "parent": interaction.parent})
+    params = {
         "sessionId": session_id,
         "toolCall": tool_call,
         "options": [{"optionId": cid, "name": label, "kind": kind}
                     for cid, label, kind in interaction.choices],
     }
+    if interaction.parent:  # a sub-agent asks: the request names its agent call
+        params["_meta"] = dict(tool_call["_meta"])
+    return params

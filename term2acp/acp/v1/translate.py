@@ -20,8 +20,8 @@ import base64
 import codecs
 import time
 
-from term2acp.acp.v2.translate import compaction_update, locations, replayed_compaction, \
-    resource_link, usage_of
+from term2acp.acp.v2.translate import compaction_update, locations, parent_meta, \
+    replayed_compaction, resource_link, usage_of
 from term2acp.acp.v1 import terminal_meta
 from term2acp.core import events as ev
 
@@ -122,6 +122,8 @@ def tool_fields(update, fields, terminals=None, shown=None):
         update["locations"] = locations(fields["locations"])
     if fields.get("content") is not None:
         update["content"] = tool_content(fields["content"], terminals, shown)
+    if fields.get("parent"):  # a sub-agent's call (terminal_meta adds its own keys)
+        update.setdefault("_meta", {}).update(parent_meta(fields["parent"]))
     return update
 
 
@@ -178,7 +180,7 @@ class SessionView:
         tool_fields(update, e.fields(), self.terminals, self._shown)
         if first and self.terminal_meta and e.name in terminal_meta.TOOLS:
             self.announced.add(e.call_id)  # Zed makes its terminal from the first report
-            update["_meta"] = terminal_meta.info(e.call_id, self.cwd)
+            update["_meta"] = {**update.get("_meta", {}), **terminal_meta.info(e.call_id, self.cwd)}
             update.setdefault("content", terminal_meta.content(e.call_id))
         if e.status in FINISHED:
             for terminal_id in [t for t, v in self.terminals.items() if v.call_id == e.call_id]:
@@ -312,18 +314,19 @@ def _replayed_call(payload, terminals, journaled=None):
     call_id = payload["call_id"]
     first = {"sessionUpdate": "tool_call", "toolCallId": call_id,
              "title": payload.get("title") or payload.get("name") or "tool", "status": "pending"}
-    tool_fields(first, {k: payload.get(k) for k in ("kind", "raw_input", "locations", "name")})
+    tool_fields(first, {k: payload.get(k) for k in ("kind", "raw_input", "locations", "name",
+                                                    "parent")})
     shown = None
     own = [item["terminal_id"] for item in payload.get("content") or ()
            if item.get("type") == "terminal" and item["terminal_id"] in (journaled or {})]
     if own:  # the first terminal in the editor's own terminal, the others as text
         terminal = journaled[own[0]]
-        first["_meta"] = terminal_meta.info(call_id, terminal.get("cwd"))
+        first["_meta"] = {**first.get("_meta", {}), **terminal_meta.info(call_id, terminal.get("cwd"))}
         first["content"] = terminal_meta.content(call_id)
         shown = {own[0]: call_id}.get
     yield first
     if own:
         yield from terminal_meta.replayed(call_id, terminal)
     final = {"sessionUpdate": "tool_call_update", "toolCallId": call_id}
-    yield tool_fields(final, {k: payload.get(k) for k in ("status", "content", "raw_output")},
-                      terminals, shown)
+    yield tool_fields(final, {k: payload.get(k) for k in ("status", "content", "raw_output",
+                                                          "parent")}, terminals, shown)

@@ -20,7 +20,7 @@ from marshmallow import ValidationError
 
 from term2acp.acp import elicitation, methods
 from term2acp.acp.schemas.permission import RequestPermissionResponseSchema
-from term2acp.acp.v2.translate import tool_content
+from term2acp.acp.v2.translate import parent_meta, tool_content
 from term2acp.core import approvals
 from term2acp.core.approvals import Decision
 from term2acp.rpc.errors import MethodNotFoundError, RpcError
@@ -64,7 +64,7 @@ def request_params(session_id, interaction):
                                   for loc in interaction.locations]
     if interaction.content:
         tool_call["content"] = tool_content(interaction.content)
-    return {
+    params = {
         "sessionId": session_id,
         "title": interaction.title or "Allow this tool call?",
         "description": describe(interaction),
@@ -72,6 +72,9 @@ def request_params(session_id, interaction):
         "options": [{"optionId": cid, "name": label, "kind": kind}
                     for cid, label, kind in interaction.choices],
     }
+    if interaction.parent:  # a sub-agent asks: the request names its agent call
+        params["_meta"] = tool_call["_meta"] = parent_meta(interaction.parent)
+    return params
 
 
 def decision_for(answer, interaction):

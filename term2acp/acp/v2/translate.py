@@ -74,8 +74,15 @@ def locations(items):
     return out
 
 
+def parent_meta(parent):
+    """The ``_meta`` of a sub-agent's tool call or question: the agent call running it."""
+    return {"term2": {"parentToolCallId": parent}}
+
+
 def tool_call_update(call_id, fields):
     update = {"sessionUpdate": "tool_call_update", "toolCallId": call_id}
+    if fields.get("parent"):
+        update["_meta"] = parent_meta(fields["parent"])
     for key, wire in _TOOL_FIELDS:
         value = fields.get(key)
         if value is not None:
@@ -90,7 +97,8 @@ def tool_call_update(call_id, fields):
 def _tool_event(e):
     return tool_call_update(e.call_id, {
         "title": e.title, "kind": e.kind, "status": e.status, "raw_input": e.raw_input,
-        "raw_output": e.raw_output, "name": e.name, "locations": e.locations, "content": e.content})
+        "raw_output": e.raw_output, "name": e.name, "locations": e.locations, "content": e.content,
+        "parent": e.parent})
 
 
 ERROR_STOP = "_term2_error"  # v2 stop reason of a failed turn; _meta.term2.error says why

@@ -1,0 +1,195 @@
+"""Sub-agents (the ``agent`` tool) through the launcher against a fake model server on
+loopback, v1 and v2: children side by side, their answers as the parent's results, the
+request prefix they share with the parent, their calls shown as the parent's (``_meta``
+naming the agent call), their questions, kinds and failures."""
+
+import os
+
+import pytest
+
+from tests.support import agents as a
+from tests.support import fake_llm as f
+from term2acp.testing.harness import selected
+
+PROTOCOLS = pytest.mark.parametrize("protocol", [1, 2])
+CONFIG = '[providers.openai]\napi = "chat"\nprompt_cache_key = true\n'
+
+
+def start(acp_agent, acp_env, workspace, server, protocol, config=CONFIG):
+    with open(acp_env["TERM2ACP_CONFIG"], "w") as fh:
+        fh.write(config)
+    agent = acp_agent(args=["--provider", "openai", "--model", "gpt-4.1-mini"],
+                      env={"OPENAI_BASE_URL": server.openai_url, "OPENAI_API_KEY": "x"},
+                      protocol=protocol)
+    return agent, agent.new_session(workspace, **({"mcp_servers": []} if protocol == 1 else {}))
+
+
+def agent_ids(updates):
+    return [u["toolCallId"] for u in a.tool_updates(updates) if u.get("name") == "agent"
+            and u["sessionUpdate"] == ("tool_call" if "title" in u and "status" in u else
+                                       u["sessionUpdate"])]
+
+
+def ids_named(updates, name):
+    return list(dict.fromkeys(u["toolCallId"] for u in a.tool_updates(updates)
+                              if u.get("name") == name))
+
+
+def final(updates, call_id):
+    return [u for u in a.tool_updates(updates) if u["toolCallId"] == call_id
+            and u.get("status") in ("completed", "failed", "cancelled")][-1]
+
+
+def text_of(update):
+    return "\n".join(c["content"]["text"] for c in update.get("content") or ()
+                     if c.get("type") == "content" and c["content"].get("type") == "text")
+
+
+@PROTOCOLS
+def test_two_children_run_side_by_side_and_answer_the_parent(acp_agent, acp_env, acp_workspace,
+                                                             server, protocol):
+    with open(os.path.join(acp_workspace, "notes.txt"), "w") as fh:
+        fh.write("alpha\n")
+    router = a.Router({
+        None: [a.calls(a.agent_call(0, "call_a", "ALPHA read notes.txt"),
+                       a.agent_call(1, "call_b", "BETA list the files")),
+               a.says("both done")],
+        "ALPHA": [a.calls(a.tool("read_file", "ca_1", path="notes.txt")), a.says("ANSWER-A")],
+        "BETA": [a.calls(a.tool("list_directory", "cb_1", path=".")), a.says("ANSWER-B")],
+    }, together=("ALPHA", "BETA"))
+    server.responder = router
+    agent, sid = start(acp_agent, acp_env, acp_workspace, server, protocol)
+    _, updates, end = agent.prompt(sid, "survey", timeout=60)
+    assert router.met == {"ALPHA": True, "BETA": True}  # both children's requests in flight
+    parent_last = [body for who, step, body in router.seen if who is None][-1]
+    results = {m["tool_call_id"]: m["content"] for m in parent_last["messages"]
+               if m["role"] == "tool"}
+    assert results == {"call_a": "ANSWER-A", "call_b": "ANSWER-B"}
+    # a general child's first request starts with the parent's bytes
+    parent_first = router.first(None)
+    for word in ("ALPHA", "BETA"):
+        child = router.first(word)
+        system = [m for m in child["messages"] if m["role"] == "system"]
+        assert system == [m for m in parent_first["messages"] if m["role"] == "system"]
+        assert child["tools"] == parent_first["tools"]
+        assert child["prompt_cache_key"] == parent_first["prompt_cache_key"] == sid
+    # the children's calls are the parent's, each update naming its agent call
+    calls = ids_named(updates, "agent")
+    assert len(calls) == 2
+    for call, child_tool in zip(calls, ("read_file", "list_directory")):
+        linked = a.child_updates(updates, call)
+        assert {u.get("name") for u in linked if u.get("name")} == {child_tool}
+        assert all(u["status"] == "completed" for u in linked if u.get("status") in
+                   ("completed", "failed"))
+        for update in a.tool_updates(updates):
+            if update["toolCallId"] in {u["toolCallId"] for u in linked}:
+                assert update["_meta"]["term2"]["parentToolCallId"] == call
+    answers = {text_of(final(updates, call)).splitlines()[-1] for call in calls}
+    assert answers == {"ANSWER-A", "ANSWER-B"}
+    assert "✓" in text_of(final(updates, calls[0]))  # its steps, then its answer
+    assert agent.close() == 0
+
+
+@PROTOCOLS
+def test_an_explore_child_is_offered_nothing_that_writes_or_runs(acp_agent, acp_env,
+                                                                acp_workspace, server,
+                                                                protocol):
+    router = a.Router({
+        None: [a.calls(a.agent_call(0, "call_e", "GAMMA where is main", kind="explore")),
+               a.says("ok")],
+        "GAMMA": [a.calls(a.tool("create_file", "cg_1", path="made.txt", content="x")),
+                  a.calls(a.tool("shell", "cg_2", command="touch ran.txt")),
+                  a.says("nothing written")],
+    })
+    server.responder = router
+    agent, sid = start(acp_agent, acp_env, acp_workspace, server, protocol)
+    _, updates, _ = agent.prompt(sid, "explore", timeout=60)
+    offered = {t["function"]["name"] for t in router.first("GAMMA")["tools"]}
+    assert offered == {"read_file", "list_directory", "glob", "grep", "web_fetch"}
+    assert not os.path.exists(os.path.join(acp_workspace, "made.txt"))
+    assert not os.path.exists(os.path.join(acp_workspace, "ran.txt"))
+    child = [b for w, s, b in router.seen if w == "GAMMA"]
+    results = [m for m in child[-1]["messages"] if m["role"] == "tool"]
+    assert ["Unknown tool" in m["content"] for m in results] == [True, True]
+    call = ids_named(updates, "agent")[0]
+    assert final(updates, call)["status"] == "completed"
+    assert agent.close() == 0
+
+
+@PROTOCOLS
+def test_a_childs_question_reaches_the_client_and_a_reject_fails_that_call(
+        acp_agent, acp_env, acp_workspace, server, protocol, tmp_path):
+    outside = str(tmp_path / "outside.txt")
+    router = a.Router({
+        None: [a.calls(a.agent_call(0, "call_q", "DELTA write outside")), a.says("ok")],
+        "DELTA": [a.calls(a.tool("create_file", "cd_1", path=outside, content="x")),
+                  a.calls(a.agent_call(0, "cd_2", "EPSILON nested")),
+                  a.says("refused twice")],
+    })
+    server.responder = router
+    agent, sid = start(acp_agent, acp_env, acp_workspace, server, protocol)
+    asked = []
+
+    def answer(message):
+        if message["method"] == "session/request_permission":
+            asked.append(message["params"])
+            return selected("reject")
+        return None
+    _, updates, _ = agent.prompt(sid, "go", timeout=60, on_request=answer)
+    call = ids_named(updates, "agent")[0]
+    assert len(asked) == 1
+    assert asked[0]["_meta"]["term2"]["parentToolCallId"] == call
+    tool_call = asked[0]["toolCall"] if protocol == 1 else asked[0]["subject"]["toolCall"]
+    assert tool_call["_meta"]["term2"]["parentToolCallId"] == call
+    assert not os.path.exists(outside)
+    results = [m for m in router.seen[-2][2]["messages"] if m["role"] == "tool"]
+    assert "did not allow" in results[0]["content"]
+    assert "cannot start another sub-agent" in results[1]["content"]  # depth 1
+    assert not [w for w, _, _ in router.seen if w == "EPSILON"]
+    linked = a.child_updates(updates, call)
+    assert {u["toolCallId"] for u in linked if u.get("status") == "failed"} == {
+        u["toolCallId"] for u in linked}
+    assert agent.close() == 0
+
+
+@PROTOCOLS
+def test_a_childs_provider_error_fails_its_call_with_the_reason(acp_agent, acp_env,
+                                                               acp_workspace, server, protocol):
+    router = a.Router({
+        None: [a.calls(a.agent_call(0, "call_x", "ZETA fail")), a.says("it failed")],
+        "ZETA": [lambda: f.Status(400, {"error": {"message": "the model is on fire",
+                                                  "type": "invalid_request_error"}})],
+    })
+    server.responder = router
+    agent, sid = start(acp_agent, acp_env, acp_workspace, server, protocol)
+    _, updates, end = agent.prompt(sid, "go", timeout=60)
+    call = ids_named(updates, "agent")[0]
+    failed = final(updates, call)
+    assert failed["status"] == "failed" and "the model is on fire" in text_of(failed)
+    result = [m for m in router.seen[-1][2]["messages"] if m["role"] == "tool"][0]
+    assert "sub-agent failed" in result["content"] and "on fire" in result["content"]
+    assert (end["result"] if protocol == 1 else end["params"]["update"])["stopReason"] \
+        == "end_turn"
+    assert agent.close() == 0
+
+
+@PROTOCOLS
+def test_usage_and_cost_include_the_children(acp_agent, acp_env, acp_workspace, server,
+                                            protocol):
+    router = a.Router({
+        None: [lambda: f.openai_sse(a.agent_call(0, "call_u", "ETA count"),
+                                    f.oa_finish("tool_calls"), f.oa_usage(1000, 100)),
+               a.says("done", f.oa_usage(2000, 10))],
+        "ETA": [a.says("counted", f.oa_usage(300_000, 50_000))],
+    })
+    server.responder = router
+    agent, sid = start(acp_agent, acp_env, acp_workspace, server, protocol)
+    _, updates, end = agent.prompt(sid, "go", timeout=60)
+    usage = (end["result"] if protocol == 1 else end["params"]["update"])["usage"]
+    assert usage["inputTokens"] == 303_000 and usage["outputTokens"] == 50_110
+    meters = [u for u in updates if u["sessionUpdate"] == "usage_update"]
+    # gpt-4.1-mini: 0.40 / 1.60 USD per million input / output tokens
+    expected = (303_000 * 0.40 + 50_110 * 1.6) / 1e6
+    assert abs(meters[-1]["cost"]["amount"] - expected) < 1e-6
+    assert [m["used"] for m in meters] == [1100, 1100, 2010]  # the parent's context figures
+    assert agent.close() == 0
