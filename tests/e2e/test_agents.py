@@ -193,3 +193,77 @@ def test_usage_and_cost_include_the_children(acp_agent, acp_env, acp_workspace, 
     assert abs(meters[-1]["cost"]["amount"] - expected) < 1e-6
     assert [m["used"] for m in meters] == [1100, 1100, 2010]  # the parent's context figures
     assert agent.close() == 0
+
+
+CLAUDE_AGENT = """---
+name: reviewer
+description: Reviews code DESCRIPTION-MARK
+tools: Read, Grep
+model: inherit
+---
+You review code. {mark}
+"""
+
+
+def write(path, text):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as fh:
+        fh.write(text)
+
+
+def everything_sent(server):
+    return "\n".join(r.body.decode() for r in server.requests)
+
+
+@PROTOCOLS
+def test_a_project_agent_file_is_used_only_once_trusted(acp_agent, acp_env, acp_workspace,
+                                                       server, protocol):
+    """A .claude/agents file unchanged: one trust question, remembered for a new session;
+    a changed file asks again and, refused, never reaches the model. The user's own agent
+    file (beside config.toml) never asks."""
+    path = os.path.join(acp_workspace, ".claude", "agents", "reviewer.md")
+    write(path, CLAUDE_AGENT.format(mark="INSTR-ONE"))
+    write(os.path.join(os.path.dirname(acp_env["TERM2ACP_CONFIG"]), "agents", "mine.md"),
+          "---\ndescription: my own helper\ntools: [read_file]\n---\nMINE-INSTR\n")
+
+    def script(kind, word):
+        return {None: [a.calls(a.agent_call(0, "call_r", f"{word} review", kind=kind)),
+                       a.says("ok")], word: [a.says(f"{word} reviewed")]}
+    asked = []
+
+    def answer_with(choice):
+        def answer(message):
+            if message["method"] == "session/request_permission":
+                asked.append(message["params"])
+                return selected(choice)
+            return None
+        return answer
+
+    server.responder = router = a.Router(script("reviewer", "ONE"))
+    agent, sid = start(acp_agent, acp_env, acp_workspace, server, protocol)
+    assert "DESCRIPTION-MARK" not in everything_sent(server)
+    agent.prompt(sid, "review", timeout=60, on_request=answer_with("trust-always"))
+    assert len(asked) == 1 and "INSTR-ONE" in str(asked[0])  # the body is shown
+    child = router.first("ONE")
+    assert "INSTR-ONE" in a.texts(child)[-1]
+    assert {t["function"]["name"] for t in child["tools"]} == {"read_file", "grep"}
+    # a new session (in a new agent process) does not ask again
+    agent.close()
+    server.responder = router = a.Router(script("reviewer", "TWO"))
+    agent, sid = start(acp_agent, acp_env, acp_workspace, server, protocol)
+    agent.prompt(sid, "review", timeout=60, on_request=answer_with("trust-always"))
+    assert len(asked) == 1 and "INSTR-ONE" in a.texts(router.first("TWO"))[-1]
+    # the user's own file: no question
+    server.responder = router = a.Router(script("mine", "MY"))
+    agent.prompt(sid, "mine", timeout=60, on_request=answer_with("reject"))
+    assert len(asked) == 1 and "MINE-INSTR" in a.texts(router.first("MY"))[-1]
+    # changed: asked again; refused, nothing of it reaches the model
+    write(path, CLAUDE_AGENT.format(mark="INSTR-TWO"))
+    server.responder = router = a.Router(script("reviewer", "THREE"))
+    _, updates, _ = agent.prompt(sid, "review", timeout=60, on_request=answer_with("reject"))
+    assert len(asked) == 2 and "INSTR-TWO" in str(asked[1])
+    assert not [w for w, _, _ in router.seen if w == "THREE"]
+    assert "INSTR-TWO" not in everything_sent(server)
+    result = [m for m in router.seen[-1][2]["messages"] if m["role"] == "tool"][-1]
+    assert "does not trust" in result["content"]
+    assert agent.close() == 0

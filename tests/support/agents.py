@@ -17,12 +17,8 @@ def texts(body):
     """Every user message's text of a chat or Anthropic request body."""
     out = []
     for message in body.get("messages") or ():
-        if message.get("role") != "user":
-            continue
-        content = message.get("content")
-        if isinstance(content, list):
-            content = " ".join(p.get("text", "") for p in content if isinstance(p, dict))
-        out.append(content or "")
+        if message.get("role") == "user":
+            out.append(_text(message))
     return out
 
 
@@ -35,7 +31,30 @@ def child_of(body):
 
 
 def rounds(body):
-    return sum(1 for m in body.get("messages") or () if m.get("role") == "assistant")
+    """The assistant messages since the prompt (the last user message that is not a
+    context note): how far this turn got."""
+    count = 0
+    for message in body.get("messages") or ():
+        if message.get("role") == "assistant":
+            count += 1
+        elif message.get("role") == "user" and not _text(message).startswith("<context>") \
+                and not _results(message):
+            count = 0
+    return count
+
+
+def _results(message):
+    """An Anthropic user message carrying tool results."""
+    content = message.get("content")
+    return isinstance(content, list) and any(
+        isinstance(p, dict) and p.get("type") == "tool_result" for p in content)
+
+
+def _text(message):
+    content = message.get("content")
+    if isinstance(content, list):
+        content = " ".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return content or ""
 
 
 class Router:

@@ -4,7 +4,7 @@
   system prompt, mode and grants; its requests begin with the parent's bytes.
 * ``explore``: reads and searches only (read_file, list_directory, glob, grep, web_fetch).
 
-An agent file is Markdown with front matter (``core/frontmatter.py``): ``name``,
+An agent file is Markdown with front matter (``turns/sources.py``): ``name``,
 ``description``, ``tools`` (a list or a comma-separated string; Claude Code's tool names
 map to ours), ``model`` (``inherit``: the parent's), ``effort``; the body is the kind's
 instructions. The file's stem is the kind's name. Where they are read from, first found
@@ -13,18 +13,14 @@ trusts the file's content, ``core/trust.py``), then ``agents/`` beside the user'
 file (the user's own, never asked about). A built-in name is never replaced.
 """
 
-import logging
 import os
 
-from term2acp.core.frontmatter import FrontMatterError, split
 from term2acp.core.option_values import EFFORTS
-
-log = logging.getLogger(__name__)
+from term2acp.turns.sources import front_matter, read
 
 GENERAL, EXPLORE = "general", "explore"
 EXPLORE_TOOLS = ("read_file", "list_directory", "glob", "grep", "web_fetch")
 PROJECT_DIRS = (".term2acp/agents", ".claude/agents")
-MAX_FILE_BYTES = 256 * 1024
 MAX_FILES = 64  # per folder
 
 # Claude Code's tool names -> ours (a name of ours is taken as it is).
@@ -92,7 +88,7 @@ def tool_names(value):
         return None
     items = value.split(",") if isinstance(value, str) else value
     if not isinstance(items, list):
-        raise FrontMatterError("tools must be a list or a comma-separated string")
+        return None
     names = []
     for item in items:
         word = str(item).strip()
@@ -104,12 +100,12 @@ def tool_names(value):
 
 
 def from_file(path, project):
-    """The :class:`Kind` an agent file describes; raises OSError or FrontMatterError."""
-    with open(path, "rb") as fh:
-        content = fh.read(MAX_FILE_BYTES + 1)
-    if len(content) > MAX_FILE_BYTES:
-        raise FrontMatterError(f"it is over {MAX_FILE_BYTES // 1024} KiB")
-    fields, body = split(content.decode("utf-8", "replace"))
+    """The :class:`Kind` an agent file describes, or None (not a readable regular file
+    under the size cap of ``turns/sources.py``)."""
+    content = read(path)
+    if content is None:
+        return None
+    fields, body = front_matter(content.decode("utf-8", "replace"))
     model = fields.get("model")
     model = None if model in INHERIT or str(model).lower() in ("sonnet", "opus", "haiku") \
         else str(model)  # Claude Code's aliases name its own models: the parent's here
@@ -138,12 +134,9 @@ def discover(root, config_path):
         except OSError:
             continue
         for name in names:
-            path = os.path.join(folder, name)
             stem = name[:-3]
-            if stem in kinds or not os.path.isfile(path):
-                continue
-            try:
-                kinds[stem] = from_file(path, project)
-            except (OSError, FrontMatterError) as exc:
-                log.warning("agent file %s skipped: %s", path, exc)
+            if stem not in kinds:
+                kind = from_file(os.path.join(folder, name), project)
+                if kind is not None:
+                    kinds[stem] = kind
     return kinds

@@ -10,6 +10,7 @@ builder (``sessions/prompts.py``), with the kinds found for the session's worksp
 
 from marshmallow import Schema, fields, validate
 
+from term2acp.core import trust
 from term2acp.providers.errors import ProviderError
 from term2acp.tools.base import Tool, ToolError
 from term2acp.turns.agents import child, kinds as kinds_
@@ -81,14 +82,12 @@ class AgentTool(Tool):
         if args["isolation"] == "overlay" and kind.tools is not None:
             raise ToolError(f"isolation overlay is for sub-agents that may change files "
                             f"(general); {kind.name} cannot.")
-        if kind.project:
-            self._check_trust(kind, ctx)
+        if kind.project and not trust.decide(turn.session, turn.settings, kind.path,
+                                             kind.content, ctx.choose, purpose="agent file"):
+            raise ToolError(f"The user does not trust the agent file {kind.path}: nothing of "
+                            "it was used. Use another kind or do the task yourself.")
         try:
             answer, session, cost = child.run_child(turn, ctx.call_id, kind, args["prompt"])
         except ProviderError as exc:
             raise ToolError(f"The sub-agent failed: {exc}") from None
         return child.result(answer, session, cost)
-
-    def _check_trust(self, kind, ctx):
-        raise ToolError(f"The agent file {kind.path} comes from the workspace; project "
-                        "agent files cannot be used yet.")
