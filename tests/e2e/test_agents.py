@@ -3,7 +3,10 @@ loopback, v1 and v2: children side by side, their answers as the parent's result
 request prefix they share with the parent, their calls shown as the parent's (``_meta``
 naming the agent call), their questions, kinds and failures."""
 
+import json
 import os
+import shutil
+import time
 
 import pytest
 
@@ -266,4 +269,130 @@ def test_a_project_agent_file_is_used_only_once_trusted(acp_agent, acp_env, acp_
     assert "INSTR-TWO" not in everything_sent(server)
     result = [m for m in router.seen[-1][2]["messages"] if m["role"] == "tool"][-1]
     assert "does not trust" in result["content"]
+    assert agent.close() == 0
+
+
+def restart_and_replay(acp_agent, acp_env, workspace, server, protocol, sid):
+    agent, _ = start(acp_agent, acp_env, workspace, server, protocol)
+    method, params = ("session/load", {"mcpServers": []}) if protocol == 1 else \
+        ("session/resume", {"replayFrom": {"type": "start"}})
+    begin = len(agent.messages)
+    assert "result" in agent.request(method, dict(params, sessionId=sid, cwd=workspace))
+    return agent, [m["params"]["update"] for m in agent.messages[begin:]
+                   if m.get("method") == "session/update"]
+
+
+@PROTOCOLS
+def test_undo_and_replay_cover_what_a_child_did(acp_agent, acp_env, acp_workspace, server,
+                                               protocol):
+    """/undo of the turn removes a file a child created; after a restart, the replay shows
+    the agent call with its child's calls linked to it."""
+    server.responder = a.Router({
+        None: [a.calls(a.agent_call(0, "call_m", "THETA make a file")), a.says("made")],
+        "THETA": [a.calls(a.tool("create_file", "ct_1", path="child/made.txt",
+                                 content="fresh\n")), a.says("THETA made it")],
+    })
+    agent, sid = start(acp_agent, acp_env, acp_workspace, server, protocol)
+    _, updates, _ = agent.prompt(sid, "make", timeout=60)
+    made = os.path.join(acp_workspace, "child", "made.txt")
+    assert os.path.exists(made)
+    call = ids_named(updates, "agent")[0]
+    child_call = ids_named(updates, "create_file")[0]
+    agent.close()
+    agent, replayed = restart_and_replay(acp_agent, acp_env, acp_workspace, server, protocol,
+                                         sid)
+    assert ids_named(replayed, "agent") == [call]
+    linked = a.child_updates(replayed, call)
+    assert {u["toolCallId"] for u in linked} == {child_call}
+    assert all(u["_meta"]["term2"]["parentToolCallId"] == call for u in a.tool_updates(replayed)
+               if u["toolCallId"] == child_call)
+    assert "THETA made it" in text_of(final(replayed, call))
+    _, updates, _ = agent.prompt(sid, "/undo", timeout=30)
+    assert not os.path.exists(made)
+    assert agent.close() == 0
+
+
+def in_proc(token):
+    """Processes whose command line holds ``token``."""
+    found = []
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                if token.encode() in fh.read():
+                    found.append(pid)
+        except OSError:
+            continue
+    return found
+
+
+@PROTOCOLS
+@pytest.mark.skipif(shutil.which("bwrap") is None and not os.environ.get("CI"),
+                    reason="bubblewrap is not installed")
+def test_cancel_ends_every_child_its_request_and_its_processes_within_a_second(
+        acp_agent, acp_env, acp_workspace, server, protocol):
+    stall = f.Stall()
+    token = "7.31415"
+    server.responder = a.Router({
+        None: [a.calls(a.agent_call(0, "call_1", "IOTA run"),
+                       a.agent_call(1, "call_2", "KAPPA think"))],
+        "IOTA": [a.calls(a.tool("shell", "ci_1", command=f"sleep {token}"))],
+        "KAPPA": [lambda: stall],
+    })
+    agent, sid = start(acp_agent, acp_env, acp_workspace, server, protocol)
+    request_id = agent.prompt_async(sid, "go")
+    agent.wait_for(lambda m: (m.get("params") or {}).get("update", {}).get("status")
+                   == "in_progress" and (m["params"]["update"].get("_meta") or {}).get(
+                       "term2") is not None, timeout=30)
+    assert stall.reached.wait(10)
+    deadline = time.monotonic() + 10
+    while not in_proc(token) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert in_proc(token)
+    agent.notify("session/cancel", {"sessionId": sid})
+    began = time.monotonic()
+    assert stall.disconnected.wait(1.0)
+    while in_proc(token) and time.monotonic() - began < 1.0:
+        time.sleep(0.02)
+    assert not in_proc(token) and time.monotonic() - began < 1.0
+    if protocol == 1:
+        end = agent.wait_for(lambda m: m.get("id") == request_id and "result" in m, timeout=10)
+        assert end["result"]["stopReason"] == "cancelled"
+    else:
+        assert agent.wait_update(state="idle", timeout=10)["stopReason"] == "cancelled"
+    assert agent.close() == 0
+
+
+def marks(value):
+    """Every cache_control mark in a request body."""
+    if isinstance(value, dict):
+        return ([value["cache_control"]] if "cache_control" in value else []) + [
+            m for v in value.values() for m in marks(v)]
+    if isinstance(value, list):
+        return [m for v in value for m in marks(v)]
+    return []
+
+
+@PROTOCOLS
+def test_an_anthropic_child_sends_the_parents_system_and_tools_with_cache_marks(
+        acp_agent, acp_env, acp_workspace, server, protocol):
+    args = json.dumps({"description": "look", "prompt": "LAMBDA look around"})
+    server.responder = router = a.Router({
+        None: [lambda: f.anthropic_sse(f.an_start(), f.an_tool(0, "tu_1", "agent", args),
+                                       f.an_end("tool_use")),
+               lambda: f.anthropic_sse(f.an_start(), f.an_text(0, "fine"), f.an_end())],
+        "LAMBDA": [lambda: f.anthropic_sse(f.an_start(), f.an_text(0, "LAMBDA saw"),
+                                           f.an_end())],
+    })
+    agent = acp_agent(args=["--provider", "anthropic", "--model", "claude-sonnet-4-5"],
+                      env={"ANTHROPIC_BASE_URL": server.root_url, "ANTHROPIC_API_KEY": "x"},
+                      protocol=protocol)
+    sid = agent.new_session(acp_workspace, **({"mcp_servers": []} if protocol == 1 else {}))
+    agent.prompt(sid, "look", timeout=60)
+    parent, child = router.first(None), router.first("LAMBDA")
+    assert child["system"] == parent["system"] and child["tools"] == parent["tools"]
+    assert marks(child["system"]) or marks(child["tools"])
+    assert marks(child["messages"])  # the conversation's own breakpoint too
+    results = [b for m in router.seen[-1][2]["messages"] if isinstance(m["content"], list)
+               for b in m["content"] if b.get("type") == "tool_result"]
+    assert "LAMBDA saw" in json.dumps(results)
     assert agent.close() == 0
