@@ -62,6 +62,7 @@ class ChildSession:
         self.model = model or parent.model
         self.effort = effort or parent.effort
         self.steps = {}  # child call id -> [mark, title]
+        self.recording = None  # a recorded session's replies are the parent's own
 
     def __getattr__(self, name):
         return getattr(self._parent, name)
@@ -180,8 +181,8 @@ def run_child(turn, call_id, kind, prompt, root=None):
     """Run a child of ``kind`` on ``prompt`` for the agent call ``call_id`` of ``turn``;
     returns ``(answer, child session, cost)``. Raises ToolError, ProviderError, or a
     GreenletExit when the parent's turn ends."""
-    session = ChildSession(turn.session, call_id, root=root, model=kind.model,
-                           effort=kind.effort)
+    session = ChildSession(turn.session, call_id, root=root,
+                           model=kind.model or getattr(turn, "model", None), effort=kind.effort)
     tools = kind.offered(turn.tools)
     system = turn.system if tools is turn.tools else system_prompt(
         tools, getattr(turn.provider, "brief_prompt", False), session.root,
