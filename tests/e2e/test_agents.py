@@ -407,3 +407,81 @@ def test_an_anthropic_child_sends_the_parents_system_and_tools_with_cache_marks(
                for b in m["content"] if b.get("type") == "tool_result"]
     assert "LAMBDA saw" in json.dumps(results)
     assert agent.close() == 0
+
+
+def read(path):
+    try:
+        with open(path) as fh:
+            return fh.read()
+    except FileNotFoundError:
+        return None
+
+
+@PROTOCOLS
+@pytest.mark.skipif(shutil.which("bwrap") is None and not os.environ.get("CI"),
+                    reason="bubblewrap is not installed")
+def test_overlay_changes_reach_the_workspace_only_once_applied(acp_agent, acp_env,
+                                                              acp_workspace, server, protocol):
+    root = acp_workspace
+    write(f"{root}/a.txt", "one\ntwo\n")
+    write(f"{root}/b.txt", "bee\n")
+    seen_before = []
+
+    def last_round(word, answer, meddle=None):
+        def reply():
+            seen_before.append((read(f"{root}/a.txt"), read(f"{root}/b.txt"),
+                                read(f"{root}/new.txt")))
+            if meddle:
+                meddle()
+            return a.says(answer)()
+        return reply
+
+    def script(word, meddle=None):
+        return {None: [a.calls(a.agent_call(0, "call_o", f"{word} change things",
+                                            isolation="overlay")), a.says("ok")],
+                word: [a.calls(a.tool("create_file", "co_1", path="new.txt", content="fresh\n"),
+                               f.oa_tool(1, "co_2", "edit_file", json.dumps(
+                                   {"path": "a.txt", "edits": [{"old_text": "two",
+                                                                "new_text": "TWO"}]}))),
+                       a.calls(a.tool("shell", "co_3", command="echo more >> b.txt")),
+                       last_round(word, f"{word} changed three files", meddle)]}
+    asked = []
+
+    def answer_with(choice):
+        def answer(message):
+            if message["method"] == "session/request_permission":
+                asked.append(message["params"])
+                return selected(choice)
+            return None
+        return answer
+
+    server.responder = a.Router(script("MU"))
+    agent, sid = start(acp_agent, acp_env, root, server, protocol)
+    _, updates, _ = agent.prompt(sid, "go", timeout=60, on_request=answer_with("discard"))
+    assert len(asked) == 1 and seen_before[-1] == ("one\ntwo\n", "bee\n", None)
+    assert (read(f"{root}/a.txt"), read(f"{root}/b.txt"), read(f"{root}/new.txt")) == \
+        ("one\ntwo\n", "bee\n", None)  # discarded
+    assert "discarded" in text_of(final(updates, ids_named(updates, "agent")[0]))
+    # applied: every change, the shell's too
+    server.responder = a.Router(script("NU"))
+    _, updates, _ = agent.prompt(sid, "go", timeout=60, on_request=answer_with("apply"))
+    assert len(asked) == 2 and seen_before[-1] == ("one\ntwo\n", "bee\n", None)
+    diffs = asked[-1]["toolCall"]["content"] if protocol == 1 else \
+        asked[-1]["subject"]["toolCall"]["content"]
+    assert len([d for d in diffs if d["type"] == "diff"]) == 3
+    assert (read(f"{root}/a.txt"), read(f"{root}/b.txt"), read(f"{root}/new.txt")) == \
+        ("one\nTWO\n", "bee\nmore\n", "fresh\n")
+    result = [m for m in server.requests[-1].json["messages"] if m["role"] == "tool"][-1]
+    assert "Applied to the workspace" in result["content"] and "+TWO" in result["content"]
+    # a concurrent edit of a file the child changed: nothing applied, the conflict named
+    os.remove(f"{root}/new.txt")
+    write(f"{root}/a.txt", "one\ntwo\n")
+    write(f"{root}/b.txt", "bee\n")
+    server.responder = a.Router(script("XI", meddle=lambda: write(f"{root}/a.txt", "mine\n")))
+    _, updates, _ = agent.prompt(sid, "go", timeout=60, on_request=answer_with("apply"))
+    assert len(asked) == 2  # nothing to ask
+    assert (read(f"{root}/a.txt"), read(f"{root}/b.txt"), read(f"{root}/new.txt")) == \
+        ("mine\n", "bee\n", None)
+    result = [m for m in server.requests[-1].json["messages"] if m["role"] == "tool"][-1]
+    assert "Not applied" in result["content"] and "a.txt" in result["content"]
+    assert agent.close() == 0

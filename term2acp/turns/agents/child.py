@@ -18,6 +18,8 @@ usage and the session's cost, and it runs in the agent call's worker greenlet, s
 cancel of the parent's round kills it, its model request and its commands with it.
 """
 
+import copy
+
 from gevent.lock import BoundedSemaphore
 
 from term2acp.core import events as ev
@@ -63,6 +65,10 @@ class ChildSession:
         self.effort = effort or parent.effort
         self.steps = {}  # child call id -> [mark, title]
         self.recording = None  # a recorded session's replies are the parent's own
+        if root is not None:  # an overlay: grants over the copy, nothing for /undo to keep
+            self.access = copy.copy(parent.access)
+            self.access.root = root
+            self.checkpoint = None
 
     def __getattr__(self, name):
         return getattr(self._parent, name)

@@ -14,6 +14,7 @@ from term2acp.core import trust
 from term2acp.providers.errors import ProviderError
 from term2acp.tools.base import Tool, ToolError
 from term2acp.turns.agents import child, kinds as kinds_
+from term2acp.turns.agents.overlay import Overlay
 
 NAME = "agent"
 ISOLATIONS = ("none", "overlay")
@@ -86,8 +87,21 @@ class AgentTool(Tool):
                                              kind.content, ctx.choose, purpose="agent file"):
             raise ToolError(f"The user does not trust the agent file {kind.path}: nothing of "
                             "it was used. Use another kind or do the task yourself.")
+        if args["isolation"] != "overlay":
+            answer, session, cost = _run(turn, ctx, kind, args["prompt"])
+            return child.result(answer, session, cost)
+        copy = Overlay(turn.session.root)
         try:
-            answer, session, cost = child.run_child(turn, ctx.call_id, kind, args["prompt"])
-        except ProviderError as exc:
-            raise ToolError(f"The sub-agent failed: {exc}") from None
-        return child.result(answer, session, cost)
+            copy.make()
+            answer, session, cost = _run(turn, ctx, kind, args["prompt"], copy.copy)
+            said, items = copy.settle(ctx)
+        finally:
+            copy.remove()
+        return child.result(f"{answer}\n\n{said}", session, cost, items)
+
+
+def _run(turn, ctx, kind, prompt, root=None):
+    try:
+        return child.run_child(turn, ctx.call_id, kind, prompt, root)
+    except ProviderError as exc:
+        raise ToolError(f"The sub-agent failed: {exc}") from None
