@@ -370,6 +370,12 @@ def test_cancel_ends_every_child_its_request_and_its_processes_within_a_second(
         assert end["result"]["stopReason"] == "cancelled"
     else:
         assert agent.wait_update(state="idle", timeout=10)["stopReason"] == "cancelled"
+    updates = [m["params"]["update"] for m in agent.messages if m.get("method") ==
+               "session/update"]
+    shell = ids_named(updates, "shell")
+    assert len(shell) == 1 and final(updates, shell[0])["status"] in ("cancelled", "failed")
+    assert all(final(updates, call)["status"] in ("cancelled", "failed")
+               for call in ids_named(updates, "agent"))
     assert agent.close() == 0
 
 
@@ -484,4 +490,23 @@ def test_overlay_changes_reach_the_workspace_only_once_applied(acp_agent, acp_en
         ("mine\n", "bee\n", None)
     result = [m for m in server.requests[-1].json["messages"] if m["role"] == "tool"][-1]
     assert "Not applied" in result["content"] and "a.txt" in result["content"]
+    assert agent.close() == 0
+
+
+@PROTOCOLS
+def test_a_child_never_does_more_than_the_sessions_mode(acp_agent, acp_env, acp_workspace,
+                                                       server, protocol):
+    router = a.Router({
+        None: [a.calls(a.agent_call(0, "call_r", "OMICRON write")), a.says("ok")],
+        "OMICRON": [a.calls(a.tool("create_file", "cr_1", path="made.txt", content="x")),
+                    a.says("refused")],
+    })
+    server.responder = router
+    agent, sid = start(acp_agent, acp_env, acp_workspace, server, protocol,
+                       config=CONFIG.replace("[providers", 'mode = "read-only"\n[providers'))
+    _, updates, _ = agent.prompt(sid, "go", timeout=60)
+    assert not os.path.exists(os.path.join(acp_workspace, "made.txt"))
+    result = [m for m in router.seen[-2][2]["messages"] if m["role"] == "tool"][0]
+    assert "read-only mode" in result["content"]
+    assert "READ-ONLY" in " ".join(a.texts(router.first("OMICRON")))  # its context note
     assert agent.close() == 0

@@ -81,6 +81,10 @@ class ChildSession:
     def interaction_seq(self, value):
         self._parent.interaction_seq = value
 
+    @property
+    def mode(self):  # a child never has a mode of its own (nor more than the session's)
+        return self._parent.mode
+
     def append_history(self, message):
         self.history.append(message)
 
@@ -124,6 +128,7 @@ class ChildTurn(Turn):
         self.kind = kind
         self.asking = parent.asking  # one question at a time, the parent's or a child's
         self.greenlet = parent.greenlet  # an abort (a stale allow) ends the parent's turn
+        self._set_mode = parent._set_mode  # plan mode's finish_plan switches the session's
 
     def run(self, prompt):
         session = self.session
