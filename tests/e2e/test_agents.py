@@ -27,10 +27,17 @@ def start(acp_agent, acp_env, workspace, server, protocol, config=CONFIG):
     return agent, agent.new_session(workspace, **({"mcp_servers": []} if protocol == 1 else {}))
 
 
-def agent_ids(updates):
-    return [u["toolCallId"] for u in a.tool_updates(updates) if u.get("name") == "agent"
-            and u["sessionUpdate"] == ("tool_call" if "title" in u and "status" in u else
-                                       u["sessionUpdate"])]
+def answering(asked):
+    """``answer_with(choice)``: answers every permission request with ``choice``, noting
+    its params in ``asked``."""
+    def answer_with(choice):
+        def answer(message):
+            if message["method"] == "session/request_permission":
+                asked.append(message["params"])
+                return selected(choice)
+            return None
+        return answer
+    return answer_with
 
 
 def ids_named(updates, name):
@@ -233,14 +240,7 @@ def test_a_project_agent_file_is_used_only_once_trusted(acp_agent, acp_env, acp_
         return {None: [a.calls(a.agent_call(0, "call_r", f"{word} review", kind=kind)),
                        a.says("ok")], word: [a.says(f"{word} reviewed")]}
     asked = []
-
-    def answer_with(choice):
-        def answer(message):
-            if message["method"] == "session/request_permission":
-                asked.append(message["params"])
-                return selected(choice)
-            return None
-        return answer
+    answer_with = answering(asked)
 
     server.responder = router = a.Router(script("reviewer", "ONE"))
     agent, sid = start(acp_agent, acp_env, acp_workspace, server, protocol)
@@ -452,14 +452,7 @@ def test_overlay_changes_reach_the_workspace_only_once_applied(acp_agent, acp_en
                        a.calls(a.tool("shell", "co_3", command="echo more >> b.txt")),
                        last_round(word, f"{word} changed three files", meddle)]}
     asked = []
-
-    def answer_with(choice):
-        def answer(message):
-            if message["method"] == "session/request_permission":
-                asked.append(message["params"])
-                return selected(choice)
-            return None
-        return answer
+    answer_with = answering(asked)
 
     server.responder = a.Router(script("MU"))
     agent, sid = start(acp_agent, acp_env, root, server, protocol)
