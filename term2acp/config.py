@@ -8,7 +8,7 @@ mode. Broken TOML is reported with its line and column.
 To add a key:
 
 1. one field in the section's schema below (``ConfigSchema`` for top-level keys, or
-   ``ShellSchema``, ``SandboxSchema``, ``McpSchema``, ``WebSearchSchema``, ``AgentsSchema``, ``ProviderSchema`` (and
+   ``ShellSchema``, ``SandboxSchema``, ``McpSchema``, ``WebSearchSchema``, ``ProviderSchema`` (and
    ``BuiltinProviderSchema`` when the built-in providers take it), ``PriceSchema``; a new ``[table]``
    is a new schema nested in ``ConfigSchema``), built with the field makers below so a
    wrong type is refused with a clear message;
@@ -62,6 +62,11 @@ def switch():
 def count(minimum=1):
     return Typed((int,), "a whole number", validate=validate.Range(
         min=minimum, error=f"must be at least {minimum}"))
+
+
+def _usd(**kwargs):
+    return Typed((int, float), "a number", convert=float,
+                 validate=validate.Range(min=0, error="must be at least 0"), **kwargs)
 
 
 def seconds(minimum=0, positive=True):
@@ -146,10 +151,6 @@ class McpSchema(Section):
 class WebSearchSchema(Section):
     enabled = switch()
     max_uses = count()
-
-
-class AgentsSchema(Section):
-    max_parallel = count()
 
 
 class ProviderSchema(Section):
@@ -250,14 +251,8 @@ class _Providers(fields.Field):
 class PriceSchema(Section):
     """``[prices."<model>"]``: USD per million tokens (providers/prices.py)."""
 
-    input = Typed((int, float), "a number", convert=float, required=True,
-                  validate=validate.Range(min=0, error="must be at least 0"))
-    output = Typed((int, float), "a number", convert=float, required=True,
-                   validate=validate.Range(min=0, error="must be at least 0"))
-    cache_read = Typed((int, float), "a number", convert=float,
-                       validate=validate.Range(min=0, error="must be at least 0"))
-    cache_write = Typed((int, float), "a number", convert=float,
-                        validate=validate.Range(min=0, error="must be at least 0"))
+    input, output = _usd(required=True), _usd(required=True)
+    cache_read, cache_write = _usd(), _usd()
 
 
 class _Prices(_Providers):
@@ -328,7 +323,7 @@ class ConfigSchema(Section):
     mcp = fields.Nested(McpSchema)
     web_search = fields.Nested(WebSearchSchema)
     lsp = fields.Nested(LspSchema)
-    agents = fields.Nested(AgentsSchema)
+    agents = fields.Nested(Section.from_dict({"max_parallel": count()}, name="AgentsSchema"))
     providers = _Providers()
     prices = _Prices()
 
