@@ -87,6 +87,8 @@ def parse(argv):
 def read_prompt(opts, stdin):
     text = opts["<prompt>"]
     if text is None or text == "-":
+        if text is None and stdin.isatty():
+            raise UsageError("no prompt: give it as the argument or on standard input")
         text = stdin.read()
     if not text.strip():
         raise UsageError("no prompt: give it as the argument or on standard input")

@@ -63,6 +63,10 @@ def write(document, directory, workspace=None):
     case = os.path.join(directory, name)
     if os.path.exists(case):
         raise ExportError(f"{case} exists already: export into another folder")
+    replies = [i for i in document.get("recording", []) if i["kind"] == "reply"]
+    if not replies and any(r["kind"] == "user_message" for r in document.get("journal", [])):
+        raise ExportError(f"session {document['session']['id']} has no recorded model "
+                          "replies (it was recorded by an older term2acp): nothing to replay")
     root = document["session"]["cwd"]
     expected = recording(document, root)
     try:

@@ -11,7 +11,8 @@ writes (no extra commit):
   as it was the first time the session touched it, so an export can rebuild the starting
   workspace. The pending report of a call comes before it runs, so a changed file is taken
   before the change.
-  Credential files (``core/sensitive.py``) are named, never copied; big files are named.
+  Credential files (``core/sensitive.py``) are named, never copied; so are files over 2 MiB
+  and any once the session's copies pass 64 MiB.
 """
 
 import json
@@ -25,6 +26,7 @@ log = logging.getLogger(__name__)
 
 MAX_FILE_BYTES = 2 * 2**20  # a bigger file is named, not copied
 MAX_FOUND = 200  # files recorded of one search's result
+MAX_SESSION_BYTES = 64 * 2**20  # file contents one session keeps; past it files are named
 _INSERT = ("INSERT INTO recording (session_id, seq, kind, turn, payload, content) VALUES (?,"
            " (SELECT COALESCE(MAX(seq), 0) + 1 FROM recording WHERE session_id = ?), ?, ?, ?, ?)")
 
@@ -36,6 +38,7 @@ class Recording:
         self.root = root
         self._seen = None  # relative paths recorded so far (read from the store once)
         self._folders = {}  # call id -> the folders it searched or listed
+        self._bytes = 0  # file contents recorded for this session
 
     def _put(self, kind, turn, payload, content=None):
         self.store.write(_INSERT, (self.sid, self.sid, kind, turn,
@@ -65,11 +68,15 @@ class Recording:
     def touched(self, turn, locations):
         """Record each path of ``locations`` not recorded before; returns the folders among
         them (relative)."""
-        folders = []
         if self._seen is None:
-            rows = self.store.rows("SELECT payload FROM recording WHERE session_id = ? AND"
-                                   " kind = 'file'", (self.sid,))
-            self._seen = {json.loads(payload).get("path") for (payload,) in rows}
+            rows = self.store.rows("SELECT payload, length(content) FROM recording WHERE"
+                                   " session_id = ? AND kind = 'file'", (self.sid,))
+            self._seen = {}
+            for payload, size in rows:
+                item = json.loads(payload)
+                self._seen[item.get("path")] = item.get("state")
+                self._bytes += size or 0
+        folders = []
         for location in locations:
             path = location.get("path") if isinstance(location, dict) else None
             if not path:
@@ -77,16 +84,20 @@ class Recording:
             rel = os.path.relpath(path, self.root) if os.path.isabs(path) else path
             if rel == ".." or rel.startswith("../"):
                 continue
-            if os.path.isdir(os.path.join(self.root, rel)):
-                folders.append(rel)
             if rel in self._seen:
+                if self._seen[rel] == "dir":
+                    folders.append(rel)
                 continue
-            self._seen.add(rel)
             try:
-                state, mode, content, why = _state_of(os.path.join(self.root, rel))
+                state, mode, content, why = _state_of(os.path.join(self.root, rel),
+                                                      MAX_SESSION_BYTES - self._bytes)
             except Exception:  # noqa: BLE001 - recording never fails a tool call
                 log.debug("recording %s failed", rel, exc_info=True)
                 continue
+            self._seen[rel] = state
+            if state == "dir":
+                folders.append(rel)
+            self._bytes += len(content or b"")
             payload = {"path": rel, "state": state}
             if mode is not None:
                 payload["mode"] = mode
@@ -116,8 +127,9 @@ def _found(content, folders, root):
     return found
 
 
-def _state_of(path):
-    """``(state, mode, content, why)`` of what is at ``path`` now."""
+def _state_of(path, room):
+    """``(state, mode, content, why)`` of what is at ``path`` now; a file over ``room``
+    bytes is named, not copied."""
     try:
         st = os.lstat(path)
     except FileNotFoundError:
@@ -134,5 +146,8 @@ def _state_of(path):
         return "unrecorded", None, None, "not a regular file"
     if st.st_size > MAX_FILE_BYTES:
         return "unrecorded", None, None, f"larger than {MAX_FILE_BYTES // 2**20} MiB"
+    if st.st_size > room:
+        return "unrecorded", None, None, (f"the session's recorded files passed "
+                                          f"{MAX_SESSION_BYTES // 2**20} MiB")
     with open(path, "rb") as fh:
         return "file", stat.S_IMODE(st.st_mode), fh.read(MAX_FILE_BYTES + 1), None

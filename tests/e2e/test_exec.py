@@ -135,7 +135,8 @@ def test_exec_bad_usage_exits_2(run, args):
     assert code == 2 and out == "" and "term2acp exec:" in err
 
 
-def test_exec_sigint_mid_answer_cancels_and_prints_the_result(run, server):
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_exec_signal_mid_answer_cancels_and_prints_the_result(run, server, signum):
     held = f.openai_sse(f.oa_text("Starting"), f.oa_text(" more"), f.oa_finish("stop"),
                         hold_after=1)
     server.enqueue(held)
@@ -146,7 +147,7 @@ def test_exec_sigint_mid_answer_cancels_and_prints_the_result(run, server):
             seen.append(json.loads(line))
             update = seen[-1].get("update") or {}
             if update.get("sessionUpdate") == "agent_message_chunk":
-                proc.send_signal(signal.SIGINT)
+                proc.send_signal(signum)
                 break
         out, err = proc.communicate(timeout=TIMEOUT)
     finally:
