@@ -161,6 +161,9 @@ class Run:
         self.agent_notify = agent.notify
         handlers = [gevent.signal_handler(signum, self.interrupt)
                     for signum in (signal.SIGINT, signal.SIGTERM)]
+        # an editor that opens this session asks this process to let it go, as it would ask
+        # an agent (sessions/takeover.py); without the handler SIGUSR2 would end it
+        handlers.append(gevent.signal_handler(signal.SIGUSR2, agent.server.yield_sessions))
         try:
             update, error = self.converse(agent, prompt)
         finally:

@@ -72,6 +72,18 @@ def usage_sum(items):
     return total
 
 
+def summary(document):
+    """Per turn and in all: the prompt, the final answer, the models, the model requests,
+    the usage and the cost (the JSON export's ``summary``; import ignores it)."""
+    rows = [{"prompt": t["prompt"], "answer": t["answer"],
+             "models": sorted({r.get("model") or "?" for r in t["replies"]}),
+             "modelRequests": len(t["replies"]), "usage": t["usage"], "costUsd": t["cost"]}
+            for t in turns(document)]
+    return {"turns": rows, "modelRequests": sum(r["modelRequests"] for r in rows),
+            "usage": usage_sum(r["usage"] for r in rows),
+            "costUsd": round(sum(r["costUsd"] for r in rows), 8)}
+
+
 def markdown(document):
     session = document["session"]
     all_turns = turns(document)

@@ -94,6 +94,7 @@ def run(opts, store, settings, catalog):
     if opts["show"] or opts["--format"] == "markdown":
         return write(opts["-o"], render.markdown(document) + "\n")
     if opts["--format"] == "json":
+        document["summary"] = render.summary(document)
         return write(opts["-o"], json.dumps(document, ensure_ascii=False, indent=1) + "\n")
     from term2acp.headless import pytest_export
 

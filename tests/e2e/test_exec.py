@@ -212,3 +212,28 @@ def test_exec_session_takes_over_a_session_open_in_an_editor(acp_agent, acp_env,
                           env=dict(acp_env, TERM2ACP_SCRIPT=str(script)),
                           capture_output=True, text=True, timeout=TIMEOUT)
     assert (proc.returncode, proc.stdout) == (0, "Now from exec.\n"), proc.stderr
+
+
+def test_exec_lets_an_editor_take_its_session_over(acp_agent, acp_env, acp_workspace, tmp_path):
+    script = tmp_path / "hang.json"
+    script.write_text(json.dumps({"turns": [[{"text": "working"}, {"hang": True}]]}))
+    proc = subprocess.Popen([sys.executable, REPO_LAUNCHER, "exec", "--provider", "scripted",
+                             "--json", "work forever"], cwd=acp_workspace,
+                            env=dict(acp_env, TERM2ACP_SCRIPT=str(script)),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        for line in proc.stdout:
+            item = json.loads(line)
+            if (item.get("update") or {}).get("sessionUpdate") == "agent_message_chunk":
+                break
+        editor = acp_agent(script=script)
+        answer = editor.request("session/resume", {"sessionId": item["sessionId"],
+                                                   "cwd": acp_workspace})
+        assert "result" in answer, answer
+        out, err = proc.communicate(timeout=TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+    assert proc.returncode == 130, err
+    assert lines(out.decode())[-1]["stopReason"] == "cancelled"

@@ -88,6 +88,13 @@ def test_sessions_list_show_export_delete_import_resume(acp_agent, acp_env, tmp_
     replies = [i["payload"] for i in doc["recording"] if i["kind"] == "reply"]
     assert [r["cost"] for r in replies] == [None, None, 0.0125, None, 0.0075]
     assert replies[2]["usage"] == {"input": 300, "output": 20, "cached": 100, "thought": 0}
+    total = doc["summary"]
+    assert [t["costUsd"] for t in total["turns"]] == [0.0125, 0.0075]
+    assert [t["modelRequests"] for t in total["turns"]] == [3, 2]
+    assert total["turns"][0]["answer"] == "Fixed the greeting."
+    assert total["turns"][0]["models"] == ["scripted"]
+    assert (total["costUsd"], total["usage"]) == (0.02, {"input": 700, "output": 32,
+                                                         "cached": 100})
     asked = [i["payload"] for i in doc["recording"] if i["kind"] == "permission"]
     assert [(q["tool"], q["decision"]["kind"]) for q in asked] == [
         ("edit_file", "allow_once"), ("create_file", "reject_once")]
