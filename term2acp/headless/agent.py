@@ -33,11 +33,13 @@ class AgentError(Exception):
 
 class LocalAgent:
     """``on_update(params)`` gets each ``session/update``; ``on_request(method, params)``
-    answers each request of the agent (its result, or None for method not found)."""
+    answers each request of the agent (its result, or None for method not found);
+    ``on_closed()`` is called when the agent's side of the connection has closed."""
 
-    def __init__(self, settings, catalog, on_update, on_request):
+    def __init__(self, settings, catalog, on_update, on_request, on_closed=None):
         self.on_update = on_update
         self.on_request = on_request
+        self.on_closed = on_closed  # called once the agent's side is closed
         client_in, server_out = _pair()
         server_in, client_out = _pair()
         self._server_fds = (server_in, server_out)
@@ -76,6 +78,8 @@ class LocalAgent:
             for result in self._pending.values():
                 result.set_exception(AgentError("the agent closed the connection"))
             self._pending.clear()
+            if self.on_closed is not None:
+                self.on_closed()
 
     def _dispatch(self, message):
         method = message.get("method")

@@ -152,12 +152,14 @@ class Run:
         self.idle = AsyncResult()
         self.prompting = False
         self.cancelled = False
+        self.cancel_sent = False
         self.open_line = False  # the answer on stdout did not end its line yet
         self.titles = {}  # tool call id -> title
 
     def run(self, prompt):
         started = time.monotonic()
-        agent = LocalAgent(self.settings, self.catalog, self.on_update, self.on_request)
+        agent = LocalAgent(self.settings, self.catalog, self.on_update, self.on_request,
+                           on_closed=lambda: self.idle.ready() or self.idle.set(None))
         self.agent_notify = agent.notify
         handlers = [gevent.signal_handler(signum, self.interrupt)
                     for signum in (signal.SIGINT, signal.SIGTERM)]
@@ -190,7 +192,12 @@ class Run:
             self.prompting = True
             agent.request("session/prompt", {"sessionId": self.session_id,
                                              "prompt": [{"type": "text", "text": prompt}]})
-            return self.idle.get(), None
+            if self.cancelled:  # a signal while the prompt was on its way
+                gevent.spawn(self._cancel)
+            update = self.idle.get()
+            if update is None and not self.cancelled:
+                return None, "the agent closed the connection"
+            return update, None
         except AgentError as exc:
             return None, str(exc)
 
@@ -236,6 +243,9 @@ class Run:
             gevent.spawn(self._cancel)
 
     def _cancel(self):
+        if self.cancel_sent:
+            return
+        self.cancel_sent = True
         self.agent_notify("session/cancel", {"sessionId": self.session_id})
         if not self.idle.wait(CANCEL_WAIT):
             self.idle.set(None)
