@@ -8,20 +8,17 @@ which never backtracks; grep searches a file in bounded slices
 (:mod:`term2acp.tools.grepping`) and the walk's :class:`~term2acp.tools.tree.Pacer`
 yields to the hub between them and bounds the whole search in time.
 
-Why our own walker and not the ripgrep wheel (``bench/search`` measures both on a
-100,000-file tree): ripgrep scans a whole tree faster, but not by an order of magnitude
-here, and it reads files by path, so the time-of-use guarantee (a directory swapped for a
-symlink mid-search is never entered) would hold only inside a sandbox built per search
-around exactly the searched tree, the credential masks and the ancestors' .gitignore
-files; that needs bubblewrap (grep works without it), a process per call, and gives
-ignore rules that differ from glob's and list_directory's. The searches models make are
-bounded by head_limit and stop early, where the walker answers in milliseconds.
+A directory is searched by ripgrep in the sandbox when it can answer the walker's way
+(:mod:`term2acp.tools.ripgrep`: which calls, the flags that give the same rules), else by
+the walker; a single file always by the engine here.
 """
 
+import logging
 import os
 
 from marshmallow import Schema, fields, validate
 
+from term2acp.tools import ripgrep
 from term2acp.tools.base import Tool, ToolError, ToolResult
 from term2acp.tools.filetypes import TYPES, UnknownType, glob_for
 from term2acp.tools.grepping import (MAX_GREP_BYTES, content_lines, line_numbers,
@@ -30,12 +27,16 @@ from term2acp.tools.grepping import (MAX_GREP_BYTES, content_lines, line_numbers
 from term2acp.tools.paths import (FILE_FLAGS, display_path, located, open_checked, read_plan,
                                   readable_path)
 from term2acp.tools.patterns import PatternError, compile_grep, path_matcher
+from term2acp.tools import tree
 from term2acp.tools.tree import MAX_WALK, Pacer, TreeWalk, ignorer_for
+
+log = logging.getLogger(__name__)
 
 MAX_MATCHES = 200  # grep output lines by default (content mode)
 MAX_FILES = 500  # grep files listed by default (files_with_matches, count)
 MAX_HEAD = 2000  # the largest head_limit
 MAX_CONTEXT = 20  # context lines on each side
+HEAD_START = 0.05  # seconds the walker searches before ripgrep takes a long scan over
 
 
 class _SearchTool(Tool):
@@ -220,7 +221,20 @@ class GrepTool(_SearchTool):
         except PatternError as exc:
             raise ToolError(str(exc)) from None
         top = self._top(args, ctx, plan)
-        search = _Search(args, ctx, regex)
+        scan = os.path.isdir(top) and ripgrep.usable(ctx, top, args["no_ignore"])
+        if scan:  # the walker first: most searches end early; a long scan goes to ripgrep
+            head = _Search(args, ctx, regex, min(HEAD_START, tree.SEARCH_SECONDS))
+            result = self._search(args, ctx, top, head)
+            if result is not None:
+                return result
+            try:
+                return self._ripgrep(args, ctx, top, _Search(args, ctx, regex))
+            except ripgrep.Unanswerable as exc:
+                log.debug("grep by the walker: %s", exc)
+        return self._search(args, ctx, top, _Search(args, ctx, regex))
+
+    def _search(self, args, ctx, top, search):
+        """The walker's (or one file's) answer; None when a head start ran out."""
         walk = None
         if os.path.isdir(top):
             walk = self._walk(args, top, ctx, search.pacer)
@@ -238,7 +252,25 @@ class GrepTool(_SearchTool):
         finally:
             if walk is not None:
                 reads.close()  # the walk's directory fds, now (also on cancel)
+        if search.pacer.expired and search.pacer.budget < tree.SEARCH_SECONDS:
+            return None  # the head start ran out
         return ToolResult(search.report(top, walk), locations=[{"path": top}])
+
+    def _ripgrep(self, args, ctx, top, search):
+        type_glob = None
+        if args["type"]:
+            try:
+                type_glob = glob_for(args["type"])
+            except UnknownType as exc:
+                raise ToolError(str(exc)) from None
+        options = dict(args, type_glob=type_glob, before_n=search.before, after_n=search.after)
+        command = ripgrep.argv(options, args["pattern"], search.mode, ctx, top)
+        scan = ripgrep.Scan(search, top, _accepts(args, top, type_glob))
+        scan.run(command)
+        if search.entries and search.entries[-1] == "--":
+            search.entries.pop()
+        return ToolResult(search.report(top, _Skipped(search, scan.expired)),
+                          locations=[{"path": top}])
 
     def _walk(self, args, top, ctx, pacer):
         prune = None
@@ -265,10 +297,37 @@ class GrepTool(_SearchTool):
                 yield visit.path, read_regular_fd(visit.open, state)
 
 
+def _accepts(args, top, type_glob):
+    """The walker's include, type and exclude decisions for a path ripgrep found."""
+    filters = [_matcher(glob) for glob in (args["include"], type_glob) if glob]
+    exclude = _matcher(args["exclude"]) if args["exclude"] else None
+    cut_at = len(top.rstrip("/")) + 1
+
+    def accept(path):
+        rel = path[cut_at:]
+        if not all(accepts(rel) for accepts in filters):
+            return False
+        if exclude is None:
+            return True
+        parts = rel.split("/")
+        return not any(exclude("/".join(parts[:n])) for n in range(1, len(parts) + 1))
+    return accept
+
+
+class _Skipped:
+    """What a ripgrep scan skipped, as walk_notes reads a walk."""
+
+    changed = deep = 0
+    truncated = False
+
+    def __init__(self, search, expired):
+        self.sensitive, self.expired, self.pacer = search.sensitive, expired, search.pacer
+
+
 class _Search:
     """One grep call's hits, paged by offset and head_limit, and what it skipped."""
 
-    def __init__(self, args, ctx, regex):
+    def __init__(self, args, ctx, regex, budget=None):
         self.args, self.ctx, self.regex = args, ctx, regex
         self.mode = args["output_mode"]
         default = MAX_MATCHES if self.mode == "content" else MAX_FILES
@@ -278,8 +337,12 @@ class _Search:
         self.before = context if args["before"] is None else args["before"]
         self.after = context if args["after"] is None else args["after"]
         self.entries = []
-        self.pacer = Pacer()
+        self.pacer = Pacer(budget)
         self.state = {"binary": 0, "big": 0, "changed": 0}
+        self.sensitive = 0  # dotenv files ripgrep skipped
+
+    def shown(self, path):
+        return display_path(self.ctx, path)
 
     def add(self, path, read):
         """Search one file; False once enough entries are in."""

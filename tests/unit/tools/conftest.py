@@ -13,3 +13,14 @@ def root(tmp_path):
 @pytest.fixture
 def ctx(root, tmp_path):
     return tool_context(root, tmp_path)
+
+
+@pytest.fixture(autouse=True)
+def walker_only(monkeypatch):
+    """The tool tests pin the walker's rules, whatever the machine's load does to its head
+    start; test_ripgrep.py turns ripgrep back on and checks it answers the same."""
+    from term2acp.tools import ripgrep
+
+    real = ripgrep.usable
+    monkeypatch.setattr(ripgrep, "usable", lambda *args: False)
+    return real
