@@ -9,7 +9,9 @@ session announces after its answer (or a prompt). Once the lines queued by then 
 written (the session's answer), a thread of gevent's pool does the work: it shares the
 interpreter with no session call an editor sends right after ``initialize``, and it is
 done long before a person has typed a prompt. ``ready`` is set when it is done, or has
-failed; then the sandbox is probed (a bwrap run) on the hub.
+failed; then the sandbox is probed (a bwrap run) on the hub, and web_fetch's HTML
+converter (``CONVERTER``, a few hundred ms of imports) is loaded in the thread, so no
+first fetch pays for it.
 When the thread failed, :meth:`Preload.tools` loads the tools on the hub, which reports
 the error where it always did.
 
@@ -30,6 +32,7 @@ log = logging.getLogger(__name__)
 
 WAIT = 30.0  # seconds a caller waits for the preload before doing the work itself
 MODULES = ("term2acp.providers.http", "term2acp.sandbox.bwrap", "term2acp.tools.registry")
+CONVERTER = "html_to_markdown"
 SANDBOX = "available: writes only inside the workspace root, no network, credentials hidden"
 
 
@@ -94,6 +97,10 @@ class Preload:
         finally:
             self.ready.set()
         self.sandbox_note()
+        try:
+            gevent.get_hub().threadpool.apply(importlib.import_module, (CONVERTER,))
+        except Exception:  # noqa: BLE001 - the first page converted imports it, and says
+            log.debug("preloading %s failed", CONVERTER, exc_info=True)
 
 
 def _prepare(modules, settings):

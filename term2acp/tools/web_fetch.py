@@ -34,6 +34,10 @@ from term2acp.tools.base import Plan, Tool, ToolError, ToolResult
 MAX_REDIRECTS = 5
 FETCH_SECONDS = 30.0
 DEFAULT_CHARS, MAX_CHARS = 20_000, 200_000
+# Per character returned: the body's prefix read (after the HTML head), and the part of it
+# converted first; a page with less text than that in its markup converts twice as much
+# again, up to the whole prefix.
+PREFIX_BYTES, CONVERT_BYTES = 16, 4
 METADATA_ADDRESSES = ("169.254.169.254", "169.254.170.2", "169.254.169.123", "100.100.100.200",
                       "fd00:ec2::254", "fd00:ec2::23")
 METADATA_NAMES = ("metadata.google.internal", "metadata.goog", "metadata", "instance-data",
@@ -168,17 +172,17 @@ class WebFetchTool(Tool):
         try:
             with gevent.Timeout(FETCH_SECONDS, ToolError(
                     f"the fetch took longer than {FETCH_SECONDS:.0f} s and was stopped.")):
-                reply = self._follow(ctx, plan, webpage, http.client.HTTPException)
+                reply = self._follow(ctx, plan, args["max_chars"] * PREFIX_BYTES)
                 return self._result(args, reply, webpage)
         except webpage.FetchError as exc:
             raise ToolError(f"{args['url']}: {exc}") from None
 
-    def _follow(self, ctx, plan, webpage, http_error):
+    def _follow(self, ctx, plan, prefix):
         place = plan.place
         for _ in range(MAX_REDIRECTS + 1):
             try:
-                reply = webpage.get(place.url, place.address)
-            except (OSError, http_error) as exc:
+                reply = webpage.get(place.url, place.address, prefix)
+            except (OSError, http.client.HTTPException) as exc:
                 raise ToolError(f"could not fetch {place.url}: {_why(exc)}") from None
             except ProviderError as exc:  # a proxy setting the providers refuse too
                 raise ToolError(f"could not fetch {place.url}: {exc}") from None
@@ -215,16 +219,30 @@ class WebFetchTool(Tool):
                             f"({len(reply.body)} bytes), which web_fetch does not show: only "
                             "HTML, text and JSON. Nothing was returned.")
         text = webpage.decode(reply)
+        limit = args["max_chars"]
         if kind == "html":
-            text = webpage.to_markdown(text, url)
-        limit, total = args["max_chars"], len(text)
+            text = _converted(text, url, limit, webpage)
+        total = len(text)
         note = ""
-        if total > limit:
+        if total > limit or not reply.complete:
             text = text[:limit]
-            note = (f"\n\n[cut at {limit} of {total} characters; call again with a larger "
-                    f"max_chars (at most {MAX_CHARS}) to read more.]")
+            of = f"of {total} characters" if reply.complete else \
+                f"characters of the first {len(reply.body)} bytes of a longer page"
+            note = (f"\n\n[cut at {len(text)} {of}; call again with a larger max_chars (at "
+                    f"most {MAX_CHARS}) to read more.]")
         head = f"URL: {url}\nContent-Type: {reply.content_type or 'unknown'}\n\n"
         return ToolResult(head + text + note, content=[{"type": "text", "text": head + text}])
+
+
+def _converted(html, url, limit, webpage):
+    """Markdown of enough of ``html`` for ``limit`` characters (see CONVERT_BYTES)."""
+    head = html.find("</head")
+    size = max(0, head) + limit * CONVERT_BYTES
+    while True:
+        text = webpage.to_markdown(html[:size], url)
+        if len(text) > limit or size >= len(html):
+            return text
+        size *= 2
 
 
 def _why(exc):

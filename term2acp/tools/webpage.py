@@ -9,10 +9,13 @@ are the providers' (:mod:`term2acp.providers.net`): ``HTTPS_PROXY``/``HTTP_PROXY
 or ``SSL_CERT_FILE``. Redirects are not followed here: each one comes back to the caller
 as a new URL to check.
 
-The body is read up to :data:`MAX_BYTES` (after gzip/deflate decoding too); HTML becomes
-Markdown (``html-to-markdown``, a maintained MIT library with a Rust core, imported when
-the first page is converted), text and JSON stay as they are, anything else is refused
-by its type.
+Only a prefix of the body is read (``limit`` bytes after gzip/deflate decoding, at most
+:data:`MAX_BYTES`; for HTML counted from the end of the ``<head>``, whose first
+:data:`HEAD_CAP` bytes are read whole): the model sees ``max_chars`` of the page, so the
+caller asks for a few times that and the connection is closed once it is in, whatever the
+page's size. HTML becomes Markdown (``html-to-markdown``, a maintained MIT library with a
+Rust core, imported by the preload in the background), text and JSON stay as they are,
+anything else is refused by its type.
 """
 
 import http.client
@@ -27,6 +30,9 @@ from term2acp import __version__
 from term2acp.providers.net import Target, open_socket, proxy_for, ssl_context
 
 MAX_BYTES = 5 * 1024 * 1024  # of the (decoded) body
+HEAD_CAP = 1024 * 1024  # an HTML head is read whole up to this, beyond the prefix
+CHUNK = 64 * 1024
+_HEAD_END = re.compile(rb"</head\s*>", re.I)
 CONNECT_SECONDS = 10.0
 HEADERS = {
     "User-Agent": f"term2acp/{__version__} (web_fetch)",
@@ -53,11 +59,13 @@ class Reply:
     content_type: str
     charset: str | None
     body: bytes
+    complete: bool = True  # False: the body goes on beyond what was read
 
 
-def get(url, address):
+def get(url, address, limit=MAX_BYTES):
     """GET ``url`` with the connection pinned to ``address`` (an IP string; ignored when
-    a proxy is used); the redirect target is returned, never followed."""
+    a proxy is used), reading a prefix of ``limit`` bytes of the body (module docstring);
+    the redirect target is returned, never followed."""
     target = Target(url)
     proxy = proxy_for(target)
     host, port = (proxy[0], proxy[1]) if proxy else (target.host, target.port)
@@ -80,33 +88,48 @@ def get(url, address):
         if 300 <= raw.status < 400 and location:
             return Reply(raw.status, url, urljoin(url, location.strip()), "", None, b"")
         content_type = raw.getheader("Content-Type") or ""
-        body = _read(raw, (raw.getheader("Content-Encoding") or "").strip().lower())
         mime, _, params = content_type.partition(";")
+        mime = mime.strip().lower()
+        body, complete = _read(raw, (raw.getheader("Content-Encoding") or "").strip().lower(),
+                               min(limit, MAX_BYTES), mime in HTML_TYPES or not mime)
         charset = re.search(r"charset=\"?([^\";\s]+)", params, re.I)
-        return Reply(raw.status, url, None, mime.strip().lower(),
-                     charset.group(1) if charset else None, body)
+        return Reply(raw.status, url, None, mime, charset.group(1) if charset else None, body,
+                     complete)
     finally:
         conn.close()
 
 
-def _read(raw, encoding):
-    data = raw.read(MAX_BYTES + 1)
-    if len(data) > MAX_BYTES and not encoding:
-        raise FetchError(f"the page is larger than {MAX_BYTES // 2**20} MiB; web_fetch reads "
-                         "at most that much.")
+def _read(raw, encoding, limit, html):
+    """``(prefix, complete)``: the decoded body's first ``limit`` bytes (more for an HTML
+    head), read in chunks and never beyond what that needs."""
     if encoding in ("gzip", "x-gzip", "deflate"):
         inflater = zlib.decompressobj(47 if encoding != "deflate" else zlib.MAX_WBITS)
-        try:
-            data = inflater.decompress(data, MAX_BYTES + 1)
-        except zlib.error:
-            raise FetchError(f"the page's {encoding} body is corrupt.") from None
-        if len(data) > MAX_BYTES:
-            raise FetchError(f"the page is larger than {MAX_BYTES // 2**20} MiB once "
-                             "decompressed; web_fetch reads at most that much.")
-    elif encoding not in ("", "identity"):
+    elif encoding in ("", "identity"):
+        inflater = None
+    else:
         raise FetchError(f"the server sent the body in an encoding web_fetch cannot read "
                          f"({encoding}).")
-    return data
+    data, wanted, head = bytearray(), limit, html
+    while len(data) <= wanted:
+        chunk = raw.read(CHUNK)
+        if not chunk:
+            return bytes(data), True
+        if inflater is not None:
+            try:
+                chunk = inflater.decompress(chunk, wanted + 1 - len(data))
+            except zlib.error:
+                raise FetchError(f"the page's {encoding} body is corrupt.") from None
+        data += chunk
+        if head:  # the prefix starts where the head ends
+            end = _HEAD_END.search(data, 0, HEAD_CAP)
+            if end is not None or len(data) >= HEAD_CAP:
+                head = False
+                wanted = min(MAX_BYTES, limit + (end.end() if end else 0))
+            else:
+                wanted = max(wanted, len(data) + 1)
+        if inflater is not None and inflater.unconsumed_tail:
+            break  # more decoded bytes than wanted are waiting
+    return bytes(data[:wanted]), False
 
 
 def kind_of(reply):

@@ -9,9 +9,10 @@ import sys
 from term2acp.testing.harness import REPO_LAUNCHER, AgentProcess
 from tests.support.scripts import write_script
 
-# imported only when used: the local engines, RE2 (grep), html-to-markdown (web_fetch),
-# docopt (a command line with arguments) and the MCP transports (a session's MCP servers)
-OPTIONAL = {"llama_cpp", "xllamacpp", "re2", "html_to_markdown", "docopt",
+# imported only when used: the local engines, RE2 (grep), docopt (a command line with
+# arguments) and the MCP transports (a session's MCP servers); html-to-markdown (web_fetch)
+# is the preload's, after the sandbox probe
+OPTIONAL = {"llama_cpp", "xllamacpp", "re2", "docopt",
             "term2acp.mcp.stdio", "term2acp.mcp.http"}
 IMPORTED = re.compile(r"^import time:\s+\d+ \|\s+\d+ \|\s*(\S+)\s*$", re.M)
 

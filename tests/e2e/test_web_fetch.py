@@ -57,3 +57,26 @@ def test_web_fetch_asks_refuses_and_follows_redirects(acp_agent, workspace, prot
         server.stop()
         web.stop()
         other.stop()
+
+
+@pytest.mark.acp_process
+def test_web_fetch_of_a_big_page_returns_its_beginning(acp_agent, workspace):
+    rows = b"".join(b"<p>Paragraph %d of a big page.</p>\n" % n for n in range(150_000))
+    big = b"<html><head><title>Big</title></head><body><h1>Start here</h1>" + rows + b"</body></html>"
+    web = WebServer({"/big": (200, {"Content-Type": "text/html"}, big)}).start()
+    server = model_server([[("web_fetch", {"url": web.url("/big"), "max_chars": 2000})]])
+    try:
+        agent = start_agent(acp_agent, server, 2)
+        sid = agent.new_session(workspace)
+        _, updates, _ = agent.prompt(sid, "read it", timeout=40, on_request=lambda m: {
+            "outcome": {"outcome": "selected", "optionId": "allow-once"}})
+        assert [c["status"] for c in finished_calls(updates)] == ["completed"]
+        text = tool_results(server)["call_0"]
+        assert len(big) > 5_000_000
+        assert "# Start here" in text and "Paragraph 0 of a big page." in text
+        assert "Paragraph 149999" not in text
+        assert "[cut at 2000 characters of the first" in text and "of a longer page" in text
+        assert agent.close() == 0
+    finally:
+        server.stop()
+        web.stop()

@@ -3,6 +3,7 @@ content types and bounds."""
 
 import gzip
 import json
+import re
 
 import pytest
 
@@ -107,10 +108,20 @@ def test_private_asks_every_time_and_public_hosts_can_be_granted(ctx):
     assert request_for(public, ctx).variant == WEB_HOST  # ask mode asks every time
 
 
-def test_a_body_over_the_cap_is_refused(ctx, web, monkeypatch):
-    monkeypatch.setattr(webpage, "MAX_BYTES", 10)
-    with pytest.raises(ToolError, match="larger than 0 MiB"):
-        fetch(ctx, web.url("/page"))
+def test_only_a_prefix_of_a_long_page_is_read_and_converted(ctx, web):
+    rows = b"".join(b"<p>Row %d of the page.</p>" % n for n in range(20000))
+    web.pages["/long"] = (200, {"Content-Type": "text/html"},
+                          b"<html><head><title>T</title><style>" + b"x{}" * 5000 +
+                          b"</style></head><body>" + rows + b"</body></html>")
+    web.pages["/long.gz"] = (200, {"Content-Type": "text/plain", "Content-Encoding": "gzip"},
+                             gzip.compress(b"line of text\n" * 500_000))
+    text = fetch(ctx, web.url("/long"), max_chars=1000)
+    assert "Row 0 of the page." in text and "Row 19999" not in text
+    read = re.search(r"\[cut at 1000 characters of the first (\d+) bytes of a longer page", text)
+    assert 15_000 + 16_000 <= int(read.group(1)) < 15_000 + 20_000  # the head, 16 per char
+    zipped = fetch(ctx, web.url("/long.gz"), max_chars=500)
+    assert zipped.count("line of text") == 500 // 13  # 38 whole lines, then a cut one
+    assert "of the first 8000 bytes of a longer page" in zipped  # decoded, 16 per character
 
 
 def test_a_name_only_the_proxy_resolves_goes_through_it_as_a_public_host(ctx, web, monkeypatch):
