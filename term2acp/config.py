@@ -8,7 +8,7 @@ mode. Broken TOML is reported with its line and column.
 To add a key:
 
 1. one field in the section's schema below (``ConfigSchema`` for top-level keys, or
-   ``ShellSchema``, ``SandboxSchema``, ``McpSchema``, ``WebSearchSchema``, ``ProviderSchema`` (and
+   ``ShellSchema``, ``SandboxSchema``, ``McpSchema``, ``WebSearchSchema``, ``ToolsSchema``, ``ProviderSchema`` (and
    ``BuiltinProviderSchema`` when the built-in providers take it), ``PriceSchema``; a new ``[table]``
    is a new schema nested in ``ConfigSchema``), built with the field makers below so a
    wrong type is refused with a clear message;
@@ -151,6 +151,12 @@ class McpSchema(Section):
 class WebSearchSchema(Section):
     enabled = switch()
     max_uses = count()
+
+
+class ToolsSchema(Section):
+    edit_max_mb = Typed((int, float), "a number of MiB", convert=float,
+                        validate=validate.Range(min=0, min_inclusive=False,
+                                                error="must be more than 0"))
 
 
 class ProviderSchema(Section):
@@ -324,6 +330,7 @@ class ConfigSchema(Section):
     web_search = fields.Nested(WebSearchSchema)
     lsp = fields.Nested(LspSchema)
     agents = fields.Nested(Section.from_dict({"max_parallel": count()}, name="AgentsSchema"))
+    tools = fields.Nested(ToolsSchema)
     providers = _Providers()
     prices = _Prices()
 

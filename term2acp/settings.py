@@ -69,6 +69,13 @@ class AgentsSettings:
         self.max_parallel = 4  # children of one turn running at once
 
 
+class ToolsSettings:
+    """``[tools]``: bounds of the file tools."""
+
+    def __init__(self):
+        self.edit_max_mb = 64.0  # largest file edit_file and apply_patch change (tools/edit.py)
+
+
 class SandboxSettings:
     """``[sandbox]``: what the shell sandbox may read besides the workspace, and its bounds
     (see ``term2acp/sandbox/view.py`` and the README's "Shell sandbox" section)."""
@@ -125,6 +132,7 @@ class Settings:
         self.web_search = WebSearchSettings()
         self.lsp = LspSettings()
         self.agents = AgentsSettings()
+        self.tools = ToolsSettings()
         self.providers = {}  # name -> dict from the config file
         self.prices = {}  # model id -> {input, output, cache_read, cache_write} (USD / Mtok)
         self.env = dict(env or {})

@@ -26,7 +26,9 @@ from term2acp.tools import editor_io
 from term2acp.tools.atomic import open_dirs
 from term2acp.tools.base import EditorError, Plan, Tool, ToolError, ToolResult, identity
 from term2acp.tools.changeset import ChangeSet
-from term2acp.tools.edit import EDIT_CAP, diff_item, first_changed_line, read_existing
+from term2acp.tools.edit import (diff_item, edit_limit, first_changed_line, over_limit,
+                                 read_existing)
+from term2acp.tools.region import REGION_OVER, splice_hunks
 from term2acp.tools.files import open_regular
 from term2acp.tools.patch import PatchError, apply_hunks, parse
 from term2acp.tools.paths import (SENSITIVE_NOTE, can_edit, display_path, not_approved,
@@ -64,6 +66,7 @@ class FileChange:
     dest: str | None = None  # a move's destination
     hunks: int = 0
     loose: list = field(default_factory=list)  # hunks located ignoring whitespace
+    shown: dict | None = None  # the diff, built once
 
     @property
     def targets(self):
@@ -73,9 +76,11 @@ class FileChange:
         return [(self.real, "Move"), (self.dest, "Move")]
 
     def diff(self):
-        if self.dest is None:
-            return diff_item(self.real, self.old, self.new)
-        return {**diff_item(self.dest, self.old, self.new), "old_path": self.real}
+        if self.shown is None:
+            self.shown = diff_item(self.dest or self.real, self.old, self.new)
+            if self.dest is not None:
+                self.shown["old_path"] = self.real
+        return self.shown
 
 
 @dataclass
@@ -134,9 +139,9 @@ class ApplyPatchTool(Tool):
                                 "nothing was changed. Use '*** Update File' with hunks, or "
                                 "create_file with overwrite=true to replace it whole.")
             text = "".join(line + "\n" for line in op.lines)
-            if len(text.encode("utf-8")) > EDIT_CAP:
-                raise ToolError(f"{shown}: the new file is above the {EDIT_CAP // 2**20} MiB "
-                                "limit; nothing was changed.")
+            size, limit = len(text.encode("utf-8")), edit_limit(ctx)
+            if size > limit:
+                raise over_limit(f"{shown} (the new file)", size, limit)
             return FileChange("add", real, new=text)
         if op.action == "delete":
             old, seen = _read_for_delete(ctx, real)
@@ -146,7 +151,9 @@ class ApplyPatchTool(Tool):
             raise ToolError(f"{shown} does not exist, so '*** Update File' cannot change it; "
                             "nothing was changed. Use '*** Add File' to create it.")
         try:
-            new, loose = apply_hunks(old, op.hunks, shown)
+            spliced = splice_hunks(old, op.hunks)  # a big file's plain case, without lines
+            new, loose = (spliced, []) if spliced is not None else apply_hunks(old, op.hunks,
+                                                                               shown)
         except PatchError as exc:
             raise ToolError(str(exc)) from None
         change = FileChange("update", real, old, new, seen, hunks=len(op.hunks), loose=loose)
@@ -186,7 +193,7 @@ def _read_for_delete(ctx, real):
     fd = open_regular(ctx, real)
     with os.fdopen(fd, "rb") as fh:
         st = os.fstat(fh.fileno())
-        data = fh.read(EDIT_CAP + 1) if st.st_size <= EDIT_CAP else None
+        data = fh.read(REGION_OVER + 1) if st.st_size <= REGION_OVER else None
     try:
         text = data.decode("utf-8") if data is not None and b"\0" not in data else None
     except UnicodeDecodeError:

@@ -19,14 +19,26 @@ from dataclasses import dataclass
 from marshmallow import Schema, fields, validate
 
 from term2acp.tools import editor_io
-from term2acp.tools import matching
+from term2acp.tools import matching, region
 from term2acp.tools.atomic import write_atomically
 from term2acp.tools.base import Plan, Tool, ToolError, ToolResult, identity
 from term2acp.tools.files import SNIFF, open_regular
 from term2acp.tools.paths import (can_edit, display_path, edit_request, located, not_approved,
                                   recheck_target, resolve_path)
 
-EDIT_CAP = 4 * 1024 * 1024  # bytes: larger files are not edited in memory
+EDIT_CAP = 64 * 1024 * 1024  # bytes: the default of [tools] edit_max_mb (edit_limit)
+
+
+def edit_limit(ctx):
+    """Bytes: the largest file the editing tools change (``[tools] edit_max_mb``)."""
+    tools = getattr(ctx.settings, "tools", None)
+    return int(getattr(tools, "edit_max_mb", EDIT_CAP / 2**20) * 2**20)
+
+
+def over_limit(shown, size, limit, where=""):
+    return ToolError(f"{shown} is {size} bytes{where}, above the {limit / 2**20:g} MiB edit "
+                     "limit ([tools] edit_max_mb in the config file); nothing was written. "
+                     "Use the shell to change it, or raise the limit.")
 
 
 @dataclass
@@ -52,16 +64,15 @@ def read_existing(ctx, real):
         return None, None
     shown = display_path(ctx, real)
     fd = open_regular(ctx, real)
+    limit = edit_limit(ctx)
     with os.fdopen(fd, "rb") as fh:
         st = os.fstat(fh.fileno())
-        if st.st_size > EDIT_CAP:
-            raise ToolError(f"{shown} is {st.st_size} bytes, above the {EDIT_CAP // 2**20} MiB "
-                            "edit limit. Use the shell to change it.")
-        data = editor_io.read_via_editor(ctx, real, fh).read(EDIT_CAP + 1)  # editor's buffer if it serves
-    if len(data) > EDIT_CAP:  # the editor's unsaved buffer can be larger than the file:
+        if st.st_size > limit:
+            raise over_limit(shown, st.st_size, limit)
+        data = editor_io.read_via_editor(ctx, real, fh).read(limit + 1)  # editor's buffer if it serves
+    if len(data) > limit:  # the editor's unsaved buffer can be larger than the file:
         # editing a cut copy would save it cut, so refuse, never truncate
-        raise ToolError(f"{shown} is over the {EDIT_CAP // 2**20} MiB edit limit (in the "
-                        "editor's buffer); nothing was written. Use the shell to change it.")
+        raise over_limit(shown, len(data), limit, " in the editor's buffer")
     if b"\0" in data[:SNIFF]:
         raise ToolError(f"{shown} is a binary file; only text files can be edited.")
     try:
@@ -71,12 +82,13 @@ def read_existing(ctx, real):
                         "would corrupt it. Use the shell to change it.") from None
 
 
-def diff_item(real, old, new):
-    return {"type": "diff", "path": real, "old": old, "new": new}
+diff_item = region.diff_item
 
 
 def first_changed_line(old, new):
     """1-based number of the first line that differs (1 for a new file)."""
+    if old is not None and len(old) > region.REGION_OVER:
+        return region.first_line(old, new)
     old_lines, new_lines = (old or "").split("\n"), new.split("\n")
     for number, (before, after) in enumerate(zip(old_lines, new_lines), 1):
         if before != after:
@@ -253,7 +265,7 @@ def apply_edits(text, edits, shown, notes=None):
     """Apply every edit in memory: (new text, replacements), or ToolError naming the edit.
     An ``old_text`` found nowhere exactly may match once with whitespace normalised
     (:mod:`term2acp.tools.matching`); ``notes`` then gets a line saying so."""
-    crlf = "\r\n" in text
+    crlf = "\r" in text and "\r\n" in text  # one byte is found faster than two
     total = 0
     for number, edit in enumerate(edits, 1):
         label = f"edit {number}" if len(edits) > 1 else "the edit"

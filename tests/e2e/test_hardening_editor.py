@@ -161,7 +161,9 @@ def test_missing_directories_for_an_editor_write_are_made_inside_the_root(setup,
 
 
 
-def test_an_editor_buffer_over_the_edit_limit_is_refused_never_truncated(setup, acp_workspace):
+def test_an_editor_buffer_over_the_edit_limit_is_refused_never_truncated(setup, acp_workspace,
+                                                                         tmp_path):
+    (tmp_path / "config.toml").write_text("[tools]\nedit_max_mb = 4\n")  # the agent's config
     start, _ = setup
     edit = call("edit_file", path="a", edits=[{"old_text": "inside", "new_text": "changed"}])
     agent, sid = start([[edit], [{"text": "ok"}]])
@@ -172,7 +174,7 @@ def test_an_editor_buffer_over_the_edit_limit_is_refused_never_truncated(setup, 
             return {"content": big}
         return None
     _, updates, _ = agent.prompt(sid, "go", timeout=60, on_request=editor)
-    assert "edit limit" in final_texts(updates)
+    assert "edit limit ([tools] edit_max_mb" in final_texts(updates)
     assert [u["status"] for u in updates if u.get("status")][-1] == "failed"
     assert agent.fs_requests == []  # no fs/write_text_file: nothing was saved
     agent.close()

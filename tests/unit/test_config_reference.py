@@ -46,14 +46,15 @@ def readme_config_example():
     return tomllib.loads(textwrap.dedent("\n".join(lines)))
 
 
-USER_NAMED = ("headers", "tools", "initialization_options")  # tables whose keys are the user's
+# tables whose keys are the user's (at any depth: [mcp] tools; the top-level [tools] is ours)
+USER_NAMED = ("headers", "tools", "initialization_options")
 
 
 def key_paths(data, prefix=""):
     for key, value in data.items():
         if prefix in ("providers.", "prices.", "lsp.servers."):
             yield from key_paths(value, f"{prefix}<name>.")
-        elif isinstance(value, dict) and key not in USER_NAMED:
+        elif isinstance(value, dict) and key not in USER_NAMED and prefix + key != "tools":
             yield from key_paths(value, f"{prefix}{key}.")
         else:
             yield prefix + key

@@ -1,10 +1,12 @@
 """The one translation from runtime events (and replay records) to ``session/update``s."""
 
 import base64
+import re
 from difflib import unified_diff
 
 from term2acp.core import events as ev
 
+_HUNK_START = re.compile(r"([-+])(\d+)(?=[, ])")  # a hunk header's start lines
 _TOOL_FIELDS = (("title", "title"), ("kind", "kind"), ("status", "status"),
                 ("raw_input", "rawInput"), ("raw_output", "rawOutput"), ("name", "name"))
 
@@ -13,9 +15,10 @@ def _text(text):
     return {"type": "text", "text": text}
 
 
-def patch_text(path, old, new, old_path=None):
+def patch_text(path, old, new, old_path=None, line=1):
     """A ``diff --git`` section for one file (absolute path behind the a/ b/ prefixes);
-    ``old_path``: the file was moved from there."""
+    ``old_path``: the file was moved from there; ``line``: where ``old`` and ``new`` start
+    in the file (a big file's diff is its changed region only)."""
     old_lines = [] if old is None else old.splitlines(keepends=True)
     new_lines = [] if new is None else new.splitlines(keepends=True)
     before = old_path or path
@@ -29,8 +32,10 @@ def patch_text(path, old, new, old_path=None):
     elif new is None:
         head.append("deleted file mode 100644\n")
     body = []
-    for line in unified_diff(old_lines, new_lines, src, dst, n=3):
-        body.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
+    for text in unified_diff(old_lines, new_lines, src, dst, n=3):
+        if line > 1 and text.startswith("@@ "):
+            text = _HUNK_START.sub(lambda m: f"{m[1]}{int(m[2]) + line - 1}", text)
+        body.append(text if text.endswith("\n") else text + "\n\\ No newline at end of file\n")
     if not body:
         body = [f"--- {src}\n", f"+++ {dst}\n"]
     return "".join(head + body)
@@ -56,7 +61,8 @@ def tool_content(items):
             if moved:
                 change["oldPath"] = moved
             out.append({"type": "diff", "changes": [change], "patch": {
-                "format": "git_patch", "text": patch_text(path, old, new, moved)}})
+                "format": "git_patch", "text": patch_text(path, old, new, moved,
+                                                          item.get("line", 1))}})
         elif kind == "link":
             out.append({"type": "content", "content": resource_link(item)})
         elif kind == "terminal":

@@ -229,11 +229,16 @@ def test_edit_file_refuses_binary_and_non_utf8(ctx, root, data, message):
     assert open(path, "rb").read() == data
 
 
-def test_edit_file_refuses_a_huge_file(ctx, root):
+def test_edit_file_refuses_a_file_over_the_configured_limit(ctx, root):
     path = os.path.join(root, "huge.log")
     with open(path, "wb") as fh:
         fh.truncate(edit.EDIT_CAP + 1)
-    with pytest.raises(ToolError, match="above the 4 MiB edit limit"):
+    with pytest.raises(ToolError, match=r"above the 64 MiB edit limit \(\[tools\] edit_max_mb"):
+        call(EditFileTool(), ctx, path="huge.log", edits=edits(("a", "b")))
+    ctx.settings.tools.edit_max_mb = 0.5
+    with open(path, "wb") as fh:
+        fh.write(b"a line\n" * 100_000)
+    with pytest.raises(ToolError, match=r"700000 bytes, above the 0.5 MiB edit limit"):
         call(EditFileTool(), ctx, path="huge.log", edits=edits(("a", "b")))
 
 
