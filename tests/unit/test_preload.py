@@ -23,6 +23,7 @@ def test_the_first_wait_starts_the_preload_of_the_tools_and_the_sandbox(tmp_path
     assert {"read_file", "grep", "apply_patch"} <= set(tools)
     assert preload.tools() is tools  # loaded once
     assert preload.sandbox_note().startswith(("available", "unavailable"))
+    preload.close(timeout=5)  # the converter's import after the probe may still run
 
 
 def test_a_failed_preload_is_logged_and_the_caller_loads_the_tools(tmp_path, monkeypatch,
@@ -34,3 +35,4 @@ def test_a_failed_preload_is_logged_and_the_caller_loads_the_tools(tmp_path, mon
         assert preload.wait(timeout=30) is True  # ready all the same: nobody waits forever
     assert "preloading the tools failed" in caplog.text and "no_such_module" in caplog.text
     assert {"read_file", "grep"} <= set(preload.tools())
+    preload.close(timeout=5)
