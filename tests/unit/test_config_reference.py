@@ -54,7 +54,7 @@ def key_paths(data, prefix=""):
     for key, value in data.items():
         if prefix in ("providers.", "prices.", "lsp.servers."):
             yield from key_paths(value, f"{prefix}<name>.")
-        elif isinstance(value, dict) and key not in USER_NAMED and prefix + key != "tools":
+        elif isinstance(value, dict) and (key not in USER_NAMED or prefix + key == "tools"):
             yield from key_paths(value, f"{prefix}{key}.")
         else:
             yield prefix + key
