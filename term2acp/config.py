@@ -8,10 +8,10 @@ mode. Broken TOML is reported with its line and column.
 To add a key:
 
 1. one field in the section's schema below (``ConfigSchema`` for top-level keys, or
-   ``ShellSchema``, ``SandboxSchema``, ``McpSchema``, ``WebSearchSchema``, ``ToolsSchema``, ``ProviderSchema`` (and
+   ``ShellSchema``, ``SandboxSchema``, ``McpSchema``, ``WebSearchSchema``, ``ProviderSchema`` (and
    ``BuiltinProviderSchema`` when the built-in providers take it), ``PriceSchema``; a new ``[table]``
-   is a new schema nested in ``ConfigSchema``), built with the field makers below so a
-   wrong type is refused with a clear message;
+   is a new schema nested in ``ConfigSchema``), built with the field makers of
+   ``config_fields.py`` so a wrong type is refused with a clear message;
 2. its default as an attribute of the same name on the settings object
    (``term2acp/settings.py``: ``Settings`` or the section's class), which the loaded value
    replaces (``ProviderSchema`` values stay a dict the catalog reads);
@@ -20,10 +20,9 @@ To add a key:
    the same keys, and that the example loads).
 """
 
-import json
-
 from marshmallow import RAISE, Schema, ValidationError, fields, post_load, validate
 
+from term2acp.config_fields import Typed, count, mebibytes, seconds, switch, text, usd
 from term2acp.core.option_values import EFFORTS, MODE_IDS
 from term2acp.providers.catalog import BUILTIN_PROVIDERS
 
@@ -32,48 +31,6 @@ PROVIDER_TYPES = ("openai", "anthropic")
 
 class ConfigError(ValueError):
     pass
-
-
-# ------------------------------------------------------------------ field makers
-class Typed(fields.Field):
-    """A value of exactly one TOML type: no strings read as numbers, no ``true`` as 1."""
-
-    def __init__(self, types, expected, convert=None, **kwargs):
-        super().__init__(**kwargs)
-        self.types, self.expected, self.convert = types, expected, convert
-
-    def _deserialize(self, value, attr, data, **kwargs):
-        if isinstance(value, bool) and bool not in self.types or not isinstance(value, self.types):
-            raise ValidationError(f"must be {self.expected}, not {_toml_type(value)}")
-        return self.convert(value) if self.convert else value
-
-
-def text(choices=None):
-    if choices is None:
-        return Typed((str,), "a string")
-    return Typed((str,), "a string", validate=validate.OneOf(
-        choices, error='"{input}" is not allowed; use one of: ' + ", ".join(choices)))
-
-
-def switch():
-    return Typed((bool,), "true or false")
-
-
-def count(minimum=1):
-    return Typed((int,), "a whole number", validate=validate.Range(
-        min=minimum, error=f"must be at least {minimum}"))
-
-
-def _usd(**kwargs):
-    return Typed((int, float), "a number", convert=float,
-                 validate=validate.Range(min=0, error="must be at least 0"), **kwargs)
-
-
-def seconds(minimum=0, positive=True):
-    """A duration in seconds (an integer or a decimal), loaded as a float."""
-    bound = validate.Range(min=minimum, min_inclusive=not positive,
-                           error=f"must be {'more than' if positive else 'at least'} {minimum}")
-    return Typed((int, float), "a number of seconds", convert=float, validate=bound)
 
 
 class _StringList(fields.Field):
@@ -151,12 +108,6 @@ class McpSchema(Section):
 class WebSearchSchema(Section):
     enabled = switch()
     max_uses = count()
-
-
-class ToolsSchema(Section):
-    edit_max_mb = Typed((int, float), "a number of MiB", convert=float,
-                        validate=validate.Range(min=0, min_inclusive=False,
-                                                error="must be more than 0"))
 
 
 class ProviderSchema(Section):
@@ -257,8 +208,8 @@ class _Providers(fields.Field):
 class PriceSchema(Section):
     """``[prices."<model>"]``: USD per million tokens (providers/prices.py)."""
 
-    input, output = _usd(required=True), _usd(required=True)
-    cache_read, cache_write = _usd(), _usd()
+    input, output = usd(required=True), usd(required=True)
+    cache_read, cache_write = usd(), usd()
 
 
 class _Prices(_Providers):
@@ -320,9 +271,7 @@ class ConfigSchema(Section):
     max_live_sessions = count()
     idle_session_timeout = seconds(positive=False)  # 0: never close an idle session
     store_busy_timeout = seconds()
-    checkpoint_max_mb = Typed((int, float), "a number of MiB", convert=float,
-                              validate=validate.Range(min=0, min_inclusive=False,
-                                                      error="must be more than 0"))
+    checkpoint_max_mb = mebibytes()
     model_titles = switch()
     shell = fields.Nested(ShellSchema)
     sandbox = fields.Nested(SandboxSchema)
@@ -330,7 +279,7 @@ class ConfigSchema(Section):
     web_search = fields.Nested(WebSearchSchema)
     lsp = fields.Nested(LspSchema)
     agents = fields.Nested(Section.from_dict({"max_parallel": count()}, name="AgentsSchema"))
-    tools = fields.Nested(ToolsSchema)
+    tools = fields.Nested(Section.from_dict({"edit_max_mb": mebibytes()}, name="ToolsSchema"))
     providers = _Providers()
     prices = _Prices()
 
@@ -396,12 +345,3 @@ def problems(messages, schema=SCHEMA, prefix=""):
 
 def _plural(n):
     return "a mistake" if n == 1 else f"{n} mistakes"
-
-
-def _toml_type(value):
-    kinds = ((bool, "true or false"), (int, "a whole number"), (float, "a decimal number"),
-             (str, "a string"), (list, "a list"), (dict, "a table"))
-    kind = next((label for cls, label in kinds if isinstance(value, cls)), "a date or time")
-    if isinstance(value, bool):
-        return kind
-    return f"{kind} ({json.dumps(value)})" if isinstance(value, (int, float, str)) else kind

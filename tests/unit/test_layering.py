@@ -60,8 +60,8 @@ def test_layering_core_depends_on_nothing_of_ours(module):
 
 # The package order: each package may import only packages before it (lazy imports
 # included), so there are no cycles and the shared vocabulary lives in ``core``.
-PACKAGE_ORDER = ["interpreter", "core", "providers", "config", "auth", "settings", "sandbox", "rpc", "lsp", "tools", "mcp",
-                 "turns", "sessions", "acp", "preload", "diagnostics", "server", "headless", "patching",
+PACKAGE_ORDER = ["interpreter", "core", "providers", "config_fields", "config", "auth", "settings",
+                 "sandbox", "rpc", "lsp", "tools", "mcp", "turns", "sessions", "acp", "preload", "diagnostics", "server", "headless", "patching",
                  "cli", "__main__"]
 
 
