@@ -243,35 +243,39 @@ class SessionManager(Dormancy, PromptSteps):
         return session, False
 
     def _load_history(self, session):
-        """The stored conversation, with calls a killed process left open closed as failed
-        (in the journal, so replay shows them failed, and in the history, so the model
-        gets a result for every call it made: providers refuse unanswered tool calls)."""
+        """What the model sees of the stored conversation (from its last compaction), with
+        calls a killed process left open closed as failed (in the journal, so replay shows
+        them failed, and in the history, so the model gets a result for every call it made:
+        providers refuse unanswered tool calls)."""
         try:
-            history, repaired = repair.history(self.store.load_history(session.id))
+            start, tail, cost = self.store.history_tail(session.id, context.MARKER)
+            tail, repaired = repair.history(tail)
             if repaired:
-                self.store.replace_history(session.id, history)
-            session.history_rows = len(history)
-            context.restore(session, history)  # from the last compaction on
-            session.cost = sum(m["cost"] for m in history  # priced requests (turns/turn.py)
-                               if isinstance(m, dict) and isinstance(m.get("cost"), (int, float)))
-            for kind, key, payload in repair.journal(self.store.journal(
-                    session.id, ("tool_call", "terminal"))):
+                self.store.replace_tail(session.id, start, tail)
+            session.history_rows = start - 1 + len(tail)
+            context.restore(session, tail)  # from the last compaction on
+            session.cost = cost  # priced requests (turns/turn.py)
+            for kind, key, payload in repair.journal(self.store.journal_open(session.id)):
                 self.store.journal_put(session.id, kind, key, payload)
             self.store.commit()
         except BaseException:
             self._release(session)
             raise
 
-    def journal(self, session):
-        """Replay records. Records nesting deeper than the wire bound (stored before it
-        existed) are left out: encoding them would fail the whole replay."""
+    def journal(self, session, kinds=None):
+        """Replay records, read a page at a time as they are consumed. Records nesting
+        deeper than the wire bound (stored before it existed) are left out: encoding them
+        would fail the whole replay."""
         session.recorder.flush()
-        records = self.store.journal(session.id)
-        kept = [(kind, payload) for kind, payload in records if not too_deep(payload)]
-        if len(kept) != len(records):
+        skipped = 0
+        for kind, payload in self.store.journal_pages(session.id, kinds):
+            if too_deep(payload):
+                skipped += 1
+            else:
+                yield kind, payload
+        if skipped:
             log.warning("session %s: %d replay records nest too deeply and were skipped",
-                        session.id, len(records) - len(kept))
-        return kept
+                        session.id, skipped)
 
     def close(self, session_id, timeout=10.0):
         """Cancel, wait for the turn to settle, release. Returns False if cancelling failed."""

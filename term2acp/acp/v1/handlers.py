@@ -113,8 +113,9 @@ class V1Handlers(BaseHandlers):
         session, _already = self.manager.resume(params["session_id"], params["cwd"])
         session.set_roots(params["additional_directories"])
         self._attach(session, params["mcp_servers"])
+        terminals = list(self.manager.journal(session, ("terminal",)))
         for update in translate.replay_updates(self.manager.journal(session), self.compaction,
-                                               self.terminal_meta):
+                                               self.terminal_meta, terminals):
             self.client.update(session.id, update)
         result = self.setup_result(session, {})
         self.started(session)

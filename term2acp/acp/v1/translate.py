@@ -280,12 +280,15 @@ _EVENTS = {
 
 
 # ---------------------------------------------------------------- session/load
-def replay_updates(records, compaction=False, terminal_meta=False):
+def replay_updates(records, compaction=False, terminal_meta=False, terminal_records=None):
     """The journal as v1 updates: message chunks, and each tool call as ``tool_call``
     (what it was) then ``tool_call_update`` (how it ended). ``terminal_meta``: a command's
-    output goes to the editor's terminal (``acp/v1/terminal_meta.py``)."""
+    output goes to the editor's terminal (``acp/v1/terminal_meta.py``). ``records`` is
+    read once when ``terminal_records`` (its terminal records) is given, else twice."""
+    if terminal_records is None:
+        records = terminal_records = list(records)
     terminals, journaled = {}, {}
-    for kind, payload in records:
+    for kind, payload in terminal_records:
         if kind == "terminal":
             journaled[payload["terminal_id"]] = payload
             view = terminals[payload["terminal_id"]] = TerminalView(None, payload["command"])

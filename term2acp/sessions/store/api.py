@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 
 from term2acp.core.text import scrub_text as clean_text
 from term2acp.sessions.errors import InvalidCursor, StoreError, StoreRecovered
+from term2acp.sessions.store import tails
 from term2acp.sessions.store.schema import BUSY_WAIT, connect_reader, open_db
 from term2acp.sessions.store.worker import Worker
 
@@ -77,17 +78,6 @@ def _fetchone(worker, sql, args):
     return worker.db.execute(sql, args).fetchone()
 
 
-def _load_history(worker, session_id):
-    rows = worker.db.execute("SELECT message FROM history WHERE session_id = ? ORDER BY seq",
-                             (session_id,)).fetchall()
-    return [json.loads(r[0]) for r in rows]
-
-
-def _read_journal(worker, sql, args):
-    rows = worker.db.execute(sql, args).fetchall()
-    return [(kind, json.loads(payload)) for kind, payload in rows]
-
-
 def _fork(db, source_id, session_id, cwd, title, stamp):
     db.execute("INSERT INTO sessions (id, cwd, title, created_at, updated_at, provider, model,"
                " effort, mode, mcp_servers) SELECT ?, ?, ?, ?, ?, provider, model, effort, mode,"
@@ -100,16 +90,6 @@ def _fork(db, source_id, session_id, cwd, title, stamp):
     db.execute("INSERT INTO recording (session_id, seq, kind, turn, payload, content) SELECT ?,"
                " seq, kind, turn, payload, content FROM recording WHERE session_id = ?",
                (session_id, source_id))
-
-
-def _journal_put(db, session_id, kind, key, data):
-    """Insert or replace the record ``key`` (keeps its original position)."""
-    cur = db.execute("UPDATE journal SET payload = ? WHERE session_id = ? AND key = ?",
-                     (data, session_id, key))
-    if cur.rowcount == 0:
-        db.execute("INSERT INTO journal (session_id, seq, kind, key, payload) VALUES (?,"
-                   " (SELECT COALESCE(MAX(seq), 0) + 1 FROM journal WHERE session_id = ?),"
-                   " ?, ?, ?)", (session_id, session_id, kind, key, data))
 
 
 class Store:
@@ -377,18 +357,38 @@ class Store:
         self.commit()
 
     def load_history(self, session_id):
-        return self._trip(_load_history, (session_id,)).value
+        return self._trip(tails.load_history, (session_id,)).value
+
+    def history_tail(self, session_id, marker):
+        """``(first seq, messages from the last marker on, the whole history's cost)``."""
+        return self._trip(tails.history_tail, (session_id, marker)).value
+
+    def replace_tail(self, session_id, start, messages):
+        """Rewrite the conversation from ``start`` on (a repair), committed."""
+        self._write(tails.replace_tail, (session_id, start, messages), session_id)
+        self.commit()
 
     # ------------------------------------------------------------ journal
     def journal_put(self, session_id, kind, key, payload):
         """Insert or replace the record ``key`` (keeps its original position). The payload
         is encoded now (it may change later on the hub), written with the next trip."""
-        self._write(_journal_put, (session_id, kind, key, json.dumps(payload)), session_id)
+        self._write(tails.journal_put, (session_id, kind, key, json.dumps(payload)), session_id)
+
+    def journal_open(self, session_id):
+        """The tool call and terminal records that never settled."""
+        return self._trip(tails.journal_open, (session_id,)).value
+
+    def journal_pages(self, session_id, kinds=None):
+        """``(kind, payload)`` records in order, read a page at a time as consumed (a
+        small first page, so the first ones go out at once)."""
+        after, size = 0, tails.FIRST_PAGE
+        while True:
+            page = self._trip(tails.journal_page, (session_id, after, kinds, size)).value
+            yield from ((kind, payload) for _, kind, payload in page)
+            if len(page) < size:
+                return
+            after, size = page[-1][0], tails.PAGE
 
     def journal(self, session_id, kinds=None):
         """``(kind, payload)`` records in order; ``kinds`` restricts the kinds read."""
-        sql, args = "SELECT kind, payload FROM journal WHERE session_id = ?", [session_id]
-        if kinds:
-            sql += f" AND kind IN ({', '.join('?' * len(kinds))})"
-            args += list(kinds)
-        return self._trip(_read_journal, (sql + " ORDER BY seq", args)).value
+        return list(self.journal_pages(session_id, kinds))

@@ -143,7 +143,7 @@ def test_a_batch_the_writer_could_not_commit_is_told_to_the_session(tmp_path, ca
     db.close()
     session.emit(ev.TextChunk("m1", " and found"))
     session.commit()
-    assert manager.journal(session)[0][1]["text"] == "lost and found"
+    assert list(manager.journal(session))[0][1]["text"] == "lost and found"
     manager.shutdown(1)
 
 

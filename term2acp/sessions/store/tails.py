@@ -1,0 +1,72 @@
+"""The store thread's jobs on the history and the journal (``Store`` sends them), and the
+reads that stream: what a resumed session needs of its history, the replay journal in
+pages.
+
+A resumed session keeps only what the model sees (the history from its last compaction
+marker, found by SQLite's JSON functions, with the whole session's cost summed there), and
+its replay is read through a cursor (the journal's ``seq``) one page at a time, each
+page's updates written before the next is read: the first update goes out after one page,
+and the whole history is never in memory at once.
+"""
+
+import json
+
+FIRST_PAGE, PAGE = 64, 1024  # journal records read in one trip
+CLOSED = ("completed", "failed", "cancelled")
+
+
+def load_history(worker, session_id):
+    rows = worker.db.execute("SELECT message FROM history WHERE session_id = ? ORDER BY seq",
+                             (session_id,)).fetchall()
+    return [json.loads(r[0]) for r in rows]
+
+
+def journal_put(db, session_id, kind, key, data):
+    """Insert or replace the record ``key`` (keeps its original position)."""
+    cur = db.execute("UPDATE journal SET payload = ? WHERE session_id = ? AND key = ?",
+                     (data, session_id, key))
+    if cur.rowcount == 0:
+        db.execute("INSERT INTO journal (session_id, seq, kind, key, payload) VALUES (?,"
+                   " (SELECT COALESCE(MAX(seq), 0) + 1 FROM journal WHERE session_id = ?),"
+                   " ?, ?, ?)", (session_id, session_id, kind, key, data))
+
+
+def history_tail(worker, session_id, marker):
+    """``(first seq, messages from the last ``marker`` on, cost of the whole history)``."""
+    db = worker.db
+    start = db.execute("SELECT MAX(seq) FROM history WHERE session_id = ? AND "
+                       "json_extract(message, '$.role') = ?", (session_id, marker)).fetchone()[0]
+    cost = db.execute("SELECT TOTAL(json_extract(message, '$.cost')) FROM history WHERE "
+                      "session_id = ? AND json_type(message, '$.cost') IN ('integer', 'real')",
+                      (session_id,)).fetchone()[0]
+    rows = db.execute("SELECT message FROM history WHERE session_id = ? AND seq >= ? ORDER BY"
+                      " seq", (session_id, start or 1)).fetchall()
+    return start or 1, [json.loads(row[0]) for row in rows], cost
+
+
+def replace_tail(db, session_id, start, messages):
+    """The history from ``start`` on becomes ``messages`` (a repair)."""
+    db.execute("DELETE FROM history WHERE session_id = ? AND seq >= ?", (session_id, start))
+    db.executemany("INSERT INTO history (session_id, seq, message) VALUES (?, ?, ?)",
+                   [(session_id, seq, json.dumps(m)) for seq, m in enumerate(messages, start)])
+
+
+def journal_open(worker, session_id):
+    """``(kind, payload)`` of the tool calls and terminals that never settled."""
+    rows = worker.db.execute(
+        "SELECT kind, payload FROM journal WHERE session_id = ? AND ((kind = 'tool_call' AND "
+        "COALESCE(json_extract(payload, '$.status'), '') NOT IN (?, ?, ?)) OR (kind = "
+        "'terminal' AND json_extract(payload, '$.exit') IS NULL)) ORDER BY seq",
+        (session_id, *CLOSED)).fetchall()
+    return [(kind, json.loads(payload)) for kind, payload in rows]
+
+
+def journal_page(worker, session_id, after, kinds, size):
+    """``(seq, kind, payload)`` of up to ``size`` records after ``seq`` ``after``."""
+    sql, args = "SELECT seq, kind, payload FROM journal WHERE session_id = ? AND seq > ?", \
+        [session_id, after]
+    if kinds:
+        sql += f" AND kind IN ({', '.join('?' * len(kinds))})"
+        args += list(kinds)
+    rows = worker.db.execute(sql + " ORDER BY seq LIMIT ?", args + [size]).fetchall()
+    return [(seq, kind, json.loads(payload)) for seq, kind, payload in rows]
