@@ -26,14 +26,13 @@ class Accounts:
     def __init__(self, hub):
         self.hub = hub
         self.pending = {}  # id(client) -> signin.Pending
-        self.show_url = None  # (server name, url) -> True when the editor showed it
 
     def start(self, client):
-        """Start a sign-in for ``client``; the words for the user (the URL, or why not)."""
+        """Start a sign-in for ``client``: ``(words for the user, the URL or None)``."""
         name = client.name
         if client.config.transport != HTTP or client.credentials is None:
             return (f"The MCP server {name!r} does not sign in here: only streamable HTTP "
-                    "servers without a configured Authorization header do.")
+                    "servers without a configured Authorization header do."), None
         self.cancel(client)
         try:
             with gevent.Timeout(PREPARE_TIMEOUT, signin.oauth.OAuthFailed(
@@ -44,17 +43,14 @@ class Accounts:
             if client.state == SIGNIN:
                 client.state, client.error = FAILED, f"signing in failed: {why}"
             log.warning("mcp %s: sign-in could not start: %s", name, why)
-            return f"Signing in to the MCP server {name!r} failed: {why}"
+            return f"Signing in to the MCP server {name!r} failed: {why}", None
         self.pending[id(client)] = pending
         greenlet = self.hub.group.spawn(self._wait, client, pending)
         greenlet.name = f"mcp-signin-{name}"
         minutes = f"{signin.WAIT / 60:g}"
         text = (f"The MCP server {name!r} needs you to sign in: open {pending.url} in your "
                 f"browser (waiting {minutes} minutes; /mcp-login {name} starts a new sign-in).")
-        if self.show_url is not None:
-            shown = self.hub.group.spawn(self.show_url, name, pending.url)
-            shown.name = f"mcp-signin-url-{name}"
-        return text
+        return text, pending.url
 
     def _wait(self, client, pending):
         def signed_in():

@@ -15,7 +15,7 @@ import binascii
 import json
 import re
 
-from term2acp.core import approvals
+from term2acp.core import approvals, elicitation
 from term2acp.core.approvals import ApprovalRequest
 from term2acp.mcp.naming import clean_schema
 from term2acp.mcp.oauth import SignInNeeded
@@ -101,6 +101,7 @@ class McpTool(Tool):
         client = self.client
         if not client.alive:
             raise ToolError(f"The MCP server {self.server} is not available: {client.why_not()}")
+        client.calls.append(ctx)  # a question the server asks meanwhile goes through ctx
         try:
             result = client.call_tool(self.tool, args, timeout=self.hub.call_timeout)
         except ServerGone as exc:
@@ -119,7 +120,28 @@ class McpTool(Tool):
         except McpError as exc:  # masked: a server may echo a header or env value back
             raise ToolError(f"The MCP server {self.server} refused the call: "
                             f"{client.config.redact(str(exc))}") from None
+        finally:
+            client.calls.remove(ctx)
         return to_result(result)
+
+
+def elicit(client, params):
+    """A server's ``elicitation/create`` (form): asked through the editor in the tool call
+    that is running on that server (the latest), the answer returned as it came; declined
+    without asking anyone when there is no such call or the editor takes no forms."""
+    if not isinstance(params, dict) or not isinstance(params.get("message"), str) or \
+            not isinstance(params.get("requestedSchema"), dict):
+        raise McpError("elicitation/create needs a message and a requestedSchema", -32602)
+    if params.get("mode", elicitation.FORM) != elicitation.FORM:
+        return {"action": "decline"}  # only form elicitation is declared
+    ctx = client.calls[-1] if client.calls else None
+    if ctx is None or not getattr(ctx, "elicits", None) or not ctx.elicits(elicitation.FORM):
+        return {"action": "decline"}
+    answer = ctx.elicit(elicitation.Elicitation(elicitation.FORM, params["message"],
+                                                schema=params["requestedSchema"]))
+    if answer.accepted:
+        return {"action": answer.action, "content": answer.content or {}}
+    return {"action": answer.action}
 
 
 def to_result(result):

@@ -66,6 +66,7 @@ class McpClient:
                                      self._request, spawn)
         self.challenge = None  # the 401's WWW-Authenticate while the server needs a sign-in
         self.prompts = []  # MCP prompt definitions (dicts)
+        self.calls = []  # the contexts of the tool calls running on this server
         self.on_prompts = lambda client: None  # the prompt list changed
         self.handshake_timeout = handshake_timeout
         self.on_change = on_change or (lambda client: None)
@@ -100,6 +101,8 @@ class McpClient:
                 self.server_info = result.get("serverInfo") or {}
                 capabilities = result.get("capabilities")
                 self.capabilities = capabilities if isinstance(capabilities, dict) else {}
+                if hasattr(self.transport, "protocol_version"):  # on every later request
+                    self.transport.protocol_version = version
                 self.connection.notify("notifications/initialized")
                 initialized = getattr(self.transport, "initialized", None)
                 if initialized is not None:
@@ -217,7 +220,8 @@ class McpClient:
         try:
             return prompts.list_prompts(self)
         except McpError as exc:  # the tools still work
-            log.warning("mcp %s: could not list prompts: %s", self.name, exc)
+            log.log(logging.DEBUG if exc.code == -32601 else logging.WARNING,
+                    "mcp %s: could not list prompts: %s", self.name, exc)
             return []
 
     def _reload_prompts(self):

@@ -12,13 +12,14 @@ Every greenlet the hub starts (connects, transport readers) belongs to its ``Gro
 """
 
 import logging
+import uuid
 from collections.abc import Mapping
 
 import gevent
 from gevent.event import Event
 from gevent.pool import Group
 
-from term2acp.mcp.adapter import McpTool
+from term2acp.mcp.adapter import McpTool, elicit
 from term2acp.mcp.client import (
     CALL_TIMEOUT,
     CONNECTING,
@@ -29,10 +30,12 @@ from term2acp.mcp.client import (
     SIGNIN,
     McpClient,
 )
+from term2acp.core import elicitation
 from term2acp.mcp.accounts import Accounts
 from term2acp.mcp.config import HTTP
 from term2acp.mcp.oauth import Credentials
 from term2acp.mcp.prompts import account_commands, prompt_command
+from term2acp.mcp.resources import resource_tools
 from term2acp.mcp.rpc import McpError
 from term2acp.mcp.naming import server_names, tool_name
 from term2acp.mcp.offer import MAX_TOOLS, Offer
@@ -55,10 +58,11 @@ class McpHub:
                         for c in configs]
         self.accounts = Accounts(self)
         self.on_commands = lambda: None  # the session's slash commands changed
+        self.gate = None  # () -> the running prompt's gate (elicitation), set by the session
+        self._signins = []  # (server name, words, url) started by a 401, not yet shown
         self._commands = None  # cached commands()
         for client in self.clients:
             client.on_prompts = self._prompts_changed
-        self.on_request = None  # (client, method, params) -> result: the session's answerer
         self._short = dict(zip((id(c) for c in self.clients),
                                server_names([c.name for c in configs])))
         self._connecting = []
@@ -92,10 +96,27 @@ class McpHub:
     def _connect(self, client):
         client.connect()
         self._tools = None
-        if client.prompts:
-            self._prompts_changed(client)
+        if client.prompts or client.credentials is not None:
+            self._prompts_changed(client)  # prompts, or sign-in to offer (the face dedups)
         if client.state == SIGNIN and not self.closed:
-            self._notices.append(self.accounts.start(client))
+            self._signins.append((client.name, *self.accounts.start(client)))
+
+    def login(self, client):
+        """``/mcp-login``: a new sign-in, shown at once (the command runs in a turn)."""
+        return self.present(client.name, *self.accounts.start(client))
+
+    def present(self, name, text, url):
+        """The sign-in URL for the user: through the editor's URL elicitation where it takes
+        one (not waited for), else ``text`` (an agent message)."""
+        gate = self.gate() if self.gate is not None else None
+        if url is None or gate is None or not gate.elicits(elicitation.URL):
+            return text
+        question = elicitation.Elicitation(
+            elicitation.URL, f"Sign in to the MCP server {name!r} in your browser.", url=url,
+            elicitation_id=uuid.uuid4().hex)
+        shown = self.group.spawn(gate.elicit, None, question)
+        shown.name = f"mcp-signin-url-{name}"
+        return f"The MCP server {name!r} needs you to sign in: the editor shows its sign-in page."
 
     def reconnect(self, client):
         """Connect ``client`` again (after a sign-in), as a pending handshake."""
@@ -120,7 +141,7 @@ class McpHub:
     def commands(self):
         """The slash commands the servers bring (``prompts.py``): sign-in, then prompts."""
         if self._commands is None:
-            out = account_commands(self) if any(c.credentials for c in self.clients) else []
+            out = account_commands(self) if any(_signs_in(c) for c in self.clients) else []
             for client in self.clients:
                 if client.state == READY:
                     out.extend(prompt_command(self, client, self._short[id(client)], p)
@@ -136,9 +157,11 @@ class McpHub:
         self._notices.append(text)
 
     def _server_request(self, client, method, params):
-        if self.on_request is None:
-            raise McpError(f"Method not found: {method}", -32601)
-        return self.on_request(client, method, params)
+        """A server's request: elicitation goes to the user through the tool call it came
+        with (``adapter.elicit``); anything else is not offered."""
+        if method == "elicitation/create":
+            return elicit(client, params)
+        raise McpError(f"Method not found: {method}", -32601)
 
     def wait_ready(self, timeout=READY_TIMEOUT):
         """Wait for pending handshakes at most ``timeout`` s; True when none is pending."""
@@ -182,6 +205,7 @@ class McpHub:
                 if adapter is None or adapter.definition is not definition:
                     adapter = self._adapters[name] = McpTool(self, client, name, definition)
                 out[name] = adapter
+        out.update(resource_tools(self))  # while some server has resources
         return out
 
     def merged(self, builtin, choice=None, limit=MAX_TOOLS):
@@ -197,7 +221,10 @@ class McpHub:
 
     # ------------------------------------------------------------ notices
     def notices(self):
-        """One-time messages for the user: servers that failed to start or stopped."""
+        """One-time messages for the user: sign-ins to do (shown through the editor where
+        it can), servers that failed to start or stopped."""
+        while self._signins:
+            self._notices.append(self.present(*self._signins.pop(0)))
         for client in self.clients:
             if id(client) in self._told or self.closed:
                 continue
@@ -231,6 +258,12 @@ class McpHub:
         gevent.joinall(closers + self._connecting, timeout=timeout)
         self.group.kill(block=True, timeout=1)
         self._tools = {}
+
+
+def _signs_in(client):
+    """The server needed a sign-in (now or before): /mcp-login and /mcp-logout are offered."""
+    return client.credentials is not None and (
+        client.credentials.state is not None or client.state == SIGNIN)
 
 
 def _credentials(config, data_dir):

@@ -129,7 +129,7 @@ def account_commands(hub):
             names = ", ".join(c.name for c in hub.clients if c.credentials is not None)
             return "say", f"Usage: /mcp-{action} <server> (one of: {names})."
         if action == "login":
-            return "say", hub.accounts.start(client)
+            return "say", hub.login(client)
         return "say", hub.accounts.logout(client)
     return [HostedCommand("mcp-login", "Sign in to a remote MCP server (opens a sign-in URL)",
                           "server", lambda text: pick(text, "login")),

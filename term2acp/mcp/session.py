@@ -39,6 +39,7 @@ def _start(session, call_timeout=CALL_TIMEOUT):
         hub = McpHub(session.mcp_servers, session.root, call_timeout=call_timeout,
                      data_dir=getattr(session, "mcp_data_dir", None))
         hub.on_commands = lambda: hub.group.spawn(_commands_changed, session)
+        hub.gate = lambda: session.lifecycle.gate
         session.mcp = hub.start()
         log.info("session %s: connecting MCP servers %s", session.id,
                  ", ".join(c.name for c in session.mcp_servers))

@@ -15,6 +15,7 @@ import gevent
 import pytest
 
 from tests.e2e.test_mcp import agent_text, call, final, history, mcp_agent, selected, text_of  # noqa: F401
+from term2acp.testing.harness import V2_INITIALIZE
 from tests.support.mcp_servers import ROOT, START_TIMEOUT
 
 FAKE = os.path.join(ROOT, "tests", "support", "mcp_oauth_fake.py")
@@ -165,4 +166,35 @@ def test_a_token_about_to_expire_is_refreshed_before_the_call(mcp_agent, oauth_s
     assert text_of(final(updates)) == "echo: early"
     stats = server.control("stats")
     assert stats["refresh_grants"] >= 1 and stats["unauthorized"] == refused  # never a 401
+    agent.close()
+
+
+def test_a_client_with_url_elicitation_is_shown_the_sign_in_page(acp_agent, oauth_server, home,
+                                                                  workspace):
+    server = oauth_server()
+    turns = [[{"text": "hello"}], [call("mcp__remote__echo", text="via editor")], [{"text": "ok"}]]
+    agent = acp_agent(turns=turns, env={"TERM2ACP_HOME": str(home)}, initialize=False)
+    agent.initialize_params = dict(V2_INITIALIZE, capabilities={"elicitation": {"url": {}}})
+    agent.initialize()
+    sid = agent.new_session(workspace, mcp_servers=[server.entry()])
+    shown = []
+
+    def editor(message):
+        if message["method"] == "elicitation/create":
+            shown.append(message["params"])
+            return {"action": "accept"}
+        return selected("allow-once")
+    _, updates, _ = agent.prompt(sid, "hi", timeout=60, on_request=editor)
+    if not shown:  # the question is not waited for: it may come after the turn's end
+        late = agent.wait_for(lambda m: m.get("method") == "elicitation/create", 20)
+        agent.send({"jsonrpc": "2.0", "id": late["id"], "result": editor(late)})
+    (question,) = shown
+    assert question["mode"] == "url" and question["sessionId"] == sid
+    assert URL.search(f"open {question['url']} in your browser")
+    assert question["url"] not in agent_text(updates)  # not also an agent message
+    assert "the editor shows its sign-in page" in agent_text(updates)
+    status, _ = follow(question["url"])
+    assert status == 200
+    _, updates, _ = agent.prompt(sid, "echo", timeout=60, on_request=editor)
+    assert text_of(final(updates)) == "echo: via editor"
     agent.close()

@@ -49,8 +49,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 PAGE = int(os.environ.get("MCP_FAKE_PAGE") or 4)
 FILLERS = 5
 PIXEL = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
-HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
-LATEST_HANDSHAKE = "2025-11-25"
+try:
+    import mcp_fake_features as features  # run as a script: tests/support is on the path
+except ImportError:
+    from tests.support import mcp_fake_features as features
+
+HANDSHAKE_VERSIONS = features.versions(("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"))
+LATEST_HANDSHAKE = HANDSHAKE_VERSIONS[-1]
 SERVER_NAME = "term2-test-server"
 SSE_PING = 15.0  # sse-starlette's default comment ping
 
@@ -186,6 +191,8 @@ class Server:
             self.tools.append(Tool(f"filler_{i}", f"Filler tool {i}.",
                                    lambda a, c, i=i: f"filler {i}", title="filler"))
         self._knobs()
+        if features.enabled():
+            features.install(self, Tool)
 
     def _knobs(self):
         """The attack knobs of the module docstring."""
@@ -259,7 +266,8 @@ class Server:
         method, rid = message.get("method"), message.get("id")
         params = message.get("params") if isinstance(message.get("params"), dict) else {}
         if method is None:
-            return None  # a response to nothing we asked
+            features.answered(self, message)  # a response to one of our requests, or nothing
+            return None
         if "id" not in message:
             if method == "notifications/cancelled":
                 event = self.inflight.get(params.get("requestId"))
@@ -268,7 +276,7 @@ class Server:
             return None
         if method == "initialize":
             asked = params.get("protocolVersion")
-            result = {"capabilities": {"prompts": {"listChanged": False},
+            result = {"capabilities": {"prompts": {"listChanged": features.enabled()},
                                        "resources": {"listChanged": False, "subscribe": False},
                                        "tools": {"listChanged": False}},
                       "protocolVersion": asked if asked in HANDSHAKE_VERSIONS else LATEST_HANDSHAKE,
@@ -297,8 +305,13 @@ class Server:
             if ctx.cancel.is_set():
                 return ctx.cancelled_answer(rid)
         else:
-            return {"jsonrpc": "2.0", "id": rid,
-                    "error": {"code": -32601, "message": "Method not found", "data": method}}
+            try:
+                result = features.handle(self, method, params) if features.enabled() else None
+            except LookupError as exc:
+                return {"jsonrpc": "2.0", "id": rid, "error": {"code": -32602, "message": str(exc)}}
+            if result is None:
+                return {"jsonrpc": "2.0", "id": rid,
+                        "error": {"code": -32601, "message": "Method not found", "data": method}}
         return {"jsonrpc": "2.0", "id": rid, "result": result}
 
     def call(self, params, ctx):
@@ -320,7 +333,7 @@ class Server:
         except ToolFailed as exc:
             return self._error(name, f"Error executing tool {name}: {exc}")
         if tool.returns is list:
-            return {"content": value, "isError": False}
+            return value if isinstance(value, dict) else {"content": value, "isError": False}
         if tool.returns is dict:
             return {"content": [{"text": json.dumps(value, indent=2), "type": "text"}], "isError": False}
         text = value if isinstance(value, str) else dumps(value)
@@ -337,8 +350,9 @@ class Server:
 
 
 class Ctx:
-    def __init__(self, notify, raw=None, answer_cancelled=False):
+    def __init__(self, notify, raw=None, answer_cancelled=False, request=None):
         self.notify = notify
+        self.request = request or notify  # a request to the client during a call
         self.raw = raw or (lambda data: None)
         self.cancel = threading.Event()
         self.answer_cancelled = answer_cancelled
@@ -503,7 +517,7 @@ class StreamableApp:
             h.rpc_error(404, -32600, "Session not found")
             return None
         version = h.headers.get("mcp-protocol-version")
-        if version is not None and version not in HANDSHAKE_VERSIONS:
+        if (version is not None or features.versions(None)) and version not in HANDSHAKE_VERSIONS:
             h.rpc_error(400, -32600, f"Bad Request: Unsupported protocol version: {version}",
                         [("mcp-session-id", sid)])
             return None
@@ -553,7 +567,8 @@ class StreamableApp:
             if get is not None:
                 get.event(dumps(note))
 
-        answer = self.server.handle(message, Ctx(notify, answer_cancelled=True))
+        answer = self.server.handle(message, Ctx(notify, answer_cancelled=True,
+                                                 request=lambda m: stream.event(dumps(m))))
         if answer is not None:
             stream.event(dumps(answer))
         stream.end()
