@@ -67,6 +67,7 @@ class McpClient:
         self.challenge = None  # the 401's WWW-Authenticate while the server needs a sign-in
         self.prompts = []  # MCP prompt definitions (dicts)
         self.calls = []  # the contexts of the tool calls running on this server
+        self.has_resources = False  # it lists a resource or a template (resources.py)
         self.on_prompts = lambda client: None  # the prompt list changed
         self.handshake_timeout = handshake_timeout
         self.on_change = on_change or (lambda client: None)
@@ -110,6 +111,7 @@ class McpClient:
                 self.tools = self.list_tools()
                 self.stale = False
                 self.prompts = self._list_prompts()
+                self.has_resources = self._any_resources()
         except SignInNeeded as exc:
             self.state, self.challenge = SIGNIN, exc.challenge
             self.error = f"it needs you to sign in (/mcp-login {self.name})"
@@ -223,6 +225,21 @@ class McpClient:
             log.log(logging.DEBUG if exc.code == -32601 else logging.WARNING,
                     "mcp %s: could not list prompts: %s", self.name, exc)
             return []
+
+    def _any_resources(self):
+        """True when the server lists a resource or a template: servers built with the
+        SDKs declare the capability whether they have any or not."""
+        if "resources" not in self.capabilities:
+            return False
+        for method, key in (("resources/list", "resources"),
+                            ("resources/templates/list", "resourceTemplates")):
+            try:
+                result = self.connection.request(method, None, timeout=LIST_TIMEOUT)
+            except McpError:
+                continue
+            if isinstance(result, dict) and result.get(key):
+                return True
+        return False
 
     def _reload_prompts(self):
         if self.alive:

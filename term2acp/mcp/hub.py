@@ -37,7 +37,7 @@ from term2acp.mcp.oauth import Credentials
 from term2acp.mcp.prompts import account_commands, prompt_command
 from term2acp.mcp.resources import resource_tools
 from term2acp.mcp.rpc import McpError
-from term2acp.mcp.naming import server_names, tool_name
+from term2acp.mcp.naming import PREFIX, server_names, tool_name
 from term2acp.mcp.offer import MAX_TOOLS, Offer
 
 log = logging.getLogger(__name__)
@@ -75,6 +75,7 @@ class McpHub:
         self._told_pending = set()  # client ids the user has heard are still starting
         self.changed = Event()  # set by tools/list_changed (cleared by whoever waits on it)
         self.closed = False
+        self._relisted = set()  # unknown tool names that made the servers list again
         self.enabled = []  # tool names the model enabled with mcp_tools, most recent last
         self.told_left_out = None  # the notice about tools left out the user last heard
 
@@ -213,6 +214,18 @@ class McpHub:
         every look; ``offer.py``: the user's ``choice`` per server, at most ``limit``)."""
         return _Merged(builtin, self, choice, limit)
 
+    def relist(self, name):
+        """A call of an MCP tool name not known: list every server's tools again, once per
+        name (the server's tools/list_changed may still be on its way). True when it did."""
+        if name in self._relisted or self.closed:
+            return False
+        self._relisted.add(name)
+        for client in self.clients:
+            if client.alive:
+                client.stale = True
+        self.tools()
+        return True
+
     def enable(self, names, limit):
         """The model asked for these tools (mcp_tools): offered first from now on; the
         least recently enabled give way beyond ``limit``."""
@@ -302,6 +315,9 @@ class _Merged(Mapping):
             return self.builtin[name]
         offer = self.offer()
         tool = offer.tools.get(name) or offer.callable.get(name)
+        if tool is None and name.startswith(PREFIX) and self.hub.relist(name):
+            offer = self.offer()  # a list_changed still on its way (HTTP: another stream)
+            tool = offer.tools.get(name) or offer.callable.get(name)
         if tool is None:
             raise KeyError(name)
         return tool

@@ -26,7 +26,7 @@ _RESERVED = ":/?#[]@!$&'()*+,;="
 
 
 def has_resources(client):
-    return "resources" in client.capabilities
+    return client.has_resources
 
 
 def expand(template, values):

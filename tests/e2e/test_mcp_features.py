@@ -26,6 +26,19 @@ def allow(message):
     return selected("allow-tool-session")
 
 
+def commands_with(agent, sid, name, timeout=30):
+    """The session's latest commands update once it lists ``name`` (the servers connect in
+    the background: the first update may or may not have their commands)."""
+    while True:
+        updates = [m["params"]["update"] for m in agent.messages if m.get("method") ==
+                   "session/update" and m["params"]["sessionId"] == sid and
+                   m["params"]["update"]["sessionUpdate"] == "available_commands_update"]
+        listed = {c["name"]: c for c in updates[-1]["availableCommands"]} if updates else {}
+        if name in listed:
+            return listed
+        agent.wait_update("available_commands_update", session_id=sid, timeout=timeout)
+
+
 def tool_results(home, sid):
     return [m["content"] for m in history(home, sid) if m["role"] == "tool"]
 
@@ -66,8 +79,7 @@ def test_prompts_are_slash_commands_refreshed_on_list_changed(mcp_agent, feature
     turns = [[{"text": "reviewed"}], [call("mcp__web__more_prompts")], [{"text": "ok"}],
              [{"text": "later done"}]]
     agent, sid, _ = mcp_agent(turns, [features.entry()], protocol)
-    update = agent.wait_update("available_commands_update", session_id=sid, timeout=20)
-    listed = {c["name"]: c for c in update["availableCommands"]}
+    listed = commands_with(agent, sid, "web:review")
     review = listed["web:review"]
     assert review["description"] == "Review a file with a focus."
     hint = review["input"]["hint"]
@@ -77,11 +89,8 @@ def test_prompts_are_slash_commands_refreshed_on_list_changed(mcp_agent, feature
     users = [m["content"] for m in history(home, sid) if m["role"] == "user"]
     assert users[-1] == "Please review main.py, focus on speed."
 
-    _, updates, _ = agent.prompt(sid, "more", timeout=60, on_request=allow)
-    later = [u for u in updates if u["sessionUpdate"] == "available_commands_update"]
-    if not later:  # it may come after the turn's end
-        later = [agent.wait_update("available_commands_update", session_id=sid, timeout=20)]
-    assert "web:later" in {c["name"] for c in later[-1]["availableCommands"]}
+    agent.prompt(sid, "more", timeout=60, on_request=allow)
+    assert "web:later" in commands_with(agent, sid, "web:later")
     agent.prompt(sid, "/web:later", timeout=60)
     assert [m["content"] for m in history(home, sid) if m["role"] == "user"][-1] == \
         "The later prompt."

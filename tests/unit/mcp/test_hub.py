@@ -46,6 +46,9 @@ def test_merged_mapping_sees_builtins_first_and_new_mcp_tools():
         def tools(self):
             return self.extra
 
+        def relist(self, name):
+            return False  # nothing more to list
+
     hub = FakeHub()
     merged = _Merged({"read_file": "builtin"}, hub)
     assert dict(merged) == {"read_file": "builtin"} and merged.get("mcp__a__b") is None
