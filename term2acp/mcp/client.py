@@ -1,7 +1,8 @@
 """One MCP server as the agent sees it: connect, handshake, list tools, call tools.
 
 States: ``connecting`` -> ``ready`` -> ``dead`` (crashed or closed), or ``connecting`` ->
-``failed``. ``error`` says why in words for the user. A ``tools/list_changed`` notification
+``failed``, or ``connecting`` -> ``signin`` (an HTTP server answered 401: the hub starts a
+sign-in, and connects again once it is done). ``error`` says why in words for the user. A ``tools/list_changed`` notification
 marks the list stale; the hub refreshes it before the next model request.
 """
 

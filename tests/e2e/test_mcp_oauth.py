@@ -16,7 +16,7 @@ import pytest
 
 from tests.e2e.test_mcp import agent_text, call, final, history, mcp_agent, selected, text_of  # noqa: F401
 from term2acp.testing.harness import V2_INITIALIZE
-from tests.support.mcp_servers import ROOT, START_TIMEOUT
+from tests.support.mcp_servers import ROOT, START_TIMEOUT, stdio_entry
 
 FAKE = os.path.join(ROOT, "tests", "support", "mcp_oauth_fake.py")
 URL = re.compile(r"open (http://127\.0\.0\.1:\d+/authorize\?\S+) in your browser")
@@ -172,11 +172,12 @@ def test_a_token_about_to_expire_is_refreshed_before_the_call(mcp_agent, oauth_s
 def test_a_client_with_url_elicitation_is_shown_the_sign_in_page(acp_agent, oauth_server, home,
                                                                   workspace):
     server = oauth_server()
-    turns = [[{"text": "hello"}], [call("mcp__remote__echo", text="via editor")], [{"text": "ok"}]]
+    turns = [[call("mcp__test__echo", text="meanwhile")], [{"text": "hello"}],
+             [call("mcp__remote__echo", text="via editor")], [{"text": "ok"}]]
     agent = acp_agent(turns=turns, env={"TERM2ACP_HOME": str(home)}, initialize=False)
     agent.initialize_params = dict(V2_INITIALIZE, capabilities={"elicitation": {"url": {}}})
     agent.initialize()
-    sid = agent.new_session(workspace, mcp_servers=[server.entry()])
+    sid = agent.new_session(workspace, mcp_servers=[server.entry(), stdio_entry()])
     shown = []
 
     def editor(message):
@@ -185,6 +186,7 @@ def test_a_client_with_url_elicitation_is_shown_the_sign_in_page(acp_agent, oaut
             return {"action": "accept"}
         return selected("allow-once")
     _, updates, _ = agent.prompt(sid, "hi", timeout=60, on_request=editor)
+    assert text_of(final(updates)) == "echo: meanwhile"  # the other server works meanwhile
     if not shown:  # the question is not waited for: it may come after the turn's end
         late = agent.wait_for(lambda m: m.get("method") == "elicitation/create", 20)
         agent.send({"jsonrpc": "2.0", "id": late["id"], "result": editor(late)})
