@@ -189,6 +189,11 @@ class Settings:
                 if value <= 0:
                     raise SettingsError(f"{name} must be a positive integer")
                 setattr(self, attr, value)
+        raw = (env.get("TERM2ACP_LSP") or "").lower()  # on/off over [lsp] enabled
+        if raw:
+            if raw not in ("on", "off"):
+                raise SettingsError("TERM2ACP_LSP must be on or off")
+            self.lsp.enabled = raw == "on"
         raw = env.get("TERM2ACP_APPROVAL_TIMEOUT")
         if raw:
             try:

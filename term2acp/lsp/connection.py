@@ -20,6 +20,7 @@ import itertools
 import logging
 import os
 import pathlib
+import signal
 import time
 
 import gevent
@@ -155,10 +156,19 @@ class Connection:
     def _folder(self):
         return {"uri": uri_of(self.root), "name": os.path.basename(self.root)}
 
-    def stop(self):
-        """Kill the server's whole sandbox (bounded; idempotent)."""
+    def stop(self, wait=True):
+        """Kill the server's whole sandbox (idempotent). ``wait``: until it is reaped and
+        its readers are done (bounded); else only the kill, without yielding (a session's
+        release: its pump reaps it and the readers end at the pipes' end by themselves)."""
         self._stopping = True
         self._lose("the server was stopped")
+        if self.process is not None and not wait:
+            if self.process.running:
+                try:
+                    os.killpg(self.process.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            return
         if self.process is not None:
             self.process.kill()
         self._pipe.close()

@@ -3,6 +3,7 @@ restarted once after a kill -9 and then off while edits still land, gone after
 session/close and after a kill -9 of the agent; a hung server (tests/support/lsp_hung.py)
 bounds its wait, holds no other session's turn, and a cancel ends the wait."""
 
+import fcntl
 import json
 import os
 import signal
@@ -48,6 +49,17 @@ def until(test, timeout=20):
             return True
         time.sleep(0.05)
     return test()
+
+
+def lock_free(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def workspace_in(tmp_path, name):
@@ -150,6 +162,28 @@ def test_a_hung_server_is_bounded_holds_no_other_session_and_a_cancel_ends_the_w
         _, updates, _ = agent.prompt(sid, "stuck", timeout=20)
         call = finished_calls(updates)[0]
         assert call["status"] == "failed" and "still starting" in call_text(call)
+        assert agent.close() == 0
+    finally:
+        server.stop()
+
+
+def test_an_idle_closed_session_stops_its_server_and_starts_one_when_reopened(
+        acp_agent, workspace, tmp_path):
+    server = model({"edit1": edit(1), "edit2": edit(2)})
+    try:
+        agent = acp_agent(args=("--provider", "openai", "--model", "m"),
+                          env={**agent_env(server),
+                               **lsp_env(tmp_path, top="idle_session_timeout = 1\n")})
+        sid = agent.new_session(workspace)
+        _, updates, _ = agent.prompt(sid, "edit1", timeout=60)
+        assert "undefined name 'nope1'" in call_text(finished_calls(updates)[0])
+        assert until(lambda: not server_processes(workspace))  # idle-closed with its session
+        # a prompt while the session is still being let go is refused (the session layer's
+        # own race): wait until its lock is free, then it reopens
+        lock = os.path.join(agent.env["TERM2ACP_HOME"], "locks", f"{sid}.lock")
+        assert until(lambda: lock_free(lock))
+        _, updates, _ = agent.prompt(sid, "edit2", timeout=60)  # reopened: a server again
+        assert "undefined name 'nope2'" in call_text(finished_calls(updates)[0])
         assert agent.close() == 0
     finally:
         server.stop()

@@ -18,7 +18,7 @@ def lsp_env(tmp_path, extra="", diagnostics=40, requests=60, top=""):
     path = os.pathsep.join([NODE_BIN, os.path.dirname(sys.executable), os.environ["PATH"]])
     (tmp_path / "config.toml").write_text(
         f"{top}[lsp]\ndiagnostics_timeout = {diagnostics}\nrequest_timeout = {requests}\n" + extra)
-    return {"PATH": path}
+    return {"PATH": path, "TERM2ACP_LSP": "on"}  # the test kit turns them off
 
 
 def server_processes(workspace, name=None):
