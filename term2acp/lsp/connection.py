@@ -30,12 +30,11 @@ import gevent.os
 from gevent.socket import wait_read
 
 from term2acp import sandbox
-from term2acp.lsp import servers
+from term2acp.lsp import servers, wire
 
 log = logging.getLogger(__name__)
 logging.getLogger("pygls").setLevel(logging.ERROR)  # it logs every message at INFO
 
-MAX_MESSAGE = 32 << 20  # one message from the server; a longer one fails it
 SETTLE = 0.2  # seconds unversioned diagnostics must stay unchanged to count as complete
 STDERR_KEEP = 5
 MAX_OPEN = 200  # documents kept open in one server; the oldest is closed past that
@@ -63,25 +62,11 @@ def library():
             import pygls.client
             import pygls.io_
 
-            return pygls.client, pygls.io_, _plain_json(pygls.protocol)
+            return pygls.client, pygls.io_, wire.plain_json(pygls.protocol)
         loaded = gevent.get_hub().threadpool.apply(load)
         if not _library:
             _library.append(loaded)
     return _library[0]
-
-
-def _plain_json(protocol):
-    """A converter factory that leaves params and results as the JSON they are (pygls
-    makes namedtuples of them, a class per object: slow for hundreds of diagnostics)."""
-    def factory():
-        converter = protocol.default_converter()
-        for cls in (protocol.JsonRPCRequestMessage, protocol.JsonRPCResponseMessage,
-                    protocol.JsonRPCNotification):
-            names = [a.name for a in cls.__attrs_attrs__]
-            converter.register_structure_hook(
-                cls, lambda obj, cls, names=names: cls(**{k: obj.get(k) for k in names}))
-        return converter
-    return factory
 
 
 def uri_of(path):
@@ -109,7 +94,7 @@ class Connection:
         self.stderr_tail = collections.deque(maxlen=STDERR_KEEP)
         self._seq, self._news = 0, gevent.event.Event()
         self._ids = itertools.count(1)
-        self._pipe, self._write_lock = _Pipe(), gevent.lock.Semaphore()
+        self._pipe, self._write_lock = wire.Pipe(), gevent.lock.Semaphore()
         self._greenlets, self._stopping = [], False
 
     @property
@@ -129,7 +114,7 @@ class Connection:
             client.feature(method)(lambda params, answer=answer: answer)
         for method in QUIET:
             client.feature(method)(lambda params: None)
-        client.protocol.set_writer(_Writer(self))
+        client.protocol.set_writer(wire.Writer(self))
         read_end, write_end = os.pipe()
         try:
             self.process = sandbox.start(self._argv, self.root, self._settings,
@@ -148,7 +133,7 @@ class Connection:
         result = self.request("initialize", {
             "processId": None, "clientInfo": {"name": "term2acp"}, "rootUri": uri_of(self.root),
             "rootPath": self.root, "workspaceFolders": [self._folder()],
-            "capabilities": CAPABILITIES, "initializationOptions": self.spec.init_options or None},
+            "capabilities": wire.CAPABILITIES, "initializationOptions": self.spec.init_options or None},
             timeout)
         self.capabilities = (result or {}).get("capabilities") or {}
         client.protocol.notify("initialized", {})
@@ -198,8 +183,8 @@ class Connection:
     def _read(self, io_, client):
         try:
             io_.run(client._stop_event, self._pipe, client.protocol, log)
-        except _TooLarge:
-            self._lose(f"{self.name} sent a message over {MAX_MESSAGE >> 20} MiB")
+        except wire.TooLarge:
+            self._lose(f"{self.name} sent a message over {wire.MAX_MESSAGE >> 20} MiB")
             if self.process is not None:
                 self.process.kill()
         self._lose(self._reason(f"{self.name} closed its output"))
@@ -228,7 +213,7 @@ class Connection:
     def _on_diagnostics(self, params):
         if not isinstance(params, dict) or not isinstance(params.get("uri"), str):
             return
-        items = [d for d in params.get("diagnostics") or () if _diagnostic(d)]
+        items = [d for d in params.get("diagnostics") or () if wire.is_diagnostic(d)]
         self._seq += 1
         version = params.get("version")
         self.published[params["uri"]] = (self._seq, version if isinstance(version, int) else None,
@@ -313,92 +298,3 @@ class Connection:
             self._news.wait(max(wait, 0.001))
 
 
-class _TooLarge(Exception):
-    pass
-
-
-class _Pipe:
-    """The server's stdout as pygls's reader wants it (``readline``, ``read``), fed by
-    the process's output pump."""
-
-    def __init__(self):
-        self.buf, self.closed = bytearray(), False
-        self.ready = gevent.event.Event()
-
-    def feed(self, data):
-        self.buf += data
-        self.ready.set()
-
-    def close(self):
-        self.closed = True
-        self.ready.set()
-
-    def _until(self, test):
-        while not test():
-            if self.closed:
-                return False
-            self.ready.clear()
-            self.ready.wait()
-        return True
-
-    def readline(self):
-        if not self._until(lambda: b"\n" in self.buf[:65536] or len(self.buf) > 65536):
-            return b""
-        end = self.buf.find(b"\n", 0, 65536) + 1 or 65536
-        line = bytes(self.buf[:end])
-        del self.buf[:end]
-        return line
-
-    def read(self, size):
-        if size > MAX_MESSAGE:
-            raise _TooLarge()
-        if not self._until(lambda: len(self.buf) >= size):
-            return b""
-        data = bytes(self.buf[:size])
-        del self.buf[:size]
-        return data
-
-
-class _Writer:
-    """pygls's writer: one message at a time into the server's stdin. A write cut short
-    (a timeout, a cancel) leaves half a message behind: the server is killed then."""
-
-    def __init__(self, connection):
-        self.connection = connection
-
-    def write(self, data):
-        conn = self.connection
-        if conn.gone is not None:
-            return
-        with conn._write_lock:
-            try:
-                conn.process.write(data)
-            except sandbox.InputClosed:
-                conn._lose(conn._reason(f"{conn.name} no longer reads its input"))
-            except BaseException:
-                conn._lose(f"{conn.name} stopped reading its input (a write was cut short)")
-                conn.process.kill()
-                raise
-
-    def close(self):
-        pass
-
-
-def _diagnostic(item):
-    try:
-        start = item["range"]["start"]
-        return isinstance(start["line"], int) and isinstance(start["character"], int) \
-            and isinstance(item["message"], str)
-    except (KeyError, TypeError):
-        return False
-
-
-CAPABILITIES = {
-    "general": {"positionEncodings": ["utf-16"]},
-    "workspace": {"configuration": True, "workspaceFolders": True, "symbol": {}},
-    "textDocument": {
-        "synchronization": {}, "publishDiagnostics": {"versionSupport": True},
-        "definition": {"linkSupport": True}, "references": {},
-        "hover": {"contentFormat": ["markdown", "plaintext"]},
-        "documentSymbol": {"hierarchicalDocumentSymbolSupport": True}},
-}
