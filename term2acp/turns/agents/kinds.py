@@ -30,6 +30,7 @@ CLAUDE_TOOLS = {
     "killshell": ("shell_kill",), "killbash": ("shell_kill",),
     "edit": ("edit_file", "apply_patch"), "multiedit": ("edit_file", "apply_patch"),
     "write": ("create_file",), "webfetch": ("web_fetch",), "todowrite": ("update_plan",),
+    "task": ("agent",),  # a sub-agent of its own: dropped (depth 1)
 }
 INHERIT = ("inherit", "", None)
 
