@@ -163,21 +163,25 @@ def test_a_childs_question_reaches_the_client_and_a_reject_fails_that_call(
 
 
 @PROTOCOLS
-def test_a_childs_provider_error_fails_its_call_with_the_reason(acp_agent, acp_env,
+def test_a_childs_provider_error_or_refusal_fails_its_call_with_the_reason(acp_agent, acp_env,
                                                                acp_workspace, server, protocol):
     router = a.Router({
-        None: [a.calls(a.agent_call(0, "call_x", "ZETA fail")), a.says("it failed")],
+        None: [a.calls(a.agent_call(0, "call_x", "ZETA fail"),
+                       a.agent_call(1, "call_y", "PSI refuse")), a.says("it failed")],
         "ZETA": [lambda: f.Status(400, {"error": {"message": "the model is on fire",
                                                   "type": "invalid_request_error"}})],
+        "PSI": [lambda: f.openai_sse(f.oa_finish("content_filter"))],
     })
     server.responder = router
     agent, sid = start(acp_agent, acp_env, acp_workspace, server, protocol)
     _, updates, end = agent.prompt(sid, "go", timeout=60)
-    call = ids_named(updates, "agent")[0]
+    call, refused = ids_named(updates, "agent")
     failed = final(updates, call)
     assert failed["status"] == "failed" and "the model is on fire" in text_of(failed)
-    result = [m for m in router.seen[-1][2]["messages"] if m["role"] == "tool"][0]
-    assert "sub-agent failed" in result["content"] and "on fire" in result["content"]
+    assert final(updates, refused)["status"] == "failed"
+    results = [m for m in router.seen[-1][2]["messages"] if m["role"] == "tool"]
+    assert "sub-agent failed" in results[0]["content"] and "on fire" in results[0]["content"]
+    assert "refused" in results[1]["content"]
     assert (end["result"] if protocol == 1 else end["params"]["update"])["stopReason"] \
         == "end_turn"
     assert agent.close() == 0
