@@ -27,7 +27,8 @@ from gevent import get_hub
 from term2acp.core import scratch
 from term2acp.core.approvals import ORDINARY, ApprovalRequest
 from term2acp.tools.atomic import write_atomically
-from term2acp.tools.base import identity
+from term2acp.core.workspace import is_within
+from term2acp.tools.base import ToolError, identity
 
 FICLONE = 0x40049409  # linux/fs.h: _IOW(0x94, 9, int)
 SKIP = frozenset({".git"})  # folders neither compared nor applied
@@ -55,6 +56,9 @@ class Overlay:
 
     def make(self):
         """Copy the workspace (in a thread of the hub's pool: the hub keeps serving)."""
+        if is_within(self.root, os.path.realpath(self.base)):
+            raise ToolError(f"isolation overlay cannot copy {self.root}: it holds the agent's "
+                            "scratch folder. Run the sub-agent without isolation.")
         get_hub().threadpool.apply(self._copy_tree)
 
     def remove(self):
