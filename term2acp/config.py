@@ -257,6 +257,50 @@ class LspSchema(Section):
     servers = _LspServers()
 
 
+class HookSchema(Section):
+    """One hook: ``{ type = "command", command = "...", timeout = 5 }`` (turns/hooks.py)."""
+
+    type = text(("command",))
+    command = Typed((str,), "a string", required=True,
+                    validate=validate.Length(min=1, error="must not be empty"))
+    timeout = seconds()
+
+
+class HookGroupSchema(Section):
+    """``[[hooks.<Event>]]``: which tools (``matcher``) and the hooks to run."""
+
+    matcher = text()
+    hooks = fields.List(fields.Nested(HookSchema), required=True)
+
+
+class _Hooks(fields.Field):
+    """``[[hooks.<Event>]]`` tables in Claude Code's shape, one list an event."""
+
+    EVENTS = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop")
+    group = HookGroupSchema()
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if not isinstance(value, dict):
+            raise ValidationError("must be tables: [[hooks.PreToolUse]]")
+        loaded, errors = {}, {}
+        for event, groups in value.items():
+            if event not in self.EVENTS:
+                errors[event] = [f"unknown hook event; use: {', '.join(self.EVENTS)}"]
+            elif not isinstance(groups, list):
+                errors[event] = [f"must be a list of tables: [[hooks.{event}]]"]
+            else:
+                try:
+                    loaded[event] = self.group.load(groups, many=True)
+                except ValidationError as exc:
+                    errors[event] = exc.messages
+        if errors:
+            raise ValidationError(errors)
+        return loaded
+
+
+HOOKS = _Hooks()
+
+
 class ConfigSchema(Section):
     provider = text()
     model = text()
@@ -282,6 +326,7 @@ class ConfigSchema(Section):
     tools = fields.Nested(Section.from_dict({"edit_max_mb": mebibytes()}, name="ToolsSchema"))
     providers = _Providers()
     prices = _Prices()
+    hooks = _Hooks()
 
     @post_load
     def _no_timeout(self, data, **kwargs):

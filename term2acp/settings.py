@@ -135,6 +135,7 @@ class Settings:
         self.tools = ToolsSettings()
         self.providers = {}  # name -> dict from the config file
         self.prices = {}  # model id -> {input, output, cache_read, cache_write} (USD / Mtok)
+        self.hooks = {}  # event -> [{matcher, hooks: [{type, command, timeout}]}] (turns/hooks.py)
         self.env = dict(env or {})
 
     @classmethod
@@ -163,7 +164,7 @@ class Settings:
         except ConfigError as exc:
             raise SettingsError(str(exc)) from None
         for key, value in (data or {}).items():
-            if key in ("providers", "prices") or not isinstance(value, dict):
+            if key in ("providers", "prices", "hooks") or not isinstance(value, dict):
                 setattr(self, key, value)
             else:  # a [section]: its keys replace the section object's defaults
                 section = getattr(self, key)

@@ -187,6 +187,14 @@ class Process:
             except OSError as exc:  # EPIPE: nobody reads; EIO: the terminal is gone
                 raise InputClosed(exc.errno, "the command no longer reads its input") from None
 
+    def close_input(self):
+        """Close its stdin (a pipe): it reads the end of its input."""
+        fd = self._ends.input
+        if fd is not None and not self._ends.tty:
+            self._ends.input = None
+            self._ends._ours.discard(fd)
+            os.close(fd)
+
     def kill(self):
         """SIGKILL the whole group, reap it, release everything (bounded; idempotent)."""
         if self.exit is None:

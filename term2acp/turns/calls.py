@@ -10,6 +10,7 @@ it is found and sent to the turn greenlet too.
 
 import json
 import logging
+from dataclasses import replace
 
 import gevent
 
@@ -24,7 +25,7 @@ from term2acp.core.nesting import MAX_ARGUMENT_CHARS, MAX_DEPTH, too_deep
 from term2acp.core.text import scrub_text
 from term2acp.lsp.diagnostics import Watch
 from term2acp.tools.base import Plan, ToolContext, ToolError, ToolResult, editor_of
-from term2acp.turns import modes
+from term2acp.turns import hooks, modes
 from term2acp.turns.rounds import CallRecord, Ready
 
 log = logging.getLogger(__name__)
@@ -123,6 +124,16 @@ class CallSteps:
                                        record.title, request)
         if refusal is not None:
             return self._finish(record, ToolResult(refusal, is_error=True))
+        said = hooks.before_tool(session, name, raw)
+        if said is not None and said.permission == "deny":
+            return self._finish(record, ToolResult(
+                f"A PreToolUse hook denied this call: {said.reason or 'no reason given'}",
+                is_error=True))
+        if said is not None and said.permission == "ask" and request is None:
+            request = approvals.ApprovalRequest(  # asked even where the mode would not
+                title=f"{record.title} (a hook asks: {said.reason or 'allow this call?'})")
+        elif said is not None and said.permission == "allow":
+            request = None
         if request is not None and not request.content and plan is not None:
             try:  # the mode asks where the tool would not: show what would change
                 request.content = tool.preview(args, ctx, plan)
@@ -169,6 +180,9 @@ class CallSteps:
                 done()
         if isinstance(result, str):
             result = ToolResult(result)
+        added = hooks.after_tool(session, record.name, record.raw_input, result)
+        if added:  # a PostToolUse hook's context, for the model
+            result = replace(result, text=f"{result.text}\n\n{added}")
         return self._finish(record, written.report(result))
 
     def _context(self, record):

@@ -26,7 +26,7 @@ from term2acp.core.nesting import MAX_ARGUMENT_CHARS
 from term2acp.core.text import scrub_text
 from term2acp.providers import base as pb
 from term2acp.providers import prices
-from term2acp.turns import commands, filecommands, notes, websearch
+from term2acp.turns import commands, filecommands, hooks, notes, websearch
 from term2acp.turns.calls import CallSteps
 from term2acp.turns.checkpoints import TurnCheckpoint, may_change_files
 from term2acp.turns.compaction import ContextGuard
@@ -61,19 +61,27 @@ class Turn(CallSteps):
     # ------------------------------------------------------------ the loop
     def run(self, user_text):
         self.greenlet = gevent.getcurrent()
+        hooks.of(self)  # the workspace's hooks file is looked at (and asked about) first
         known = filecommands.listed(self.session, self.settings)
         prompt = commands.run(self, user_text, known)  # a slash command: answered, or a prompt
         if prompt == "":
             return "end_turn"
         if prompt is not None:
             user_text = prompt
+        blocked, context = hooks.at_prompt(self, user_text)
+        if blocked is not None:  # never sent; the user sees why
+            commands.say(self, f"A hook blocked this prompt: {blocked}", in_history=False)
+            return "end_turn"
         self._begin_checkpoint(user_text)
         message = {"role": "user", "content": user_text}
         if getattr(user_text, "images", None):  # turns/content.py: images for the model
             message["images"] = list(user_text.images)
         notes.add_pending(self.session)  # what changed since the last prompt, just before it
+        for item in context:
+            self.session.append_history(item)
         self.session.append_history(message)
         limit = getattr(self.settings, "max_cost", None)  # USD a run may spend (exec)
+        went_on = False
         for _ in range(self.settings.max_turn_requests):
             if limit is not None and self.requests and self.cost > limit:
                 return "max_cost"
@@ -81,7 +89,15 @@ class Turn(CallSteps):
             if stop == "pause" and not calls:  # the server paused its own tools' long run:
                 continue  # the answer so far goes back as it is, and the model goes on
             if not calls:
-                return stop if stop in ("max_tokens", "refusal") else "end_turn"
+                if stop in ("max_tokens", "refusal"):
+                    return stop
+                reason = hooks.at_stop(self, went_on)
+                if reason is None or went_on:
+                    return "end_turn"
+                went_on = True  # a Stop hook blocked: the turn goes on once, with its reason
+                self.session.append_history({"role": "user",
+                                             "content": f"A Stop hook says: {reason}"})
+                continue
             run_round(self, calls, getattr(self.settings, "max_parallel_tools", 1))
             if self.ended:  # a tool ended the turn (plan mode's "keep planning")
                 return "end_turn"

@@ -47,7 +47,7 @@ def readme_config_example():
 
 
 # tables whose keys are the user's (at any depth: [mcp] tools; the top-level [tools] is ours)
-USER_NAMED = ("headers", "tools", "initialization_options")
+USER_NAMED = ("headers", "tools", "initialization_options", "hooks")
 
 
 def key_paths(data, prefix=""):
