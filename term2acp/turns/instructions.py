@@ -1,5 +1,6 @@
 """Project instructions: ``AGENTS.md`` files, given to the model as a context note
-(turns/notes.py).
+(turns/notes.py). Where a directory has no ``AGENTS.md``, its ``CLAUDE.md``, else its
+``GEMINI.md`` (other agents' names for the same file) counts instead.
 
 Where: the session root, then each parent directory up to the nearest one holding
 ``.git`` (the repository root); the same for each of the session's other roots
@@ -23,6 +24,7 @@ import stat
 from term2acp.core.trust import foreign_notice, foreign_owner
 
 NAME = "AGENTS.md"
+NAMES = (NAME, "CLAUDE.md", "GEMINI.md")  # the first a directory has counts
 FILE_CAP = 32_000  # characters of one file
 TOTAL_CAP = 64_000  # characters of all of them
 
@@ -82,8 +84,12 @@ class Instructions:
         """``(text for the context note, notice for the user or None)``."""
         found, warnings = [], []
         for directory in self.directories():
-            path = os.path.join(directory, NAME)
-            signature = _stat(path)
+            path, signature = None, None
+            for name in NAMES:
+                path = os.path.join(directory, name)
+                signature = _stat(path)
+                if signature is not None:
+                    break
             if signature is None:
                 continue
             owner = foreign_owner(path)
@@ -118,8 +124,10 @@ class Instructions:
                 break
             parts.insert(0, f'<instructions path="{path}">\n{text[:left]}\n</instructions>')
             left -= len(text)
-        return ("\n\nProject instructions (AGENTS.md; follow them unless the user says "
-                "otherwise; the nearest file comes last and wins):\n" + "\n".join(parts))
+        names = sorted({os.path.basename(path) for path, _signature, _text in found},
+                       key=NAMES.index)
+        return (f"\n\nProject instructions ({', '.join(names)}; follow them unless the user "
+                "says otherwise; the nearest file comes last and wins):\n" + "\n".join(parts))
 
     def _notice(self, found):
         signatures = tuple((path, signature) for path, signature, _ in found)

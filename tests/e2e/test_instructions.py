@@ -127,3 +127,32 @@ def test_agents_md_another_user_owns_is_ignored_with_a_notice(acp_agent, tmp_pat
     told = told_of(updates)
     assert "belongs to another user (uid 54321)" in told and "Using project instructions" in told
     agent.close()
+
+
+@pytest.mark.parametrize("protocol", [1, 2])
+def test_claude_md_and_gemini_md_where_no_agents_md_is(acp_agent, tmp_path, server, protocol):
+    repo = tmp_path / "repo"
+    pkg = repo / "pkg"
+    deep = pkg / "deep"
+    (repo / ".git").mkdir(parents=True)
+    deep.mkdir(parents=True)
+    (repo / "CLAUDE.md").write_text("CLAUDE RULE: run make check.\n")
+    (repo / "GEMINI.md").write_text("GEMINI LOSES TO CLAUDE\n")
+    (pkg / "GEMINI.md").write_text("GEMINI LOSES TO AGENTS\n")
+    (pkg / "AGENTS.md").write_text("AGENTS RULE: tabs.\n")
+    (deep / "GEMINI.md").write_text("GEMINI RULE: short names.\n")
+    agent = start(acp_agent, server, protocol)
+    sid = agent.new_session(os.path.realpath(deep))
+    _, updates, end = agent.prompt(sid, "hello", timeout=30)
+    assert ended(agent, end) == "end_turn"
+    told = instructions_of(server.requests[-1])
+    assert "CLAUDE RULE" in told and "AGENTS RULE" in told and "GEMINI RULE" in told
+    assert "LOSES" not in told
+    assert told.index("CLAUDE RULE") < told.index("AGENTS RULE") < told.index("GEMINI RULE")
+    assert "RULE" not in system_of(server.requests[-1])
+    assert str(os.path.realpath(repo / "CLAUDE.md")) in told_of(updates)
+    (deep / "AGENTS.md").write_text("DEEP AGENTS RULE\n")  # now AGENTS.md wins there
+    agent.prompt(sid, "again", timeout=30)
+    told = instructions_of(server.requests[-1])
+    assert "DEEP AGENTS RULE" in told and "GEMINI RULE" not in told
+    assert agent.close() == 0
