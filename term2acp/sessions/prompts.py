@@ -18,7 +18,7 @@ from term2acp.providers.catalog import NO_PROVIDER_HELP
 from term2acp.providers.errors import ProviderError, ProviderNotConfigured
 from term2acp.sessions.errors import SessionBusy, StoreError
 from term2acp.sessions.lifecycle import CANCELLED, FAILED, Outcome
-from term2acp.turns import content, failures, projectmcp
+from term2acp.turns import content, failures, projectmcp, skills
 from term2acp.turns.agents import kinds
 from term2acp.turns.agents.tool import NAME as AGENT, AgentTool
 from term2acp.turns.prompt import system_prompt, title_from
@@ -123,6 +123,8 @@ class PromptSteps:
             tools = {name: tool for name, tool in self.tools().items()
                      if getattr(tool, "modes", None) is None or session.mode in tool.modes}
             tools[AGENT] = AgentTool(kinds.discover(session.root, self.settings.config_path))
+            if skills.refresh(session, self.settings, tell=False).found:  # a note lists them
+                tools["skill"] = skills.SkillTool(session.skills)
             turn = Turn(session, session.provider, tools, self.settings, "")
             projectmcp.refresh(turn)  # the workspace's .mcp.json (asked about first)
             if session.mcp_servers:  # waits (bounded) for handshakes, tells failures once

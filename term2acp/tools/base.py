@@ -115,6 +115,9 @@ class ToolContext:
             self.watch(real)
 
     choose = None  # callable(ApprovalRequest) -> the choice id allowed, or None (the turn's)
+    # callable(path, content, purpose="") -> True when the user trusts that content of a file
+    # the workspace supplies (core/trust.py; asked as part of this call); None: never
+    trust = None
     decide = None  # callable(ApprovalRequest) -> the Decision (core/approvals.py; the turn's)
     abort = None  # callable(reason): end the turn as cancelled, from inside a tool (the turn's)
     set_mode = None  # callable(mode id): switch the session's mode, reported (the turn's)

@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import gevent
 
-from term2acp.core import approvals
+from term2acp.core import approvals, trust
 from term2acp.core import events as ev
 from term2acp.core.approvals import CANCELLED
 from term2acp.core.cancel import TurnAborted
@@ -198,6 +198,8 @@ class CallSteps:
         checkpoint = getattr(session, "checkpoint", None)
         ctx.checkpoint = checkpoint.before_write if checkpoint is not None else None
         ctx.choose = lambda request: self._choose(record, request)
+        ctx.trust = lambda path, data, purpose="": trust.decide(  # core/trust.py
+            session, self.settings, path, data, ctx.choose, purpose)
         ctx.set_mode = self._set_mode
         ctx.decide = lambda request: self._decide(record, request)
         ctx.abort = self._abort

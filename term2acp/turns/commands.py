@@ -178,8 +178,23 @@ class RenameCommand(Command):
             "Usage: /rename <title> (the new title of this session)."
 
 
+class SkillsCommand(Command):
+    name = "skills"
+    description = "List the skills the model can load (Agent Skills folders)"
+    in_history = False
+
+    def run(self, argument, ctx):
+        skills = getattr(ctx.session, "skills", None)
+        found = skills.found if skills is not None else {}
+        if not found:
+            return ("No skills: put a folder with a SKILL.md in .term2acp/skills, .claude/skills "
+                    "or .agents/skills of the workspace, or in skills/ of your config folder.")
+        return "Skills:\n" + "\n".join(f"- {s.name}: {s.description} ({s.path})"
+                                       for s in found.values())
+
+
 BUILTINS = (CompactCommand(), InitCommand(), ModelCommand(), ModeCommand(), UndoCommand(),
-            RenameCommand())
+            RenameCommand())  # /skills: offered to sessions that have skills (filecommands)
 
 
 # ---------------------------------------------------------------- the registry

@@ -25,13 +25,14 @@ import tomllib
 
 from term2acp.core.ids import new_id
 from term2acp.core.trust import usable
-from term2acp.turns import commands, sources, trusting
+from term2acp.turns import commands, skills, sources, trusting
 from term2acp.turns.commands import NAME, Command, ModelPrompt
 from term2acp.turns.rounds import CallRecord
 
 _SHELL = re.compile(r"!`([^`\n]+)`|!\{([^{}\n]+)\}")
 _POSITIONAL = re.compile(r"\$([1-9])")
 MODEL_CAP = 128
+SKILLS = commands.SkillsCommand()
 
 
 class FileCommand(Command):
@@ -189,9 +190,12 @@ def of(session, settings):
 
 
 def listed(session, settings, tell=True):
-    """``name -> Command`` of ``session``: the built-ins and plug-ins, then its file
-    commands; ``tell``: a workspace file another user owns is named to the user (once)."""
+    """``name -> Command`` of ``session``: the built-ins and plug-ins, what its MCP servers
+    bring, ``/skills`` when it has skills, then its file commands; ``tell``: a workspace
+    file another user owns is named to the user (once)."""
     known = commands.for_session(session)  # with what its MCP servers bring
+    if skills.refresh(session, settings, tell).found:
+        known = {**known, SKILLS.name: SKILLS}
     files = of(session, settings)
     found = files.scan(known)
     for path in files.foreign if tell else ():

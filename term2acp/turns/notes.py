@@ -66,6 +66,9 @@ def facts(session, keys=None):
     rules = _instructions(session)
     digest = hashlib.sha256(rules.encode()).hexdigest()[:16] if rules else ""
     out["instructions"] = (digest, rules.strip())
+    skills = getattr(session, "skills", None)  # turns/skills.py, looked at once a prompt
+    listing = skills.listing() if skills is not None else ""
+    out["skills"] = (skills.fingerprint() if listing else "", listing)
     return out
 
 
@@ -91,6 +94,10 @@ def told(history):
     return out
 
 
+# what may be absent, and what the model is told once it is gone
+GONE = {"instructions": "No project instructions (AGENTS.md) are in use any more.",
+        "skills": "No skills are available any more."}
+
 # checked before every model request (AGENTS.md: once a prompt)
 WITHIN_TURN = ("root", "roots", "platform", "date", "mode", "sandbox")
 
@@ -101,11 +108,10 @@ def pending(session, keys=None):
     now = facts(session, keys)
     before = told(session.history)
     changed = [key for key, (mark, _line) in now.items() if before.get(key, "") != mark
-               or (key not in before and key not in ("instructions", "roots"))]
+               or (key not in before and key not in ("roots", *GONE))]
     if not changed:
         return None
-    lines = [now[key][1] if key != "instructions" or now[key][0] else
-             "No project instructions (AGENTS.md) are in use any more." for key in changed]
+    lines = [now[key][1] if key not in GONE or now[key][0] else GONE[key] for key in changed]
     heading = "Session context" if not before else "Session context changed"
     text = f"{OPEN}\n{heading}:\n" + "\n".join(lines) + f"\n{CLOSE}"
     return {"role": "user", "content": text,

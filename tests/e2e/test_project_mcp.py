@@ -65,19 +65,19 @@ def test_mcp_json_servers_join_the_editors_once_trusted(acp_agent, workspace, tm
     shown = json.dumps(asked[0])
     assert path in shown and digest in shown and "/nonexistent/server" in shown
     assert not marker.exists()
-    first, second = results(updates)
-    assert "Unknown tool 'mcp__proj__echo'" in first and second == "echo: from the editor"
+    unknown, editors = sorted(results(updates))
+    assert "Unknown tool 'mcp__proj__echo'" in unknown and editors == "echo: from the editor"
 
     # allowed always: it starts beside the editor's, which keeps its name
     sid = agent.new_session(workspace, mcp_servers=[stdio_entry("clash")])
     _, updates, _ = agent.prompt(sid, "go", timeout=60,
                                  on_request=answering("trust-always", asked))
     assert len(asked) == 2 and marker.exists()
-    assert results(updates) == ["echo: from the project", "echo: from the editor"]
+    assert sorted(results(updates)) == ["echo: from the editor", "echo: from the project"]
 
     # remembered: the next session does not ask
     sid = agent.new_session(workspace, mcp_servers=[stdio_entry("clash")])
     _, updates, _ = agent.prompt(sid, "go", timeout=60, on_request=answering("reject", asked))
     assert len(asked) == 2
-    assert results(updates) == ["echo: from the project", "echo: from the editor"]
+    assert sorted(results(updates)) == ["echo: from the editor", "echo: from the project"]
     assert agent.close() == 0
