@@ -25,9 +25,8 @@ import json
 import logging
 import os
 import re
+import tempfile
 
-import gevent
-import gevent.os
 
 from marshmallow import ValidationError
 
@@ -209,58 +208,34 @@ def run(hook, data, cwd, settings):
 
     env = dict(getattr(settings, "env", None) or os.environ)
     env.update(CLAUDE_PROJECT_DIR=cwd)  # as Claude Code sets it
-    errors_r, errors_w = os.pipe()
-    out, err = bytearray(), bytearray()
+    out = bytearray()
 
-    def keep(buffer):
-        def on_output(chunk):
-            if len(buffer) < OUTPUT_CAP:
-                buffer.extend(chunk[:OUTPUT_CAP - len(buffer)])
-        return on_output
-    reader = None
-    try:  # stderr goes to a pipe of its own (the launch helper joins stdout and stderr)
-        child = process.start(["/bin/sh", "-c", hook.command], cwd=cwd, env=env,
-                              on_output=keep(out), stdin=process.PIPE,
-                              enter=lambda: os.dup2(errors_w, 2))
-    except process.LaunchError as exc:
-        os.close(errors_r)
-        os.close(errors_w)
-        log.warning("a %s hook could not start (ignored): %s", hook.event, exc)
-        return None
-    os.close(errors_w)
-    try:
-        reader = gevent.spawn(_drain, errors_r, keep(err))
+    def keep(chunk):
+        if len(out) < OUTPUT_CAP:
+            out.extend(chunk[:OUTPUT_CAP - len(out)])
+    # stderr goes to a file of its own (the launch helper joins stdout and stderr)
+    with tempfile.TemporaryFile() as errors:
         try:
-            child.write(data)
-        except process.InputClosed:
-            pass  # it does not read its input
-        child.close_input()
-        if child.wait(hook.timeout) is None:
-            log.warning("a %s hook ran past its timeout of %gs and was killed (ignored): %s",
-                        hook.event, hook.timeout, hook.command[:200])
+            child = process.start(["/bin/sh", "-c", hook.command], cwd=cwd, env=env,
+                                  on_output=keep, stdin=process.PIPE,
+                                  enter=lambda: os.dup2(errors.fileno(), 2))
+        except process.LaunchError as exc:
+            log.warning("a %s hook could not start (ignored): %s", hook.event, exc)
             return None
-        reader.join(1)
-        return child.exit.exit_code, bytes(out), bytes(err)
-    finally:
-        child.kill()
-        if reader is not None:
-            reader.kill()
         try:
-            os.close(errors_r)
-        except OSError:
-            pass
-
-
-def _drain(fd, on_output):
-    gevent.os.make_nonblocking(fd)
-    while True:
-        try:
-            chunk = gevent.os.nb_read(fd, 65536)
-        except OSError:
-            return
-        if not chunk:
-            return
-        on_output(chunk)
+            try:
+                child.write(data)
+            except process.InputClosed:
+                pass  # it does not read its input
+            child.close_input()
+            if child.wait(hook.timeout) is None:
+                log.warning("a %s hook ran past its timeout of %gs and was killed (ignored): "
+                            "%s", hook.event, hook.timeout, hook.command[:200])
+                return None
+        finally:
+            child.kill()
+        errors.seek(0)
+        return child.exit.exit_code, bytes(out), errors.read(OUTPUT_CAP)
 
 
 # ---------------------------------------------------------------- the turn's steps
