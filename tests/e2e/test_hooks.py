@@ -102,6 +102,7 @@ def statuses(updates):
             and u.get("status") in ("completed", "failed")]
 
 
+@pytest.mark.acp_process  # through the launcher
 @pytest.mark.parametrize("protocol", [1, 2])
 def test_hooks_from_the_config_file(acp_agent, server, tmp_path, acp_workspace, protocol):
     log = tmp_path / "pre.log"

@@ -129,6 +129,7 @@ def test_agents_md_another_user_owns_is_ignored_with_a_notice(acp_agent, tmp_pat
     agent.close()
 
 
+@pytest.mark.acp_process  # through the launcher
 @pytest.mark.parametrize("protocol", [1, 2])
 def test_claude_md_and_gemini_md_where_no_agents_md_is(acp_agent, tmp_path, server, protocol):
     repo = tmp_path / "repo"

@@ -48,6 +48,7 @@ def answering(trust, asked):
     return on_request
 
 
+@pytest.mark.acp_process  # through the launcher
 @pytest.mark.parametrize("protocol", [1, 2])
 def test_mcp_json_servers_join_the_editors_once_trusted(acp_agent, workspace, tmp_path, home,
                                                          protocol):

@@ -46,6 +46,7 @@ def system_of(request):
     return next(m["content"] for m in request.json["messages"] if m["role"] == "system")
 
 
+@pytest.mark.acp_process  # through the launcher
 @pytest.mark.parametrize("protocol", [1, 2])
 def test_skills_listed_then_loaded_on_demand(acp_agent, server, tmp_path, acp_workspace,
                                              protocol):
