@@ -138,11 +138,15 @@ def recording(document, root):
 
 
 def start_files(document, target):
-    """The files as the session first touched them, written under ``target``."""
+    """The files as the session first touched them, written under ``target``: those its
+    tool calls named, then those only a command changed (its checkpoints)."""
+    root = document["session"]["cwd"]
+    items = [i for i in document.get("recording", []) if i["kind"] == "file"]
+    items += [{"payload": {"path": os.path.relpath(c["path"], root), "state": c["state"],
+                           "mode": c.get("mode")}, "content": c.get("content")}
+              for c in document.get("checkpoints", [])]
     done = set()
-    for item in document.get("recording", []):
-        if item["kind"] != "file":
-            continue
+    for item in items:
         payload = item["payload"]
         rel = payload["path"]
         if rel in done or rel.startswith("..") or os.path.isabs(rel):

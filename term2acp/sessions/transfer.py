@@ -4,7 +4,8 @@ and ``import``).
 The document keeps what a resume needs (the session's row and config option values, the
 model-facing conversation, the replay journal) and what an export shows or a pytest
 export replays (``recording``: the model's replies, the permission questions and answers,
-the files as first touched, their contents in base64). Never a key: the store holds none
+the files as first touched, their contents in base64; ``checkpoints``, what the turns'
+changes replaced, for the files a command changed). Never a key: the store holds none
 (the MCP servers are described without env or header values), and text that looks like
 a credential (a bearer token, ``api_key=...``) is redacted on the way out.
 """
@@ -68,9 +69,18 @@ def dump(store, session_id):
     turns = [{"number": n, "messageId": m, "prompt": p, "state": s} for n, m, p, s in store.rows(
         "SELECT number, message_id, prompt, state FROM turns WHERE session_id = ?"
         " ORDER BY number", (session_id,))]
+    before = []  # each file a turn changed, as it was before the first such turn
+    for path, state, mode, content in store.rows(
+            "SELECT f.path, f.state, f.mode, f.content FROM checkpoint_files f JOIN turns t ON"
+            " t.session_id = f.session_id AND t.message_id = f.turn WHERE f.session_id = ?"
+            " AND f.state IN ('file', 'link', 'absent') ORDER BY t.number", (session_id,)):
+        if all(item["path"] != path for item in before):
+            before.append({"path": path, "state": state, "mode": mode, "content":
+                           base64.b64encode(content or b"").decode("ascii")})
     return {"format": FORMAT, "version": VERSION, "exportedAt": now(),
             "session": redact(session), "history": redact(history),
-            "journal": redact(journal), "recording": recording, "turns": turns}
+            "journal": redact(journal), "recording": recording, "turns": turns,
+            "checkpoints": before}
 
 
 def check(document):

@@ -217,3 +217,27 @@ def test_pytest_export_takes_what_a_search_found_or_a_whole_folder(acp_env, tmp_
 def case_of(test_file):
     """DIR/test_<name>.py -> DIR/<name>"""
     return os.path.join(os.path.dirname(test_file), os.path.basename(test_file)[5:-3])
+
+
+def test_pytest_export_takes_what_a_command_changed_from_the_checkpoints(acp_env, tmp_path):
+    shutil.which("bwrap") or pytest.skip("the shell tool needs bubblewrap")
+    work = tmp_path / "repo"
+    work.mkdir()
+    (work / "cmd.txt").write_text("as it was\n")
+    subprocess.run(["git", "init", "-q"], cwd=work, check=True)
+    script = tmp_path / "shell.json"
+    script.write_text(json.dumps({"turns": [
+        [{"tool_call": {"name": "shell", "arguments": {"command": "echo changed > cmd.txt"}}}],
+        [{"text": "Changed by a command."}]]}))
+    proc = subprocess.run([sys.executable, REPO_LAUNCHER, "exec", "--provider", "scripted",
+                           "--json", "run it"], cwd=work,
+                          env=dict(acp_env, TERM2ACP_SCRIPT=str(script)),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert (work / "cmd.txt").read_text() == "changed\n"
+    sid = json.loads(proc.stdout.splitlines()[-1])["sessionId"]
+    code, printed, err = cli(acp_env, "export", sid, "--format", "pytest", "-o",
+                             str(tmp_path / "out"))
+    assert code == 0, err
+    with open(os.path.join(case_of(printed.strip()), "workspace", "cmd.txt")) as fh:
+        assert fh.read() == "as it was\n"
