@@ -237,3 +237,18 @@ def test_exec_lets_an_editor_take_its_session_over(acp_agent, acp_env, acp_works
             proc.wait(5)
     assert proc.returncode == 130, err
     assert lines(out.decode())[-1]["stopReason"] == "cancelled"
+
+
+def test_exec_is_a_command_of_both_console_scripts(acp_env):
+    import configparser
+
+    config = configparser.ConfigParser()
+    config.read(os.path.join(os.path.dirname(os.path.dirname(REPO_LAUNCHER)), "setup.cfg"))
+    scripts = config["options.entry_points"]["console_scripts"]
+    assert "term2acp = term2acp.__main__:main" in scripts
+    assert "term2-acp = term2acp.__main__:main" in scripts
+    env = dict(acp_env, PYTHONPATH=os.path.dirname(os.path.dirname(REPO_LAUNCHER)))
+    for command in (["exec", "--help"], ["sessions", "--help"]):
+        proc = subprocess.run([sys.executable, "-m", "term2acp", *command], env=env,
+                              capture_output=True, text=True, timeout=TIMEOUT)
+        assert proc.returncode == 0 and f"term2acp {command[0]}" in proc.stdout
