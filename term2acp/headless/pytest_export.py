@@ -102,7 +102,7 @@ def _json(path, value):
 def relocate(value, root):
     """``value`` with the session's folder replaced by the placeholder."""
     if isinstance(value, str):
-        return value.replace(root.rstrip("/") + "/", PLACEHOLDER + "/").replace(root, PLACEHOLDER)
+        return re.sub(re.escape(root.rstrip("/")) + r"(?![\w.-])", PLACEHOLDER, value)
     if isinstance(value, list):
         return [relocate(v, root) for v in value]
     if isinstance(value, dict):

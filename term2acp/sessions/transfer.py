@@ -98,6 +98,19 @@ def check(document):
     for key in ("history", "journal", "recording"):
         if not isinstance(document.get(key, []), list):
             raise TransferError(f'"{key}" must be a list')
+    for n, record in enumerate(document.get("journal", []), 1):
+        if not isinstance(record, dict) or not all(isinstance(record.get(k), str)
+                                                   for k in ("kind", "key")) \
+                or "payload" not in record:
+            raise TransferError(f'journal record {n}: needs "kind", "key" and "payload"')
+    for n, item in enumerate(document.get("recording", []), 1):
+        if not isinstance(item, dict) or not isinstance(item.get("kind"), str) or \
+                "payload" not in item:
+            raise TransferError(f'recording item {n}: needs "kind" and "payload"')
+        try:
+            base64.b64decode(item.get("content") or "", validate=True)
+        except (ValueError, TypeError):
+            raise TransferError(f'recording item {n}: "content" is not base64') from None
 
 
 def load(store, document, session_id):

@@ -137,9 +137,16 @@ def test_sessions_unknown_id_and_bad_usage(acp_env, tmp_path):
     assert cli(acp_env, "export", "x", "--format", "yaml")[0] == 2
     assert cli(acp_env, "export", "x", "--format", "pytest")[0] == 2  # needs -o
     assert cli(acp_env, "frobnicate")[0] == 2
-    (tmp_path / "bad.json").write_text('{"format": "something-else"}')
-    code, _, err = cli(acp_env, "import", str(tmp_path / "bad.json"))
-    assert code == 1 and "not a term2acp session export" in err
+    for text, said in (('{"format": "something-else"}', "not a term2acp session export"),
+                       ("[1, 2", "bad.json"),
+                       ('{"format": "term2acp-session", "version": 9, "session": {}}',
+                        "version 9"),
+                       ('{"format": "term2acp-session", "version": 1, "session": {"id": "x",'
+                        ' "cwd": "/"}, "journal": [{"kind": "tool_call"}]}', "journal record 1")):
+        (tmp_path / "bad.json").write_text(text)
+        code, _, err = cli(acp_env, "import", str(tmp_path / "bad.json"))
+        assert code == 1 and said in err, err
+    assert cli(acp_env, "list")[1] == ""  # nothing half-imported
 
 
 def test_sessions_pytest_export_replays_without_the_workspace_or_a_model(acp_agent, acp_env,
