@@ -151,3 +151,16 @@ def test_other_execute_tools_get_no_terminal():
     first = view.updates(ev.ToolCallReported("k", title="shell_kill", kind="execute",
                                              status="pending", name="shell_kill"))[0]
     assert "_meta" not in first and "content" not in first
+
+
+def test_a_sub_agents_command_keeps_both_its_parent_and_zeds_terminal_in_meta():
+    view = v1.SessionView("/w")
+    view.terminal_meta = True
+    events = [ev.ToolCallReported("tc_2", title="echo", kind="execute", status="pending",
+                                  raw_input={"command": "echo"}, name="shell", parent="tc_1"),
+              ev.ToolCallReported("tc_2", status="completed", parent="tc_1",
+                                  content=[{"type": "text", "text": "done"}])]
+    first, last = [valid(u) for e in events for u in view.updates(e)]
+    assert first["_meta"] == {"terminal_info": {"terminal_id": "tc_2", "cwd": "/w"},
+                              "term2": {"parentToolCallId": "tc_1"}}
+    assert last["_meta"] == {"term2": {"parentToolCallId": "tc_1"}}
