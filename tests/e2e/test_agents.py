@@ -272,7 +272,7 @@ def test_a_project_agent_file_is_used_only_once_trusted(acp_agent, acp_env, acp_
     assert not [w for w, _, _ in router.seen if w == "THREE"]
     assert "INSTR-TWO" not in everything_sent(server)
     result = [m for m in router.seen[-1][2]["messages"] if m["role"] == "tool"][-1]
-    assert "does not trust" in result["content"]
+    assert "is not trusted" in result["content"]
     assert agent.close() == 0
 
 

@@ -85,8 +85,9 @@ class AgentTool(Tool):
                             f"(general); {kind.name} cannot.")
         if kind.project and not trust.decide(turn.session, turn.settings, kind.path,
                                              kind.content, ctx.choose, purpose="agent file"):
-            raise ToolError(f"The user does not trust the agent file {kind.path}: nothing of "
-                            "it was used. Use another kind or do the task yourself.")
+            raise ToolError(f"The agent file {kind.path} is not trusted (the user refused it, "
+                            "or another user owns it): nothing of it was used. Use another "
+                            "kind or do the task yourself.")
         if args["isolation"] != "overlay":
             answer, session, cost = _run(turn, ctx, kind, args["prompt"])
             return child.result(answer, session, cost)
