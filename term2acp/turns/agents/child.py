@@ -65,9 +65,10 @@ class ChildSession:
         self.effort = effort or parent.effort
         self.steps = {}  # child call id -> [mark, title]
         self.recording = None  # a recorded session's replies are the parent's own
-        if root is not None:  # an overlay: grants over the copy, nothing for /undo to keep
+        if root is not None:  # an overlay: the copy alone, grants over it, nothing for /undo
             self.access = copy.copy(parent.access)
-            self.access.root = root
+            self.access.root, self.access.extra_roots = root, ()
+            self.extra_roots = ()
             self.checkpoint = None
 
     def __getattr__(self, name):
