@@ -85,7 +85,9 @@ def acp_env(tmp_path):
     home.mkdir(mode=0o700, exist_ok=True)  # as the agent makes its data folder
     env.update(TERM2ACP_HOME=str(home), TERM2ACP_CONFIG=str(tmp_path / "config.toml"),
                XDG_CONFIG_HOME=str(tmp_path / "xdg-config"),
-               TERM2ACP_LSP="off")  # no language server a machine happens to have
+               TERM2ACP_LSP="off",  # no language server a machine happens to have
+               # nor the commands and skills its user keeps for other agents (~/.claude, ...)
+               TERM2ACP_PEERS_HOME=str(tmp_path / "peers-home"))
     return env
 
 

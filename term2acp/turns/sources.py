@@ -20,7 +20,10 @@ _FENCE = "---"
 
 
 def home(settings):
-    return (getattr(settings, "env", None) or {}).get("HOME") or os.path.expanduser("~")
+    """Whose ``~/.claude``, ``~/.codex``, ``~/.gemini`` and ``~/.agents`` count:
+    ``TERM2ACP_PEERS_HOME`` (the test kit's is empty), else ``HOME``."""
+    env = getattr(settings, "env", None) or {}
+    return env.get("TERM2ACP_PEERS_HOME") or env.get("HOME") or os.path.expanduser("~")
 
 
 def config_dir(settings):

@@ -36,7 +36,7 @@ def home(tmp_path):
 def start(acp_agent, server, protocol, home, tmp_path):
     return acp_agent(args=("--provider", "openai", "--model", "main-model"), protocol=protocol,
                      env={"OPENAI_BASE_URL": server.openai_url, "OPENAI_API_KEY": "sk-test-123456",
-                          "HOME": home, "TERM2ACP_CONFIG": str(tmp_path / "cfg" / "config.toml")})
+                          "TERM2ACP_PEERS_HOME": home, "TERM2ACP_CONFIG": str(tmp_path / "cfg" / "config.toml")})
 
 
 def commands_of(agent, session_id):
