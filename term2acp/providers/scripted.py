@@ -41,6 +41,7 @@ line per request: purpose, characters, refused).
 """
 
 import json
+from itertools import repeat
 
 import gevent
 from gevent.event import Event
@@ -86,9 +87,11 @@ class ScriptedProvider(Provider):
 
     def _limit(self, request):
         """Refuse a request over the scripted context limit (and record every request)."""
+        limit = self.script.get("context_limit")
+        if not limit and not self.script.get("record"):
+            return
         size = len(request.system or "") + sum(len(m.get("content") or "")
                                                for m in request.messages)
-        limit = self.script.get("context_limit")
         if limit and self.script.get("context_limit_over_system"):
             limit = max(limit, len(request.system or "") + self.script["context_limit_over_system"])
         refused = bool(limit) and size > limit
@@ -118,7 +121,8 @@ class ScriptedProvider(Provider):
         if self.script.get("sequential"):
             index, self.played = self.played, self.played + 1
         else:
-            index = sum(1 for m in request.messages if m.get("role") == "assistant")
+            # the roles in one C-level pass: a script is replayed against long sessions too
+            index = list(map(dict.get, request.messages, repeat("role"))).count("assistant")
         turns = self.script["turns"]
         if index >= len(turns) and isinstance(self.script.get("default_turn"), list):
             turns = turns + [self.script["default_turn"]] * (index + 1 - len(turns))

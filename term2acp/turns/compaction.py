@@ -21,12 +21,12 @@ import gevent
 from term2acp.core import events as ev
 from term2acp.providers import base as pb
 from term2acp.providers.errors import ContextOverflow, ProviderError
-from term2acp.turns import image_budget
 from term2acp.turns.context import (CHARS_PER_TOKEN, MARKER, THRESHOLD,
                                     cap_result, estimate, history_tokens, is_marker,
-                                    learn_window, model_messages, result_cap, unit_tokens,
+                                    learn_window, result_cap, unit_tokens,
                                     units, window_of)
 from term2acp.turns.failures import seconds
+from term2acp.turns.request_view import request_messages
 from term2acp.turns.waiting import watch
 
 log = logging.getLogger(__name__)
@@ -321,7 +321,7 @@ class ContextGuard:
                     raise
                 # still under the window: send it; an overflow would compact again
                 log.info("session %s: compaction skipped (%s)", session.id, exc)
-        return image_budget.bound(model_messages(session.history))
+        return request_messages(session)
 
     def stream(self, request):
         """``provider.stream(request)``, with overflow recovery; Retrying becomes a notice,
@@ -352,7 +352,7 @@ class ContextGuard:
                         "compacting failed because the request still did not fit the model's "
                         f"context window after {self.RESENDS} compactions ({exc})") from None
                 compact(session, self.provider, request.system, self.settings, "overflow")
-                request.messages = image_budget.bound(model_messages(session.history))
+                request.messages = request_messages(session)
 
     def _wait_notice(self):
         return self.settings.wait_notice if self.settings is not None else 0

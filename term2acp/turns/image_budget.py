@@ -16,12 +16,13 @@ PLACEHOLDER = ("[{count} older image(s) left out of this request to keep it unde
                "provider's size limit; read the file again to look at it.]")
 
 
-def bound(messages, budget=REQUEST_BYTES, most=MAX_IMAGES):
+def bound(messages, budget=REQUEST_BYTES, most=MAX_IMAGES, indices=None):
     """``messages`` with images past the budget (older first) replaced by a placeholder
-    line; messages with nothing to drop are the same objects, the others new copies."""
+    line; messages with nothing to drop are the same objects, the others new copies.
+    ``indices``: where the messages with images are, in order (else every one is looked at)."""
     kept_bytes = kept = 0
     out = list(messages)
-    for index in range(len(out) - 1, -1, -1):
+    for index in reversed(range(len(out)) if indices is None else indices):
         message = out[index]
         images = message.get("images")
         if not images:

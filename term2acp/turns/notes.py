@@ -22,7 +22,7 @@ from datetime import date
 
 from term2acp.core import events as ev
 from term2acp.core.ids import new_id
-from term2acp.turns import instructions, modes
+from term2acp.turns import instructions, modes, request_view
 
 OPEN, CLOSE = "<context>", "</context>"
 
@@ -84,16 +84,6 @@ def _instructions(session):
     return text
 
 
-def told(history):
-    """``key -> fingerprint`` the history's notes told the model (the latest wins)."""
-    out = {}
-    for message in history:
-        noted = message.get("notes") if isinstance(message, dict) else None
-        if isinstance(noted, dict):
-            out.update(noted)
-    return out
-
-
 # what may be absent, and what the model is told once it is gone
 GONE = {"instructions": "No project instructions (AGENTS.md) are in use any more.",
         "skills": "No skills are available any more."}
@@ -106,7 +96,7 @@ def pending(session, keys=None):
     """The note message the model needs before its next request, or None; ``keys``: only
     those facts (default: all)."""
     now = facts(session, keys)
-    before = told(session.history)
+    before = request_view.told(session)
     changed = [key for key, (mark, _line) in now.items() if before.get(key, "") != mark
                or (key not in before and key not in ("roots", *GONE))]
     if not changed:

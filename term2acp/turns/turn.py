@@ -30,7 +30,7 @@ from term2acp.turns import commands, filecommands, hooks, notes, websearch
 from term2acp.turns.calls import CallSteps
 from term2acp.turns.checkpoints import TurnCheckpoint, may_change_files
 from term2acp.turns.compaction import ContextGuard
-from term2acp.turns.context import model_messages
+from term2acp.turns.request_view import request_messages
 from term2acp.turns.rounds import CallRecord, run_round
 
 log = logging.getLogger(__name__)
@@ -138,7 +138,7 @@ class Turn(CallSteps):
         history = session.history
         request.messages = self.context.messages(request.system)
         if session.history is not history and notes.add_pending(session) is not None:
-            request.messages = model_messages(session.history)
+            request.messages = request_messages(session)
         message_id, thought_id = new_id("msg"), new_id("thought")
         text, thought, calls, stop, replay, spent = [], [], [], None, None, None
         usage, error = None, None
