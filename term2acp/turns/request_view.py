@@ -58,13 +58,20 @@ class _View(_Grown):
                 self.images.append(len(sent) - 1)
 
 
+def _kept(session, attr, kind):
+    """The session's ``kind`` kept in ``attr``, brought up to its history."""
+    history = session.history
+    kept = getattr(session, attr, None)
+    if kept is None or not kept.fits(history):
+        kept = kind(history)
+        setattr(session, attr, kept)
+    kept.extend(history)
+    return kept
+
+
 def request_messages(session):
     """The messages of the session's next model request (module docstring)."""
-    history = session.history
-    view = getattr(session, "_request_view", None)
-    if view is None or not view.fits(history):
-        view = session._request_view = _View(history)
-    view.extend(history)
+    view = _kept(session, "_request_view", _View)
     return image_budget.bound(view.sent, indices=view.images)
 
 
@@ -82,9 +89,4 @@ class _Told(_Grown):
 
 def told(session):
     """``key -> fingerprint`` the session's history told the model (the latest wins)."""
-    history = session.history
-    kept = getattr(session, "_told", None)
-    if kept is None or not kept.fits(history):
-        kept = session._told = _Told(history)
-    kept.extend(history)
-    return dict(kept.told)
+    return dict(_kept(session, "_told", _Told).told)

@@ -8,6 +8,8 @@ import os
 
 import pytest
 
+from tests.support.toolcalls import call_text, finished_calls
+
 pytestmark = pytest.mark.acp_process
 
 LINE = "2026-12-06 01:00:00 INFO request served in 12 ms from worker {n}\n"
@@ -18,12 +20,8 @@ def call(name, **arguments):
 
 
 def finals(agent):
-    done = {}
-    for m in agent.messages:
-        update = m.get("params", {}).get("update", {}) if m.get("method") == "session/update" else {}
-        if update.get("sessionUpdate") == "tool_call_update" and "status" in update:
-            done[update["toolCallId"]] = update
-    return list(done.values())
+    return finished_calls([m["params"]["update"] for m in agent.messages
+                           if m.get("method") == "session/update"])
 
 
 def test_edits_of_a_50_mb_file_change_exactly_that_text(started, workspace):
@@ -71,7 +69,7 @@ def test_a_file_over_the_configured_limit_is_refused_naming_the_key(started, wor
     updates = finals(agent)
     assert [u["status"] for u in updates] == ["failed", "failed"]
     for update in updates:
-        text = "".join(c["content"]["text"] for c in update["content"] if c["type"] == "content")
+        text = call_text(update)
         assert "above the 1 MiB edit limit ([tools] edit_max_mb in the config file)" in text
     with open(os.path.join(workspace, "big.log")) as fh:
         assert fh.read() == LINE.format(n=1) * 20_000
