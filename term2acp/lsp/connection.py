@@ -37,7 +37,7 @@ logging.getLogger("pygls").setLevel(logging.ERROR)  # it logs every message at I
 
 SETTLE = 0.2  # seconds unversioned diagnostics must stay unchanged to count as complete
 STDERR_KEEP = 5
-MAX_OPEN = 200  # documents kept open in one server; the oldest is closed past that
+MAX_OPEN = 50  # documents kept open in one server (their text kept too); the oldest closes
 QUIET = ("window/logMessage", "window/showMessage", "$/progress", "telemetry/event",
          "$/logTrace", "$/typescriptVersion")
 ANSWERS = {"window/workDoneProgress/create": None, "client/registerCapability": None,

@@ -7,8 +7,10 @@ import os
 
 import pytest
 
-from tests.support.lsp import lsp_env
+from tests.support.lsp import lsp_env, needs_servers
 from tests.support.toolcalls import call_text, finished_calls, model_server, start_agent, tool_results
+
+pytestmark = needs_servers()
 
 APP = "def area(r):\n    return 3.14 * r * r * old_error\n"
 

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from tests.support import fake_llm as f
-from tests.support.lsp import HUNG, REPO, interfaces, lsp_env, server_processes
+from tests.support.lsp import HUNG, REPO, interfaces, lsp_env, needs_servers, server_processes
 from tests.support.toolcalls import agent_env, call_text, finished_calls
 
 
@@ -68,6 +68,7 @@ def workspace_in(tmp_path, name):
     return os.path.realpath(path)
 
 
+@needs_servers(typescript=False)
 @pytest.mark.acp_process
 def test_servers_are_sandboxed_per_session_restart_once_and_end_with_the_agent(
         acp_agent, workspace, tmp_path):
@@ -167,6 +168,7 @@ def test_a_hung_server_is_bounded_holds_no_other_session_and_a_cancel_ends_the_w
         server.stop()
 
 
+@needs_servers(typescript=False)
 def test_an_idle_closed_session_stops_its_server_and_starts_one_when_reopened(
         acp_agent, workspace, tmp_path):
     server = model({"edit1": edit(1), "edit2": edit(2)})

@@ -3,12 +3,33 @@ installs (pylsp with pyflakes in this Python, typescript-language-server in test
 config that gives them time on a loaded machine, and the server processes of a workspace
 as /proc shows them."""
 
+import importlib.util
 import os
 import sys
+
+import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NODE_BIN = os.path.join(REPO, "tests", "lsp", "node_modules", ".bin")
 HUNG = os.path.join(REPO, "tests", "support", "lsp_hung.py")
+
+
+def missing(typescript=True):
+    """The real servers not installed here (``.ci/run`` installs both)."""
+    out = []
+    if not os.path.exists(os.path.join(os.path.dirname(sys.executable), "pylsp")) or \
+            importlib.util.find_spec("pyflakes") is None:
+        out.append("pylsp with pyflakes (the test extra)")
+    if typescript and not os.path.exists(os.path.join(NODE_BIN, "typescript-language-server")):
+        out.append("typescript-language-server (npm --prefix tests/lsp install)")
+    return out
+
+
+def needs_servers(typescript=True):
+    """Skip without the real servers, except under CI=true, where the test then fails."""
+    ci = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+    absent = missing(typescript)
+    return pytest.mark.skipif(bool(absent) and not ci, reason=f"not installed: {', '.join(absent)}")
 
 
 def lsp_env(tmp_path, extra="", diagnostics=40, requests=60, top=""):
