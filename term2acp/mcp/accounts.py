@@ -41,7 +41,8 @@ class Accounts:
         except McpError as exc:
             why = client.config.redact(str(exc))
             if client.state == SIGNIN:
-                client.state, client.error = FAILED, f"signing in failed: {why}"
+                client.state = FAILED
+                client.error = f"signing in failed: {why} (/mcp-login {name} tries again)"
             log.warning("mcp %s: sign-in could not start: %s", name, why)
             return f"Signing in to the MCP server {name!r} failed: {why}", None
         self.pending[id(client)] = pending
@@ -65,7 +66,8 @@ class Accounts:
                 return
             log.warning("mcp %s: sign-in failed: %s", client.name, why)
             if client.state == SIGNIN:
-                client.state, client.error = FAILED, f"signing in failed: {why}"
+                client.state = FAILED
+                client.error = f"signing in failed: {why} (/mcp-login {client.name} tries again)"
             else:
                 self.hub.note(f"Signing in to the MCP server {client.name!r} failed: {why}. "
                               f"/mcp-login {client.name} tries again.")

@@ -100,7 +100,9 @@ class McpHub:
         if client.prompts or client.credentials is not None:
             self._prompts_changed(client)  # prompts, or sign-in to offer (the face dedups)
         if client.state == SIGNIN and not self.closed:
-            self._signins.append((client.name, *self.accounts.start(client)))
+            text, url = self.accounts.start(client)
+            if url is not None or client.state != FAILED:  # a failure is told as one
+                self._signins.append((client.name, text, url))
 
     def login(self, client):
         """``/mcp-login``: a new sign-in, shown at once (the command runs in a turn)."""

@@ -200,3 +200,18 @@ def test_a_client_with_url_elicitation_is_shown_the_sign_in_page(acp_agent, oaut
     _, updates, _ = agent.prompt(sid, "echo", timeout=60, on_request=editor)
     assert text_of(final(updates)) == "echo: via editor"
     agent.close()
+
+
+@pytest.mark.parametrize("knob, why", [
+    ("MCP_OAUTH_NO_PKCE", "does not offer PKCE with S256"),
+    ("MCP_OAUTH_OTHER_RESOURCE", "metadata names another resource")])
+def test_a_server_without_pkce_or_for_another_resource_is_refused(mcp_agent, oauth_server,
+                                                                  knob, why):
+    server = oauth_server({knob: "1"})
+    agent, sid, _ = mcp_agent([[{"text": "hello"}]], [server.entry()])
+    _, updates, _ = agent.prompt(sid, "hi", timeout=60)
+    told = agent_text(updates)
+    assert told.count(why) == 1 and "'remote' could not be started: signing in failed" in told
+    assert "/mcp-login remote tries again" in told
+    assert "authorize?" not in told and server.control("stats")["registrations"] == 0
+    agent.close()

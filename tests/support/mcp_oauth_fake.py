@@ -15,7 +15,9 @@ loopback port (stdlib only, threads, never gevent)::
 * ``/control/revoke`` (POST) ends every token, ``/control/expire`` (POST) every access
   token (refresh tokens stay), ``/control/stats`` (GET) counts what happened.
 
-``MCP_OAUTH_EXPIRES_IN`` is the access tokens' ``expires_in`` (3600 by default).
+``MCP_OAUTH_EXPIRES_IN`` is the access tokens' ``expires_in`` (3600 by default);
+``MCP_OAUTH_NO_PKCE=1`` leaves S256 out of the metadata, ``MCP_OAUTH_OTHER_RESOURCE=1``
+names another resource in the protected resource metadata.
 """
 
 import base64
@@ -30,6 +32,9 @@ import urllib.parse
 import mcp_fake
 
 EXPIRES_IN = int(os.environ.get("MCP_OAUTH_EXPIRES_IN") or 3600)
+# Broken servers, for the refusals: metadata without PKCE S256, or naming another resource.
+NO_PKCE = bool(os.environ.get("MCP_OAUTH_NO_PKCE"))
+OTHER_RESOURCE = bool(os.environ.get("MCP_OAUTH_OTHER_RESOURCE"))
 
 
 class OAuthApp:
@@ -57,7 +62,8 @@ class OAuthApp:
             if self._bearer(h):
                 self.mcp.get(h)
         elif path == "/.well-known/oauth-protected-resource/mcp":
-            h.send_plain(200, json.dumps({"resource": self.resource(h),
+            resource = self.origin(h) + "/elsewhere" if OTHER_RESOURCE else self.resource(h)
+            h.send_plain(200, json.dumps({"resource": resource,
                                           "authorization_servers": [self.origin(h)],
                                           "bearer_methods_supported": ["header"]}))
         elif path == "/.well-known/oauth-authorization-server":
@@ -67,7 +73,7 @@ class OAuthApp:
                 "token_endpoint": o + "/token", "registration_endpoint": o + "/register",
                 "response_types_supported": ["code"],
                 "grant_types_supported": ["authorization_code", "refresh_token"],
-                "code_challenge_methods_supported": ["S256"],
+                "code_challenge_methods_supported": ["plain"] if NO_PKCE else ["S256"],
                 "token_endpoint_auth_methods_supported": ["none"]}))
         elif path == "/authorize":
             self._authorize(h, query)

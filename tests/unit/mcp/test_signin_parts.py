@@ -75,3 +75,46 @@ def test_structured_content_reaches_the_model_once():
     assert [i["text"] for i in other.content] == ["done"]  # the editor shows the blocks
     alone = to_result({"content": [], "structuredContent": {"n": 2}})
     assert alone.text == '{"n": 2}'
+
+
+def _get(port, target):
+    import http.client
+
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    try:
+        conn.request("GET", target)
+        response = conn.getresponse()
+        return response.status, response.read().decode()
+    finally:
+        conn.close()
+
+
+def test_the_loopback_listener_checks_state_waits_bounded_and_closes():
+    import gevent
+    import pytest
+
+    from term2acp.mcp.signin import Listener, SignInTimedOut
+
+    listener = Listener()
+    assert listener.redirect_uri == f"http://127.0.0.1:{listener.port}/callback"
+    codes = []
+    waiting = gevent.spawn(listener.wait, "the-state", 10, lambda code: codes.append(code) or "ok")
+    assert _get(listener.port, "/favicon.ico")[0] == 404
+    assert _get(listener.port, "/callback?code=c1&state=forged")[0] == 400  # and it waits on
+    assert _get(listener.port, "/callback?code=c2&state=the-state") == (200, _page("ok"))
+    waiting.get(timeout=5)
+    listener.close()
+    assert codes == ["c2"]
+    with pytest.raises(OSError):  # closed after
+        _get(listener.port, "/callback?code=c3&state=the-state")
+
+    late = Listener()
+    try:
+        with pytest.raises(SignInTimedOut):
+            late.wait("s", 0.2, lambda code: "never")
+    finally:
+        late.close()
+
+
+def _page(words):
+    return f"<!doctype html><meta charset=utf-8><title>term2acp</title><p>{words}</p>"
