@@ -70,10 +70,6 @@ class Answer:
         self.permission = None  # "allow" / "deny" / "ask" (PreToolUse)
         self.context = []  # additionalContext (and plain stdout where it counts)
 
-    @property
-    def context_text(self):
-        return "\n\n".join(self.context)
-
 
 def hooks_of(table, origin):
     """``[Hook]`` of a hooks table in Claude's shape (checked by ``config.py``'s schema)."""
@@ -172,7 +168,8 @@ def read_answer(answer, event, code, out, err):
             answer.permission = "deny"
         return
     if code != 0:
-        log.warning("a %s hook exited with %s (ignored): %s", event, code, err[-500:])
+        log.warning("a %s hook exited with %s (ignored; %d bytes on stderr, not logged: "
+                    "they may hold secrets)", event, code, len(err))
         return
     fields = None
     if out.startswith("{"):
@@ -192,12 +189,13 @@ def read_answer(answer, event, code, out, err):
     if fields.get("decision") == "block":
         answer.blocked = True
         answer.reason = answer.reason or str(fields.get("reason") or "blocked by a hook")
-    decision = specific.get("permissionDecision")
+    decision = specific.get("permissionDecision") or \
+        {"block": "deny", "approve": "allow"}.get(fields.get("decision"))  # the older names
     if event == "PreToolUse" and decision in ("allow", "deny", "ask"):
         rank = {"allow": 0, "ask": 1, "deny": 2}  # the strictest of several hooks wins
         if answer.permission is None or rank[decision] > rank[answer.permission]:
             answer.permission = decision
-            why = specific.get("permissionDecisionReason")
+            why = specific.get("permissionDecisionReason") or fields.get("reason")
             if isinstance(why, str) and why.strip():
                 answer.reason = why.strip()
 
@@ -220,7 +218,8 @@ def run(hook, data, cwd, settings):
                                   on_output=keep, stdin=process.PIPE,
                                   enter=lambda: os.dup2(errors.fileno(), 2))
         except process.LaunchError as exc:
-            log.warning("a %s hook could not start (ignored): %s", hook.event, exc)
+            log.warning("a %s hook of %s could not start (ignored): %s", hook.event,
+                        hook.origin, exc)
             return None
         try:
             try:
@@ -229,8 +228,9 @@ def run(hook, data, cwd, settings):
                 pass  # it does not read its input
             child.close_input()
             if child.wait(hook.timeout) is None:
-                log.warning("a %s hook ran past its timeout of %gs and was killed (ignored): "
-                            "%s", hook.event, hook.timeout, hook.command[:200])
+                log.warning("a %s hook of %s ran past its timeout of %gs and was killed "
+                            "(ignored): %s", hook.event, hook.origin, hook.timeout,
+                            hook.command[:200])
                 return None
         finally:
             child.kill()

@@ -236,3 +236,26 @@ def test_workspace_hooks_another_user_owns_are_ignored_with_a_notice(acp_agent, 
                    if u["sessionUpdate"] == "agent_thought_chunk")
     assert path in told and "uid 54321" in told
     assert agent.close() == 0
+
+
+def test_older_decision_names_and_failing_hooks(acp_agent, server, tmp_path, acp_workspace):
+    """Claude's older PreToolUse answer ``decision: block`` denies; a hook that fails
+    (exit 1) or cannot start is ignored and the call runs."""
+    with open(os.path.join(acp_workspace, "a.txt"), "w") as fh:
+        fh.write("alpha\n")
+    config = "".join([
+        toml_hook("PreToolUse", "echo broken >&2; exit 1", "read_file"),
+        toml_hook("PreToolUse", "/nonexistent/hook", "read_file"),
+        toml_hook("PreToolUse", "printf '%s' '{\"decision\": \"block\", \"reason\": \"old "
+                  "style no\"}'", "shell"),
+    ])
+    agent = start(acp_agent, server, tmp_path, 2, config)
+    sid = agent.new_session(acp_workspace)
+    _, updates, _ = agent.prompt(sid, "read it", timeout=30)
+    assert statuses(updates) == ["completed"]
+    assert "alpha" in tool_results(server.requests[-1])[-1]
+    _, updates, _ = agent.prompt(sid, "remove it", timeout=30)
+    assert statuses(updates) == ["failed"]
+    assert "old style no" in tool_results(server.requests[-1])[-1]
+    assert os.path.exists(os.path.join(acp_workspace, "a.txt"))
+    assert agent.close() == 0
