@@ -87,3 +87,21 @@ def test_each_call_has_its_timeout(make_hub, http_server):
     with pytest.raises(ToolError, match="did not answer within 1 s, so the call was cancelled"):
         tools["mcp__web__slow"].run({"seconds": 30}, None)
     assert tools["mcp__web__echo"].run({"text": "x"}, None).text == "echo: x"
+
+
+def test_a_server_only_the_proxy_resolves_is_reached_through_it(make_hub, http_server,
+                                                                monkeypatch):
+    from tests.support.proxy import ConnectProxy
+
+    proxy = ConnectProxy(hosts={"mcp.invalid": "127.0.0.1"}).start()
+    try:
+        monkeypatch.setenv("HTTP_PROXY", proxy.url)  # the providers' proxy settings
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+        entry = dict(http_server.entry(), url=f"http://mcp.invalid:{http_server.port}/mcp")
+        hub = make_hub(entry)
+        assert hub.wait_ready(30) and hub.clients[0].state == READY
+        assert hub.tools()["mcp__web__echo"].run({"text": "x"}, None).text == "echo: x"
+        assert {target for target, _ in proxy.tunnels} == {f"mcp.invalid:{http_server.port}"}
+    finally:
+        proxy.stop()
