@@ -46,3 +46,27 @@ def test_server_everything_over_streamable_http():
     finally:
         hub.close()
         server.stop()
+
+
+def test_server_everything_resources_prompts_structured_links_and_questions(make_hub):
+    hub = make_hub(everything_entry())
+    assert hub.wait_ready(30), hub.clients[0].error
+    assert hub.clients[0].protocol_version == "2025-11-25"
+    tools = hub.tools()
+    listing = tools["mcp_list_resources"].run({"server": None}, None).text
+    assert "demo://resource/static/document/architecture.md" in listing
+    assert "demo://resource/dynamic/text/{resourceId}" in listing
+    read = tools["mcp_read_resource"]
+    text = read.run(read.load({"server": "everything", "arguments": {"resourceId": "3"},
+                               "template": "demo://resource/dynamic/text/{resourceId}"}), None).text
+    assert text.startswith("[demo://resource/dynamic/text/3]\nResource 3: ")
+    commands = {c.name: c for c in hub.commands()}
+    assert commands["everything:args-prompt"].hint == "city [state]"
+    assert commands["everything:args-prompt"].run("Paris France") == \
+        ("prompt", "What's weather in Paris, France?")
+    weather = tools["mcp__everything__get-structured-content"].run({"location": "Chicago"}, None)
+    assert weather.text.count("temperature") == 1  # the text block already is the structure
+    links = tools["mcp__everything__get-resource-links"].run({"count": 2}, None).text
+    assert "[resource link] Text Resource 2 demo://resource/dynamic/text/2 (text/plain)" in links
+    asked = tools["mcp__everything__trigger-elicitation-request"].run({}, None).text
+    assert '"action": "decline"' in asked  # no editor to ask: declined without asking
