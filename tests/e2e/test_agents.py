@@ -507,3 +507,24 @@ def test_a_child_never_does_more_than_the_sessions_mode(acp_agent, acp_env, acp_
     assert "read-only mode" in result["content"]
     assert "READ-ONLY" in " ".join(a.texts(router.first("OMICRON")))  # its context note
     assert agent.close() == 0
+
+
+@PROTOCOLS
+def test_a_session_grant_covers_the_children(acp_agent, acp_env, acp_workspace, server,
+                                             protocol, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    router = a.Router({
+        None: [a.calls(a.tool("create_file", "p_1", path=str(outside / "one.txt"),
+                              content="1")),
+               a.calls(a.agent_call(0, "call_g", "RHO write there too")), a.says("ok")],
+        "RHO": [a.calls(a.tool("create_file", "cr_1", path=str(outside / "two.txt"),
+                               content="2")), a.says("written")],
+    })
+    server.responder = router
+    agent, sid = start(acp_agent, acp_env, acp_workspace, server, protocol)
+    asked = []
+    agent.prompt(sid, "go", timeout=60, on_request=answering(asked)("allow-edit-folder-session"))
+    assert len(asked) == 1  # the parent's; the child's write was covered by the grant
+    assert read(str(outside / "one.txt")) == "1" and read(str(outside / "two.txt")) == "2"
+    assert agent.close() == 0
