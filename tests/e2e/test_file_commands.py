@@ -9,21 +9,13 @@ import pytest
 
 from term2acp.testing.harness import selected
 from tests.support import fake_llm as f
+from tests.support.scripts import write_file as write
 
 
 @pytest.fixture
-def server():
-    srv = f.FakeLLMServer()
-    srv.responder = lambda request: f.openai_sse(f.oa_text("ok"), f.oa_finish("stop"))
-    srv.start()
-    yield srv
-    srv.stop()
-
-
-def write(path, text):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write(text)
+def server(server):  # tests/e2e/conftest.py's, answering "ok"
+    server.responder = lambda request: f.openai_sse(f.oa_text("ok"), f.oa_finish("stop"))
+    return server
 
 
 @pytest.fixture

@@ -57,12 +57,9 @@ def respond(request):
 
 
 @pytest.fixture
-def server():
-    srv = f.FakeLLMServer()
-    srv.responder = respond
-    srv.start()
-    yield srv
-    srv.stop()
+def server(server):  # tests/e2e/conftest.py's, answering as respond() says
+    server.responder = respond
+    return server
 
 
 def script(tmp_path, name, text):

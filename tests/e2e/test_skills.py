@@ -3,12 +3,12 @@ note (never the bodies, never the system prompt); the skill tool gives a body, a
 skill's only once trusted; /skills lists them; a skill added mid-session is listed next."""
 
 import json
-import os
 
 import pytest
 
 from term2acp.testing.harness import selected
 from tests.support import fake_llm as f
+from tests.support.scripts import write_file as write
 
 
 def respond(request):
@@ -24,18 +24,9 @@ def respond(request):
 
 
 @pytest.fixture
-def server():
-    srv = f.FakeLLMServer()
-    srv.responder = respond
-    srv.start()
-    yield srv
-    srv.stop()
-
-
-def write(path, text):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write(text)
+def server(server):  # tests/e2e/conftest.py's, answering as respond() says
+    server.responder = respond
+    return server
 
 
 def everything(request):

@@ -1,6 +1,7 @@
 """Write scripted-provider files for tests."""
 
 import json
+import os
 
 
 def write_script(directory, turns, name="script.json", **extra):
@@ -11,3 +12,10 @@ def write_script(directory, turns, name="script.json", **extra):
 
 def text_turn(*texts):
     return [{"text": t} for t in texts]
+
+
+def write_file(path, text):
+    """Write ``text`` to ``path``, making its folders."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(text)
