@@ -35,7 +35,7 @@ import threading
 import time
 
 from term2acp.client import terminal
-from term2acp.client.render import Renderer
+from term2acp.client.render import Renderer, shown
 from term2acp.core import private
 
 
@@ -175,9 +175,10 @@ class Chat:
         # what the call would change comes with the question, before the answer is needed
         for item in ((params.get("subject") or {}).get("toolCall") or {}).get("content") or []:
             self.renderer.show_diff(item)
-        print(f"\n{params.get('title')}\n{params.get('description') or ''}", file=sys.stderr)
+        print(shown(f"\n{params.get('title')}\n{params.get('description') or ''}"),
+              file=sys.stderr)
         for n, option in enumerate(options, 1):
-            print(f"  {n}. {option['name']}", file=sys.stderr)
+            print(f"  {n}. {shown(option['name'])}", file=sys.stderr)
         try:
             answer = self.ask("choose a number (empty = reject): ").strip()
             option = options[int(answer) - 1]
@@ -248,7 +249,7 @@ def run(chat, args, cwd):
     if args["--list"]:
         result = chat.call("session/list", {"cwd": cwd})
         for s in result["sessions"]:
-            print(f"{s['sessionId']}  {s.get('updatedAt', '')}  {s.get('title') or ''}")
+            print(shown(f"{s['sessionId']}  {s.get('updatedAt', '')}  {s.get('title') or ''}"))
         return 0
     if args["--resume"]:
         chat.session_id = args["--resume"]

@@ -1,9 +1,24 @@
 """How session updates look in a terminal: text plain, thoughts dim, diffs coloured."""
 
 import base64
+import re
 import sys
 
 DIM, RESET, RED, GREEN, CYAN, BOLD = "\x1b[2m", "\x1b[0m", "\x1b[31m", "\x1b[32m", "\x1b[36m", "\x1b[1m"
+# What an agent's or a command's text may not make the terminal do: every control
+# character but newline and tab (ESC sequences retitle the window or clear the screen),
+# and the invisible format characters (bidi overrides turn a line around)
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]")
+
+
+def shown(text):
+    """``text`` safe to print: each control character as a visible escape (``\\x1b``)."""
+    text = str(text)
+    if text.isprintable() or not _CONTROLS.search(text):
+        return text
+    return _CONTROLS.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
 ICONS = {"pending": "…", "in_progress": "▶", "completed": "✔", "failed": "✘", "cancelled": "⊘"}
 
 
@@ -19,6 +34,7 @@ class Renderer:
         self.spoke = False
 
     def _paint(self, code, text):
+        text = shown(text)
         return f"{code}{text}{RESET}" if self.color else text
 
     def _write(self, text):
@@ -41,7 +57,7 @@ class Renderer:
         if self.mode != "text":
             self._newline()
             self.mode = "text"
-        self._write(u["content"].get("text", ""))
+        self._write(shown(u["content"].get("text", "")))
 
     def _agent_thought_chunk(self, u):
         if self.mode != "thought":
@@ -51,7 +67,7 @@ class Renderer:
 
     def _agent_message(self, u):
         self._newline()
-        self._write("".join(c.get("text", "") for c in u.get("content") or []) + "\n")
+        self._write(shown("".join(c.get("text", "") for c in u.get("content") or [])) + "\n")
 
     def _agent_thought(self, u):
         self._newline()

@@ -17,6 +17,7 @@ import re
 
 from term2acp.core import approvals, elicitation
 from term2acp.core.approvals import ApprovalRequest
+from term2acp.core.text import one_line
 from term2acp.mcp.naming import clean_schema
 from term2acp.mcp.oauth import SignInNeeded
 from term2acp.mcp.rpc import McpError, RequestTimeout, ServerGone
@@ -27,9 +28,6 @@ STRUCTURED_CAP = 100_000
 DISPLAY_CAP = 16_000  # what the editor is shown of a result, like our own tools (turn.py)
 NAME_CAP = 64  # a server's or tool's name in a title
 LABEL_CAP = 80  # a tool's own title in a title
-# What a server's words may not carry into a title: C0/C1 controls, zero-width and bidi
-# controls (U+202E turns the rest of a line around), line and paragraph separators.
-_UNSHOWN = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]+")
 _UNSHOWN_TEXT = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]+")
 
 
@@ -38,12 +36,6 @@ def grant_key(config, tool):
     config compares by what it starts or reaches (name, command, args, URL), so a server
     configured later under the same name (a resume with another command) is not covered."""
     return ("mcp", config, tool)
-
-
-def one_line(text, cap):
-    """``text`` for a title: one line, no control characters, at most ``cap`` characters."""
-    text = " ".join(_UNSHOWN.sub(" ", str(text)).split())
-    return text if len(text) <= cap else text[:cap - 1].rstrip() + "…"
 
 
 class McpTool(Tool):

@@ -3,6 +3,8 @@
 import platform
 from datetime import date
 
+from term2acp.core.text import one_line
+
 
 class PromptError(ValueError):
     """Prompt content the agent cannot accept; the message is user-facing."""
@@ -11,8 +13,7 @@ class PromptError(ValueError):
 def title_from(text, limit=80):
     """The user's words as one line (whitespace and line breaks collapsed), at most
     ``limit`` characters."""
-    line = " ".join((text or "").split())
-    return line if len(line) <= limit else line[:limit - 1].rstrip() + "…"
+    return one_line(text or "", limit)
 
 
 # The system prompt, stable parts first: the text that never changes within a session

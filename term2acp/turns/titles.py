@@ -13,6 +13,7 @@ import logging
 import gevent
 
 from term2acp.core import events as ev
+from term2acp.core.text import one_line
 from term2acp.providers import base as pb
 
 log = logging.getLogger(__name__)
@@ -27,7 +28,7 @@ ANSWER_CHARS = 600  # of the agent's first answer
 
 def clean(text, limit=LIMIT):
     """One line of at most ``limit`` characters (whitespace collapsed, quotes trimmed)."""
-    line = " ".join((text or "").split()).strip("\"'`\u201c\u201d*# ").rstrip(".")
+    line = one_line(text or "", len(text or "") + 1).strip("\"'`\u201c\u201d*# ").rstrip(".")
     return line if len(line) <= limit else line[:limit - 1].rstrip() + "\u2026"
 
 

@@ -159,3 +159,22 @@ def test_chat_daily_use_help_history_and_the_diff_with_the_question(pty_chat, wo
     child.sendline("")
     child.expect(pexpect.EOF)
     assert target.read_text() == "brand new line\n"
+
+
+def test_chat_prints_no_control_character_of_the_agent(agent_env, workspace, tmp_path):
+    """What the agent sends (an answer, a title in --list) reaches the terminal with its
+    control characters escaped: no window title set, no screen cleared, no line reversed."""
+    import subprocess
+
+    script = write_script(tmp_path, [[{"text": "a\x1b]0;owned\x07b \x1b[2J c \u202ed"}]])
+    env = dict(agent_env, TERM2ACP_SCRIPT=str(script))
+    base = CHAT + ["--agent", AGENT, "--provider", "scripted", "--cwd", workspace]
+    said = subprocess.run(base + ["hi"], env=env, timeout=30, capture_output=True,
+                          stdin=subprocess.DEVNULL)
+    assert said.returncode == 0, said.stderr
+    out = said.stdout.decode()
+    assert "a\\x1b]0;owned\\x07b \\x1b[2J c \\u202ed" in out
+    assert not {"\x1b", "\x07", "\u202e"} & set(out)
+    listed = subprocess.run(base + ["--list"], env=env, timeout=30, capture_output=True,
+                            stdin=subprocess.DEVNULL).stdout.decode()
+    assert "hi" in listed and not {"\x1b", "\x07", "\u202e"} & set(listed)

@@ -66,3 +66,31 @@ def test_a_hanging_title_request_never_holds_the_next_prompt_and_rename_wins(
              and u.get("title")).items()
     assert listed_title(agent, sid) == "My own title"
     assert len(srv.requests) == 2  # /rename never reaches the model
+
+
+CONTROLS = ("\x1b", "\x07", "\u202e", "\u2066", "\x9b", "\u200b")
+
+
+@PROTOCOLS
+def test_titles_carry_no_control_characters(acp_agent, acp_workspace, srv, protocol,
+                                            tmp_path):
+    """ESC, BEL and bidi controls in the user's words and in the model's title never reach
+    a session info update nor session/list (one stored earlier is filtered on the way)."""
+    srv.title = "\x1b]0;owned\x07Parser \u202efix\x9b2J"
+    srv.enqueue(text("Looking."))
+    agent = start(acp_agent, srv, protocol)
+    sid = agent.new_session(acp_workspace)
+    agent.prompt(sid, "please \x1b[2J fix \u2066the\u200b parser\x07", timeout=30)
+    agent.wait_update("session_info_update", session_id=sid, title="]0;owned Parser fix 2J",
+                      timeout=20)
+    shown = titles(agent, sid) + [listed_title(agent, sid)]
+    assert shown[0] == "please [2J fix the parser" and shown[-1] == "]0;owned Parser fix 2J"
+    assert not [t for t in shown if any(c in t for c in CONTROLS)], shown
+    agent.close()
+    import sqlite3
+    db = sqlite3.connect(str(tmp_path / "term2acp-home" / "sessions.sqlite3"))
+    db.execute("UPDATE sessions SET title = ? WHERE id = ?", ("old\x1b]2;x\x07 \u202etitle", sid))
+    db.commit()
+    db.close()
+    agent = start(acp_agent, srv, protocol)
+    assert listed_title(agent, sid) == "old ]2;x title"

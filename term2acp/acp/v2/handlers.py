@@ -12,6 +12,7 @@ from term2acp.acp.handlers import BaseHandlers, shared_updates, replay_plan
 from term2acp.acp.v2 import translate
 from term2acp.acp.v2.permissions import PermissionBridge
 from term2acp.core import events as ev
+from term2acp.core.text import one_line
 from term2acp.rpc.errors import InternalError, InvalidParamsError
 from term2acp.sessions.errors import InvalidCursor
 
@@ -70,8 +71,9 @@ class V2Handlers(BaseHandlers):
         sessions = []
         for row in rows:
             info = {"sessionId": row["id"], "cwd": row["cwd"], "updatedAt": row["updated_at"]}
-            if row["title"]:
-                info["title"] = row["title"]
+            title = one_line(row["title"] or "", 200)  # one stored before titles were filtered
+            if title:
+                info["title"] = title
             if row.get("mcp_servers"):
                 info["_meta"] = {"term2": {"mcpServers": row["mcp_servers"]}}
             sessions.append(info)
