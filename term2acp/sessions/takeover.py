@@ -22,6 +22,7 @@ import contextlib
 import logging
 import os
 import signal
+import stat
 
 import gevent
 
@@ -95,11 +96,19 @@ def _write(path, text):
 
 
 def _read(path):
+    """The request at ``path``: only a regular file of this user counts. Opened without
+    blocking and without following a link (a FIFO put there would block the hub)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return None
     try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid():
+            log.warning("takeover: ignoring %s, not a regular file of this user", path)
+            return None
         return os.read(fd, 32).decode(errors="replace").strip()
+    except OSError:
+        return None
     finally:
         os.close(fd)
