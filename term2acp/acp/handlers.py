@@ -117,22 +117,29 @@ class BaseHandlers:
             if session.provider_id == provider and session.config_options is self._config_options:
                 session.emit(ev.ConfigChanged(self.config_options.options(session)))
 
-    def started(self, session):
-        """A session started (new/resume/load): its config options, the model listing, and (after
-        the answer, which is written first) the slash commands."""
+    def started(self, session, replayed=False):
+        """A session started (new/resume/load): its config options, the model listing, and
+        the slash commands: after the answer, which is written first, unless the start
+        ``replayed`` the conversation (every update of a replay goes before its answer)."""
         session.config_options = self.config_options
         session.commands_sent = Event()
-        session.group.spawn(self._after_start, session)
+        if replayed:
+            self._send_commands(session)
+        session.group.spawn(self._after_start, session, replayed)
 
-    def _after_start(self, session):
+    def _after_start(self, session, announced=False):
         """After the answer: the slash commands (plug-ins are scanned by then) and the
         background /models listing (its HTTP client imported by then)."""
+        if not announced:
+            self._send_commands(session)
+        self.config_options.list_models(session.provider_id, session.group)
+
+    def _send_commands(self, session):
         try:
             self.wait_turns()
             self._announce_commands(session, always=True)
         finally:
             session.commands_sent.set()
-        self.config_options.list_models(session.provider_id, session.group)
 
     def _announce_commands(self, session, always=False):
         """Send the session's slash commands (a session start: ``always``; before a prompt:

@@ -348,3 +348,28 @@ def test_cwd_deleted_after_creation(spawn, workspace, tmp_path):
     error = error_of(agent.request("session/resume", {"sessionId": sid, "cwd": workspace}))
     assert error["code"] == -32602 and "cwd must exist" in error["message"]
     agent.close()
+
+
+@pytest.mark.parametrize("protocol", [2, 1])
+def test_a_replaying_start_sends_every_update_before_its_answer(acp_agent, workspace, chatty,
+                                                                 protocol):
+    """session/resume with replayFrom (v2) and session/load (v1): the replay and the
+    session's slash commands all come before the response, none after it."""
+    agent = acp_agent(script=chatty, protocol=protocol)
+    sid = agent.new_session(workspace)
+    agent.prompt(sid, "first")
+    agent.close()
+    agent = acp_agent(script=chatty, protocol=protocol)
+    method, params = ("session/load", {"mcpServers": []}) if protocol == 1 else \
+        ("session/resume", {"replayFrom": {"type": "start"}})
+    start = len(agent.messages)
+    response = agent.request(method, dict(params, sessionId=sid, cwd=workspace))
+    assert "result" in response, response
+    answered = next(i for i, m in enumerate(agent.messages) if m is response)
+    agent.request("session/list", {})  # what the resume sent at once after it is in by now
+    kinds = [(i, m["params"]["update"]["sessionUpdate"]) for i, m in
+             enumerate(agent.messages[start:], start) if m.get("method") == "session/update"]
+    assert ("available_commands_update" in [k for i, k in kinds if i < answered]), kinds
+    late = [k for i, k in kinds if i > answered and k != "config_option_update"]
+    assert late == [], kinds
+    agent.close()

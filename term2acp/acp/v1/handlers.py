@@ -21,7 +21,7 @@ from term2acp.acp.v2.permissions import PermissionBridge
 from term2acp.acp.v2.translate import CHUNK_EVENTS
 from term2acp.core import events as ev
 from term2acp.rpc.errors import InternalError
-from term2acp.sessions.errors import SessionBusy
+from term2acp.sessions.errors import SessionBusy, SessionNotFound
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +118,7 @@ class V1Handlers(BaseHandlers):
                                                self.terminal_meta, terminals):
             self.client.update(session.id, update)
         result = self.setup_result(session, {})
-        self.started(session)
+        self.started(session, replayed=True)
         return result
 
     @domain_errors
@@ -140,6 +140,8 @@ class V1Handlers(BaseHandlers):
     def delete_session(self, params):
         try:
             self.manager.delete(params["session_id"])
+        except SessionNotFound:
+            pass  # deleting an unknown session succeeds (as v2's delete)
         finally:
             self._release(params["session_id"])
         return {}

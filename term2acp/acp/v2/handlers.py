@@ -14,7 +14,7 @@ from term2acp.acp.v2.permissions import PermissionBridge
 from term2acp.core import events as ev
 from term2acp.core.text import one_line
 from term2acp.rpc.errors import InternalError, InvalidParamsError
-from term2acp.sessions.errors import InvalidCursor
+from term2acp.sessions.errors import InvalidCursor, SessionNotFound
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +99,7 @@ class V2Handlers(BaseHandlers):
                 if update is not None:
                     self.client.update(session.id, update)
         result = self.setup_result(session, {})
-        self.started(session)
+        self.started(session, replayed=replay is not None)
         return result
 
     @domain_errors
@@ -139,6 +139,10 @@ class V2Handlers(BaseHandlers):
 
     @domain_errors
     def delete_session(self, params):
-        """session/delete (both faces): a live session is closed first; unknown -> -32002."""
-        self.manager.delete(params["session_id"])
+        """session/delete (both faces): a live session is closed first; an unknown one
+        succeeds silently, as the protocol's draft asks (deleting is idempotent)."""
+        try:
+            self.manager.delete(params["session_id"])
+        except SessionNotFound:
+            pass
         return {}
