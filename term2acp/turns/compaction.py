@@ -22,9 +22,9 @@ from term2acp.core import events as ev
 from term2acp.providers import base as pb
 from term2acp.providers.errors import ContextOverflow, ProviderError
 from term2acp.turns.context import (CHARS_PER_TOKEN, MARKER, THRESHOLD,
-                                    cap_result, estimate, history_tokens, is_marker,
-                                    learn_window, result_cap, unit_tokens,
-                                    units, window_of)
+                                    cap_result, estimate, forget_window, history_tokens,
+                                    is_marker, learn_window, result_cap, schema_text,
+                                    unit_tokens, units, window_of)
 from term2acp.turns.failures import seconds
 from term2acp.turns.request_view import request_messages
 from term2acp.turns.waiting import watch
@@ -308,9 +308,11 @@ class ContextGuard:
     def window(self):
         return window_of(self.session, self.provider, self.settings)
 
-    def messages(self, system):
-        """The messages of the next request, compacted first when they are too big."""
+    def messages(self, system, tools=()):
+        """The messages of the next request, compacted first when they are too big (the
+        tool schemas count: they are sent with every request)."""
         session = self.session
+        system = system + schema_text(tools)
         window = self.window()
         size = history_tokens(session, system) if window else 0
         if window and size > THRESHOLD * window:
@@ -341,17 +343,18 @@ class ContextGuard:
                         continue
                     produced = True
                     yield item
+                forget_window(session, request)
                 return
             except ContextOverflow as exc:
                 if produced:
                     raise
-                sent = estimate(request.system, request.messages)
-                learn_window(session, exc, sent)
+                system = request.system + schema_text(request.tools)
+                learn_window(session, exc, estimate(system, request.messages))
                 if attempt == self.RESENDS:
                     raise CompactionFailed(
                         "compacting failed because the request still did not fit the model's "
                         f"context window after {self.RESENDS} compactions ({exc})") from None
-                compact(session, self.provider, request.system, self.settings, "overflow")
+                compact(session, self.provider, system, self.settings, "overflow")
                 request.messages = request_messages(session)
 
     def _wait_notice(self):

@@ -1,14 +1,14 @@
 """Context: how big a request is, how big the model's window is, what of the history is sent.
 
-**Size.** A request is estimated at about 4 characters per token (system prompt and every
-message's text, thought and tool-call arguments, plus a small per-message overhead). Tool
-schemas are not counted: the 20 % headroom under the window covers them, and the first
-overflow error calibrates the estimate against the server's own count (see
-:func:`learn_window`).
+**Size.** A request is estimated at about 4 characters per token (system prompt, the tool
+schemas, and every message's text, thought and tool-call arguments, plus a small
+per-message overhead); the first overflow error calibrates the estimate against the
+server's own count (see :func:`learn_window`).
 
 **Window.** Learned from the provider's overflow error (the smallest wins, it is what the
-server enforces), else ``context_window`` from the config file (tokens), else what the
-provider says (a local model, a script), else the model catalog.
+server enforces; forgotten when a larger request succeeds later, which proves it a
+misreading), else ``context_window`` from the config file (tokens), else what the provider
+says (a local model, a script), else the model catalog.
 
 **History views.** What the model is sent of a session's history: from its last
 compaction marker on (:func:`resume_view`, :func:`model_messages`), cut only between
@@ -16,6 +16,7 @@ compaction marker on (:func:`resume_view`, :func:`model_messages`), cut only bet
 itself, which writes those markers, is ``turns/compaction.py``.
 """
 
+import json
 import logging
 import re
 
@@ -107,6 +108,23 @@ def learn_window(session, error, sent_estimate):
         log.info("session %s: context window learned from an overflow: %d tokens",
                  session.id, session.window_learned)
     return getattr(session, "window_learned", None)
+
+
+def forget_window(session, request):
+    """A request larger than the learned window went through: that window was a misreading
+    (an error about something else, a count of another kind); forget it."""
+    learned = getattr(session, "window_learned", None)
+    if learned:
+        sent = estimate(request.system + schema_text(request.tools), request.messages)
+        if sent > learned:
+            session.window_learned = None
+            log.info("session %s: a request of about %d tokens went through; forgetting the "
+                     "learned window of %d", session.id, sent, learned)
+
+
+def schema_text(tools):
+    """The tool schemas as a request carries them, for the size estimate."""
+    return json.dumps(tools, separators=(",", ":")) if tools else ""
 
 
 def sane_window(value):

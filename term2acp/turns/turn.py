@@ -136,7 +136,7 @@ class Turn(CallSteps):
         # or the notes a compaction folded away: a note message where it happened.
         notes.add_pending(session, notes.WITHIN_TURN)
         history = session.history
-        request.messages = self.context.messages(request.system)
+        request.messages = self.context.messages(request.system, request.tools)
         if session.history is not history and notes.add_pending(session) is not None:
             request.messages = request_messages(session)
         message_id, thought_id = new_id("msg"), new_id("thought")
