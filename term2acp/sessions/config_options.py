@@ -23,7 +23,8 @@ import gevent
 from term2acp.core import events as ev
 from term2acp.providers.catalog import CatalogError
 from term2acp.settings import EFFORTS
-from term2acp.turns.modes import MODES
+from term2acp.core.ids import new_id
+from term2acp.turns.modes import MODES, PLAN, READ_ONLY
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +118,8 @@ class ConfigOptions:
             raise InvalidOptionValue(f'unknown mode "{mode}"; the modes are: {", ".join(ids)}')
         changed = session.mode != mode
         session.mode = mode
+        if changed:
+            hold_processes(session)
         return changed
 
     def set_effort(self, session, effort):
@@ -202,3 +205,31 @@ class ConfigOptions:
             self.listed[provider] = fresh
             if self.on_listed is not None:
                 self.on_listed(provider)
+
+
+def hold_processes(session):
+    """Read-only and plan change nothing, so the session's background processes stop
+    (whole trees, ``tools.processes.freeze``) while it is in one of them, and continue when
+    it leaves; the user is told either way."""
+    from term2acp.tools import processes  # with the sandbox: off the start-up path
+
+    held = getattr(session, "held_processes", None)
+    if session.mode in (READ_ONLY, PLAN) and held is None:
+        running = processes.running(session.id)
+        if not running:
+            return
+        session.held_processes = processes.freeze(session.id)
+        text = (f"Paused this session's {_count(running)} ({session.mode} mode changes "
+                "nothing); they continue when you switch to ask or auto.")
+    elif session.mode not in (READ_ONLY, PLAN) and held is not None:
+        session.held_processes = None
+        held.thaw()
+        text = f"The session's background processes continue ({session.mode} mode)."
+    else:
+        return
+    session.emit(ev.Notice(new_id("msg"), text))
+
+
+def _count(running):
+    return "background process" if running == 1 else f"{running} background processes"
+

@@ -54,10 +54,27 @@ def running(session_id):
 
 
 def freeze(session_id):
-    """Stop the session's background processes, whole trees, until the returned
-    ``sandbox.Frozen`` is thawed (nothing of the session writes meanwhile)."""
+    """Stop the session's background processes, whole trees, until the returned hold is
+    thawed (``thaw()``, or leaving it as a context manager): nothing of the session
+    writes meanwhile. Holds nest (/undo in read-only mode): the last thaw resumes them."""
     shell = _shells.get(session_id)
-    return sandbox.freeze([p.process.pid for p in shell.live()] if shell else [])
+    return shell.hold() if shell is not None else _Hold(None)
+
+
+class _Hold:
+    def __init__(self, shell):
+        self.shell = shell
+
+    def thaw(self):
+        shell, self.shell = self.shell, None
+        if shell is not None:
+            shell.release()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.thaw()
 
 
 def close_session(session_id):
@@ -74,6 +91,19 @@ class SessionShell:
         self.processes = {}  # process id -> Background, in start order
         self.starting = 0  # slots admitted whose start has not returned yet
         self._count = 0
+        self._holds, self._frozen = 0, None  # freeze(): how many holds, what they stopped
+
+    def hold(self):
+        self._holds += 1
+        if self._holds == 1:
+            self._frozen = sandbox.freeze([p.process.pid for p in self.live()])
+        return _Hold(self)
+
+    def release(self):
+        self._holds -= 1
+        if self._holds == 0 and self._frozen is not None:
+            self._frozen, frozen = None, self._frozen
+            frozen.thaw()
 
     def live(self):
         return [p for p in self.processes.values() if p.running]

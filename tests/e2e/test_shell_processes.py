@@ -176,6 +176,61 @@ def test_the_process_limit_holds_within_one_round(spawn_any, server, workspace, 
     assert gone(token, timeout=2)
 
 
+def states(pids):
+    out = set()
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                out.add(fh.read().rsplit(b")", 1)[1].split()[0].decode())
+        except OSError:
+            pass
+    return out
+
+
+@pytest.mark.parametrize("protocol", [2, 1])
+def test_read_only_and_plan_pause_the_background_processes(spawn_any, server, workspace,
+                                                           protocol):
+    """Switching to read-only (or plan) stops the session's background processes, whole
+    trees, and says so; switching to auto lets them go on."""
+    token = "30.%d" % random.randrange(10**6)
+    calls(server, [("shell", {"command": f"sleep {token} & sleep {token}1; wait",
+                              "background": True})])
+    agent = agent_on(spawn_any, server, protocol)
+    sid = agent.new_session(workspace)
+    agent.prompt(sid, "go", timeout=60)
+    assert wait_for(lambda: len(host_processes(token)) >= 5, 10)  # bwrap, sh, two sleeps
+    pids = host_processes(token)
+
+    def switch(mode):
+        start = len(agent.messages)
+        response = agent.request("session/set_config_option",
+                                 {"sessionId": sid, "configId": "mode", "value": mode})
+        assert "result" in response, response
+        return "".join(m["params"]["update"]["content"]["text"] for m in agent.messages[start:]
+                       if m.get("method") == "session/update" and m["params"]["update"][
+                           "sessionUpdate"] in ("agent_message_chunk", "agent_message")
+                       and isinstance(m["params"]["update"].get("content"), dict))
+
+    told = switch("read-only")
+    assert "Paused this session's background process" in told, told
+    assert states(pids) == {"T"}
+    assert switch("plan") == ""  # still paused, nothing new to say
+    assert states(pids) == {"T"}
+    told = switch("auto")
+    assert "continue" in told and wait_for(lambda: "T" not in states(pids), 10)
+    assert agent.close() == 0
+    assert gone(token, timeout=2)
+
+
+def wait_for(predicate, timeout):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
 def test_a_foreground_command_waiting_for_input_times_out_with_a_hint(spawn_any, server,
                                                                       workspace):
     # the timeout also covers the sandbox's start (seconds on a loaded machine)
