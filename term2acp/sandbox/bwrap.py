@@ -38,6 +38,11 @@ SECRET_SHAPED = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH", re.IGNOREC
 MIB = 1024 * 1024
 PROBE_TMPFS = 1 * MIB
 
+# The sandboxed command's first step (process.lifeline): end of file on the agent's
+# lifeline means the agent died while the sandbox appeared, before bubblewrap had armed
+# its parent-death signals: run nothing. Otherwise the chain is armed by now.
+CHECK_SHELL = "/bin/bash"
+_CHECK = 'read -t 0 -u {fd} && exit 125; exec {fd}<&-; exec "$@"'
 _HARDENING = ("--unshare-user", "--cap-drop", "ALL", "--unshare-pid", "--unshare-ipc",
               "--unshare-uts", "--new-session", "--die-with-parent")
 
@@ -155,8 +160,8 @@ def run(argv, root, settings, on_output=None, timeout=None, pass_fds=(), network
     ``loopback.LoopbackError`` when the session's network namespace cannot be made.
     """
     full, enter, options = _prepare(argv, root, settings, network, loopback, tty, roots)
-    return process.run(full, on_output=on_output, timeout=timeout, pass_fds=pass_fds,
-                       enter=enter, **options)
+    return process.run(full, on_output=on_output, timeout=timeout,
+                       pass_fds=(*pass_fds, *options.pop("lifeline")), enter=enter, **options)
 
 
 def start(argv, root, settings, on_output=None, on_exit=None, network=None, loopback=None,
@@ -168,7 +173,7 @@ def start(argv, root, settings, on_output=None, on_exit=None, network=None, loop
     if not tty:
         options["stdin"] = process.PIPE
     return process.start(full, on_output=on_output, on_exit=on_exit, enter=enter,
-                         stderr=stderr, **options)
+                         stderr=stderr, pass_fds=options.pop("lifeline"), **options)
 
 
 def _prepare(argv, root, settings, network, loopback, tty, roots=()):
@@ -186,10 +191,14 @@ def _prepare(argv, root, settings, network, loopback, tty, roots=()):
     enter = None
     if loopback is not None and not network:
         enter = loopback.enter_hook(availability)
+    fds = ()
+    if os.path.exists(CHECK_SHELL):  # the agent still there, or the command runs nothing
+        fds = (process.lifeline(),)
+        argv = [CHECK_SHELL, "-c", _CHECK.format(fd=fds[0]), "term2-sandbox", *argv]
     full = _for_settings(argv, root, settings, availability, network, enter is not None, tty,
                          roots)
     data_dir = getattr(settings, "data_dir", "")
-    options = {"cwd": root, "env": scrub_env(settings.env, tty), "limits": limits_of(settings),
+    options = {"lifeline": fds, "cwd": root, "env": scrub_env(settings.env, tty), "limits": limits_of(settings),
                "stdin": process.TTY if tty else process.NULL,
                "on_launch": lambda pid: reaper.record(data_dir, pid)}
     return full, enter, options

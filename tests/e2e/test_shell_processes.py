@@ -4,6 +4,7 @@ and ended with shell_kill; a tty process answers typed input; nothing outlives a
 of the agent."""
 
 import base64
+import contextlib
 import json
 import os
 import random
@@ -11,6 +12,7 @@ import shutil
 import signal
 import time
 
+import gevent
 import pytest
 
 from tests.support import fake_llm as f
@@ -260,6 +262,38 @@ def test_kill_9_of_the_agent_leaves_no_sandboxed_process(spawn_any, server, work
     agent.proc.wait(5)
     # the tokens are in the sandboxes' bwrap command lines too: those are gone as well
     assert gone(background, timeout=2) and gone(foreground, timeout=2)
+
+
+@pytest.mark.acp_process
+@pytest.mark.parametrize("attempt", range(3))
+def test_kill_9_while_the_sandbox_appears_leaves_nothing(spawn_any, server, workspace, attempt):
+    """The agent is killed while a command's sandbox is being made: everything of it found
+    by then is stopped (so it is caught wherever it was), the agent gets SIGKILL, the rest
+    is let go on. Neither bwrap nor the command may outlive it."""
+    token = "94.%d" % random.randrange(10**6)
+    calls(server, [("shell", {"command": f"sleep {token}", "background": True})])
+    agent = agent_on(spawn_any, server, 2)
+    sid = agent.new_session(workspace)
+    agent.prompt_async(sid, "go")
+    deadline = time.monotonic() + 30
+    while not host_processes(token):  # bwrap has started
+        assert time.monotonic() < deadline, "the sandbox did not appear"
+        gevent.sleep(0)  # the model server answers from this process
+    stopped = set()
+    for _ in range(attempt):  # later and later in the sandbox's making
+        host_processes(token)
+    while set(host_processes(token)) - stopped:
+        for pid in set(host_processes(token)) - stopped:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+            stopped.add(pid)
+    os.kill(agent.proc.pid, signal.SIGKILL)
+    agent.proc.wait(5)
+    for pid in stopped:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
+    assert gone(token, timeout=5), [open(f"/proc/{p}/cmdline").read()[:60]
+                                    for p in host_processes(token)]
 
 
 def test_an_agents_start_up_ends_what_a_dead_agent_left(spawn_any, server, agent_env):

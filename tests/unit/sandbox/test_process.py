@@ -146,3 +146,29 @@ def test_arguments_pass_as_exact_bytes_even_when_not_utf8(tmp_path):
     out.clear()
     process.run(["/bin/echo", "ünïcode"], on_output=out.extend, timeout=10)
     assert out == "ünïcode\n".encode()
+
+
+def test_a_sandboxed_command_runs_nothing_once_the_agent_is_gone(monkeypatch):
+    """The agent's lifeline at end of file (as when the agent died while the sandbox
+    appeared): the command is not run. With the lifeline open, it is."""
+    from term2acp.sandbox import bwrap
+    from tests.unit.sandbox.support import HostTree
+
+    if not bwrap.probe().available:
+        pytest.skip("no sandbox")
+    tree = HostTree()
+    try:
+        read, write = os.pipe()
+        os.set_inheritable(read, True)
+        os.close(write)  # nobody writes any more: the agent is gone
+        monkeypatch.setattr(process, "_lifeline", [(read, write, os.getpid())])
+        result = bwrap.run(["/bin/sh", "-c", "touch ran"], tree.root, tree.settings(),
+                           timeout=30)
+        assert result.exit_code == 125 and not os.path.exists(tree.path("ws", "ran"))
+        os.close(read)
+        monkeypatch.setattr(process, "_lifeline", [])  # this agent's own, open
+        result = bwrap.run(["/bin/sh", "-c", "touch ran"], tree.root, tree.settings(),
+                           timeout=30)
+        assert result.exit_code == 0 and os.path.exists(tree.path("ws", "ran"))
+    finally:
+        tree.cleanup()
