@@ -131,14 +131,20 @@ def _fds():
 
 def _singletons():
     """Descriptors the agent keeps for the life of its process, made on first use: the
-    MCP keeper's pipe (one keeper per process, mcp/keeper.py)."""
+    MCP keeper's pipe (one keeper per process, mcp/keeper.py) and the sandbox's lifeline
+    (both ends, sandbox/process.py)."""
     from term2acp.mcp import keeper
+    from term2acp.sandbox import process
 
     made = keeper._keeper
-    try:
-        return {(made[2], os.readlink(f"/proc/self/fd/{made[2]}"))} if made else set()
-    except OSError:  # closed: then it is not there to be told apart either
-        return set()
+    fds = ([made[2]] if made else []) + [fd for ends in process._lifeline for fd in ends[:2]]
+    out = set()
+    for fd in fds:
+        try:
+            out.add((fd, os.readlink(f"/proc/self/fd/{fd}")))
+        except OSError:  # closed: then it is not there to be told apart either
+            pass
+    return out
 
 
 @pytest.fixture(autouse=True)
