@@ -1,6 +1,6 @@
 """Session-scoped grants: folders allowed for reading, files and folders for editing, MCP
-tools, and for shell commands the host network (all of them, or those that start with
-given words) and, in ask mode, commands that start with given words.
+tools, and for shell commands the host network (all of them) and, in ask mode, commands
+that start with given words.
 
 Path grants are keyed to canonical paths, never to tool names. All live in memory only
 and are cleared when the session closes.
@@ -20,7 +20,6 @@ class AccessState:
         self.edit_folders = set()
         self.tools = set()  # MCP server tools allowed for the session: ("mcp", server, tool)
         self.network = False  # every command of the session may have the host network
-        self.network_prefixes = set()  # word tuples: commands starting so get the network
         self.command_prefixes = set()  # word tuples: ask mode runs these without asking
 
     def allow_read_folder(self, folder):
@@ -46,8 +45,6 @@ class AccessState:
             self.allow_tool(request.grant)  # an MCP tool, or a web host ("web", host)
         elif choice == "allow-network-session":
             self.network = True
-        elif choice == "allow-network-prefix-session" and prefix:
-            self.network_prefixes.add(tuple(prefix))
         elif choice == "allow-command-prefix-session" and prefix:
             self.command_prefixes.add(tuple(prefix))
         elif not path:
@@ -59,10 +56,10 @@ class AccessState:
         elif choice == "allow-edit-folder-session":
             self.allow_edit_folder(os.path.dirname(path))
 
-    def has_network(self, words):
-        """The session granted the network to a command of these words (None: not one
-        simple command, which only the session-wide grant covers)."""
-        return self.network or _starts_with_any(words, self.network_prefixes)
+    def has_network(self):
+        """The session granted the host network to all its commands (the only network
+        grant: a prefix cannot bound what a program does with the network)."""
+        return self.network
 
     def runs_unasked(self, words):
         """Ask mode may run a command of these words without asking."""
@@ -89,7 +86,6 @@ class AccessState:
         self.edit_folders.clear()
         self.tools.clear()
         self.network = False
-        self.network_prefixes.clear()
         self.command_prefixes.clear()
 
 

@@ -48,15 +48,18 @@ CHOICES = {
         ("allow-tool-session", "Allow this tool for the session", "allow_always"),
         ("reject", "Reject", "reject_once"),
     ),
-    # "{prefix}": the first words of the command as the user sees them; a choice with it is
-    # offered only when the command has such words (one simple command: tools/shell_policy)
+    # The network is the host's whole network (any host, any port, the host's own
+    # 127.0.0.1 included) for the command: no choice names a command prefix, since what a
+    # program runs with it (git's --upload-pack, npm scripts) is not what its words say.
     NETWORK: (
-        ("allow-once", "Allow once", "allow_once"),
-        ("allow-network-session", "Allow network for this session", "allow_always"),
-        ("allow-network-prefix-session", "Allow network for commands that start with "
-                                         "`{prefix}`", "allow_always"),
+        ("allow-once", "Allow once (this command gets the host's whole network)",
+         "allow_once"),
+        ("allow-network-session", "Allow the host's whole network to every command of this "
+                                  "session", "allow_always"),
         ("reject", "Reject", "reject_once"),
     ),
+    # "{prefix}": the first words of the command as the user sees them; a choice with it is
+    # offered only when the command has such words (one simple command: tools/shell_policy)
     COMMAND: (
         ("allow-once", "Allow once", "allow_once"),
         ("allow-command-prefix-session", "Allow commands that start with `{prefix}` for this "

@@ -7,18 +7,19 @@ secrets masked):
 
 * ``[shell] network = true`` (off by default) gives every command the network: nobody is
   asked;
-* ``auto`` mode: a command with a session grant runs at once (the network for the
-  session, or for commands that start with the same first words); any other asks
-  (``core.approvals.NETWORK``: allow once, for the session, for commands that start with
-  ``<prefix>``, or reject);
+* ``auto`` mode: a command runs at once when the session was granted the network; any
+  other asks (``core.approvals.NETWORK``: allow once, for every command of the session, or
+  reject; each says it is the host's whole network). There is no grant for commands that
+  start with given words: ``git clone --upload-pack=...``, git's config and aliases, npm
+  scripts and ``pip install .`` run any program with the network a prefix would grant;
 * ``ask`` mode asks for every command: a network command with the same question, every
   time (grants are not consulted); any other (``core.approvals.COMMAND``: allow once,
   allow commands that start with ``<prefix>`` for the session, or reject) unless such a
   grant covers it;
 * ``read-only`` mode refuses every command before this is consulted (``turns/modes.py``).
 
-The prefix choices are offered only for one simple command (``core/commandline.py``), so a
-grant never covers more than the user saw.
+The ask-mode prefix choice is offered only for one simple command (``core/commandline.py``),
+so a grant never covers more than the user saw.
 """
 
 import re
@@ -54,11 +55,11 @@ def check(args, ctx):
     command = args["command"]
     wants = bool(args.get("network")) and not ctx.settings.shell.network
     mode, access = getattr(ctx, "mode", None), ctx.access
+    if wants and (mode == ASK or not access.has_network()):
+        title = f"Allow the host's network for: {_line(command)}"
+        return ShellPlan(ApprovalRequest(NETWORK, title=title), network=True)
     words = commandline.words(command)
     prefix = commandline.prefix_of(command)
-    if wants and (mode == ASK or not access.has_network(words)):
-        title = f"Allow network access for: {_line(command)}"
-        return ShellPlan(ApprovalRequest(NETWORK, title=title, prefix=prefix), network=True)
     if mode == ASK and not access.runs_unasked(words):
         return ShellPlan(ApprovalRequest(COMMAND, title=f"Run: {_line(command)}",
                                          prefix=prefix), network=wants)

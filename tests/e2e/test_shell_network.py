@@ -95,7 +95,7 @@ def curl(site, path):
     return f"curl -s -S -m 5 {site.url(path)}"
 
 
-FOUR = ["allow-once", "allow-network-session", "allow-network-prefix-session", "reject"]
+THREE = ["allow-once", "allow-network-session", "reject"]
 
 
 @pytest.mark.parametrize("protocol", [1, 2])
@@ -108,27 +108,23 @@ def test_network_on_request(acp_agent, acp_workspace, model, site, protocol):
     assert asked == [] and final["status"] == "failed"
     told = [m for m in model.wait_requests(4)[-1].json["messages"] if m["role"] == "tool"]
     assert "run it again with network: true" in told[-1]["content"]  # the model learns how
-    # network: the four options; reject runs nothing
+    # network: three options, no prefix grant; reject runs nothing
     asked, final = s.run(curl(site, "/rejected"), "reject", network=True)
-    assert asked == [FOUR] and final["status"] == "failed" and site.paths == []
+    assert asked == [THREE] and final["status"] == "failed" and site.paths == []
     # allow once reaches the server, and grants nothing
     asked, final = s.run(curl(site, "/once"), "allow-once", network=True)
-    assert asked == [FOUR] and final["status"] == "completed" and site.paths == ["/once"]
-    asked, final = s.run(curl(site, "/prefix"), "allow-network-prefix-session", network=True)
-    assert asked == [FOUR] and site.paths[-1] == "/prefix"
-    # the prefix grant ("curl") covers the next curl without asking ...
-    asked, final = s.run(curl(site, "/granted"), network=True)
+    assert asked == [THREE] and final["status"] == "completed" and site.paths == ["/once"]
+    asked, final = s.run(curl(site, "/again"), "reject", network=True)
+    assert asked == [THREE] and site.paths == ["/once"]
+    # the session grant: every later command, chained or not, unasked
+    asked, final = s.run(curl(site, "/session"), "allow-network-session", network=True)
+    assert asked == [THREE] and site.paths[-1] == "/session"
+    asked, final = s.run(f"echo; {curl(site, '/granted')}", network=True)
     assert asked == [] and final["status"] == "completed" and site.paths[-1] == "/granted"
-    # ... but not another command, nor a curl chained to another
-    asked, final = s.run(f"wget -q -O - {site.url('/wget')}", "reject", network=True)
-    assert asked == [FOUR] and site.paths[-1] == "/granted"
-    asked, _ = s.run(f"{curl(site, '/chained')}; echo", "reject", network=True)
-    assert asked == [["allow-once", "allow-network-session", "reject"]]
-    assert site.paths[-1] == "/granted"
     # ask mode asks despite the grant
     s.mode("ask")
     asked, _ = s.run(curl(site, "/ask"), "reject", network=True)
-    assert asked == [FOUR] and site.paths[-1] == "/granted"
+    assert asked == [THREE] and site.paths[-1] == "/granted"
     # read-only refuses without asking
     s.mode("read-only")
     asked, final = s.run(curl(site, "/read-only"), "allow-once", network=True)
@@ -149,24 +145,24 @@ def test_ask_mode_offers_the_command_prefix_grant(acp_agent, acp_workspace, mode
     assert s.agent.close() == 0
 
 
-THREE = ["allow-once", "allow-network-session", "reject"]
-
-
 @pytest.mark.parametrize("protocol", [1, 2])
-def test_a_hash_inside_a_word_does_not_end_the_prefix_check(acp_agent, acp_workspace, model,
-                                                            site, protocol):
-    """``x#`` is one word for bash: what follows runs. After a ``git clone`` network grant,
-    a line that chains curl behind such a word asks for the network (no prefix choice)."""
+def test_no_grant_opens_the_network_to_commands_by_their_first_words(acp_agent, acp_workspace,
+                                                                      model, site, protocol):
+    """A network grant for commands that start with ``git clone`` let ``git clone
+    --upload-pack='<any command>'`` (and ``git clone x#; curl``) reach any host: no such
+    choice is offered any more, and a client answering with its old id is refused."""
     s = Session(acp_agent, acp_workspace, model, protocol)
-    asked, _ = s.run(f"git clone {site.url('/repo')}", "allow-network-prefix-session",
-                     network=True)
-    assert asked == [FOUR]
-    for line in (f"git clone x#; {curl(site, '/semicolon')}",
-                 f"git clone y# || {curl(site, '/or')}",
-                 f"git clone {{x,y}} ; {curl(site, '/brace')}"):
+    asked, final = s.run(f"git clone {site.url('/repo')} r", "allow-network-prefix-session",
+                         network=True)
+    assert asked == [THREE] and final["status"] == "failed"  # an unknown choice: denied
+    assert site.paths == []
+    upload = f"--upload-pack='{curl(site, '/upload-pack')}; false'"
+    for line in (f"git clone {upload} {site.url('/repo')} r2",
+                 f"git clone x#; {curl(site, '/semicolon')}",
+                 f"git clone y# || {curl(site, '/or')}"):
         asked, final = s.run(line, "reject", network=True)
         assert asked == [THREE] and final["status"] == "failed", line
-    assert not {"/semicolon", "/or", "/brace"} & set(site.paths)
+    assert site.paths == []
     assert s.agent.close() == 0
 
 

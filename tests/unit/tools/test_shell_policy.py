@@ -57,22 +57,18 @@ def test_no_network_asked_nothing_in_auto():
     assert plan.request is None and plan.network is False
 
 
-def test_network_asks_with_the_four_options():
-    plan = check("npm install left-pad", network=True)
-    assert plan.network is True and plan.request.variant == approvals.NETWORK
-    interaction = interaction_for(plan.request)
-    assert interaction.choices == (
-        ("allow-once", "Allow once", "allow_once"),
-        ("allow-network-session", "Allow network for this session", "allow_always"),
-        ("allow-network-prefix-session",
-         "Allow network for commands that start with `npm install`", "allow_always"),
-        ("reject", "Reject", "reject_once"))
-
-
-def test_network_without_a_prefix_offers_no_prefix_choice():
-    interaction = interaction_for(check("npm install && curl x", network=True).request)
-    assert [c[0] for c in interaction.choices] == ["allow-once", "allow-network-session",
-                                                   "reject"]
+def test_network_asks_with_three_options_that_say_what_they_open():
+    """No choice grants the network to commands that start with given words: what such a
+    command runs with it (git clone --upload-pack=..., npm scripts) is not what it says."""
+    for command in ("npm install left-pad", "npm install && curl x"):
+        plan = check(command, network=True)
+        assert plan.network is True and plan.request.variant == approvals.NETWORK
+        assert interaction_for(plan.request).choices == (
+            ("allow-once", "Allow once (this command gets the host's whole network)",
+             "allow_once"),
+            ("allow-network-session", "Allow the host's whole network to every command of "
+                                      "this session", "allow_always"),
+            ("reject", "Reject", "reject_once"))
 
 
 def test_the_config_switch_gives_every_command_the_network_without_asking():
@@ -80,14 +76,11 @@ def test_the_config_switch_gives_every_command_the_network_without_asking():
     assert plan.request is None
 
 
-def test_grants_cover_the_session_or_the_prefix_and_nothing_else():
+def test_the_network_grant_is_for_the_session_and_nothing_else():
     access = AccessState("/w")
     request = check("npm install left-pad", network=True).request
-    access.grant("allow-network-prefix-session", request)
-    assert check("npm install other", network=True, access=access).request is None
-    assert check("npm install", network=True, access=access).request is None
-    assert check("npm ci", network=True, access=access).request is not None
-    assert check("npm install x; curl evil", network=True, access=access).request is not None
+    access.grant("allow-network-prefix-session", request)  # an old client's choice: nothing
+    assert check("npm install other", network=True, access=access).request is not None
     access.grant("allow-network-session", request)
     assert check("curl http://x; echo", network=True, access=access).request is None
     access.clear()  # the session ended
