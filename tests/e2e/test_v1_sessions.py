@@ -50,7 +50,7 @@ def texts(updates, kind="agent_message_chunk"):
 # ---------------------------------------------------------------- text turns
 def test_text_turn_answers_stop_reason_after_every_update(v1):
     agent, sid = v1([[{"thought": "Let me think."}, {"text": "Hello "}, {"text": "there."},
-                      {"usage": {"input": 40, "output": 4}}]], context_window=4000)
+                      {"usage": {"input": 40, "output": 4}}]], context_window=16000)
     response, updates, _ = agent.prompt(sid, "Say hello")
     assert response["result"] == {"stopReason": "end_turn", "usage": {
         "totalTokens": 44, "inputTokens": 40, "outputTokens": 4}}

@@ -50,6 +50,7 @@ DONE = [pb.TextDelta("ok"), pb.Stop("end_turn")]
 def run_turn(hub, root, turns, gate):
     assert hub.wait_ready(30)
     session = FakeSession(root, gate)
+    session.context_window = 200_000  # the tool schemas alone are over the stand-in's 1,000
     provider = Provider(turns)
     turn = Turn(session, provider, hub.merged({}), Settings.load(env={}), "sys")
     return session, provider, turn
