@@ -132,12 +132,12 @@ def _fds():
 def _singletons():
     """Descriptors the agent keeps for the life of its process, made on first use: the
     MCP keeper's pipe (one keeper per process, mcp/keeper.py) and the sandbox's lifeline
-    (both ends, sandbox/process.py)."""
+    (both ends, sandbox/bwrap.py)."""
     from term2acp.mcp import keeper
-    from term2acp.sandbox import process
+    from term2acp.sandbox import bwrap
 
     made = keeper._keeper
-    fds = ([made[2]] if made else []) + [fd for ends in process._lifeline for fd in ends[:2]]
+    fds = ([made[2]] if made else []) + [fd for ends in bwrap._lifeline for fd in ends[:2]]
     out = set()
     for fd in fds:
         try:

@@ -38,11 +38,27 @@ SECRET_SHAPED = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH", re.IGNOREC
 MIB = 1024 * 1024
 PROBE_TMPFS = 1 * MIB
 
-# The sandboxed command's first step (process.lifeline): end of file on the agent's
-# lifeline means the agent died while the sandbox appeared, before bubblewrap had armed
-# its parent-death signals: run nothing. Otherwise the chain is armed by now.
+# The sandboxed command's first step (lifeline below): bubblewrap arms its parent-death
+# signal in its child without checking the parent is still there, so end of file on the
+# agent's lifeline means the agent died while the sandbox appeared, maybe before that:
+# run nothing. Otherwise the chain is armed by now.
 CHECK_SHELL = "/bin/bash"
 _CHECK = 'read -t 0 -u {fd} && exit 125; exec {fd}<&-; exec "$@"'
+_lifeline = []  # (read end, write end) of this process's lifeline pipe, once made
+
+
+def lifeline():
+    """The read end of a pipe whose only writer is this agent (the write end is
+    close-on-exec and never written): a sandboxed command that inherits it sees end of
+    file once the agent is gone, nothing readable while it lives. The read end is
+    inheritable (``sh`` passes ``pass_fds`` as they are)."""
+    if not _lifeline or _lifeline[0][2] != os.getpid():  # a forked agent makes its own
+        read, write = os.pipe()
+        os.set_inheritable(read, True)
+        _lifeline[:] = [(read, write, os.getpid())]
+    return _lifeline[0][0]
+
+
 _HARDENING = ("--unshare-user", "--cap-drop", "ALL", "--unshare-pid", "--unshare-ipc",
               "--unshare-uts", "--new-session", "--die-with-parent")
 
@@ -193,7 +209,7 @@ def _prepare(argv, root, settings, network, loopback, tty, roots=()):
         enter = loopback.enter_hook(availability)
     fds = ()
     if os.path.exists(CHECK_SHELL):  # the agent still there, or the command runs nothing
-        fds = (process.lifeline(),)
+        fds = (lifeline(),)
         argv = [CHECK_SHELL, "-c", _CHECK.format(fd=fds[0]), "term2-sandbox", *argv]
     full = _for_settings(argv, root, settings, availability, network, enter is not None, tty,
                          roots)

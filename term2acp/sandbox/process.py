@@ -12,11 +12,8 @@ Nothing a command starts may outlive the agent, even a ``kill -9`` of it: the ch
 a parent-death signal (``PR_SET_PDEATHSIG``: SIGKILL) before it execs, set last so no
 credential change clears it, and checked against the agent having died before it was
 set. bubblewrap (``--die-with-parent``) passes it on to the sandbox's pid 1, whose death
-ends the whole pid namespace. bubblewrap arms that in its own child without checking
-whether its parent is still there, so an agent killed while a sandbox appears could leave
-one running: the sandboxed command first checks the agent's :func:`lifeline` (a pipe
-whose only writer is the agent: at end of file, the agent is gone) and runs nothing then
-(``bwrap.py``). The start-up sweeps of a dead agent's records (``core/reaper.py``, every
+ends the whole pid namespace; the sandboxed command first checks the agent is still
+there (``bwrap.lifeline``). The start-up sweeps of a dead agent's records (``core/reaper.py``, every
 host) and run cgroups (``cgroup.py``) are the last line.
 
 Why the ``os.close`` swap: gevent >= 25.8 routes ``os.close`` through the hub so that
@@ -63,19 +60,6 @@ _PR_SET_PDEATHSIG = 1
 _libc = ctypes.CDLL(None, use_errno=True)  # loaded here, in the agent, not in the child
 
 Exit = namedtuple("Exit", "exit_code signal")
-_lifeline = []  # (read end, write end) of this process's lifeline pipe, once made
-
-
-def lifeline():
-    """The read end of a pipe whose only writer is this agent (the write end is
-    close-on-exec and never written): a sandboxed command that inherits it sees end of
-    file once the agent is gone, nothing readable while it lives. The read end is
-    inheritable (``sh`` passes ``pass_fds`` as they are)."""
-    if not _lifeline or _lifeline[0][2] != os.getpid():  # a forked agent makes its own
-        read, write = os.pipe()
-        os.set_inheritable(read, True)
-        _lifeline[:] = [(read, write, os.getpid())]
-    return _lifeline[0][0]
 
 NULL, PIPE, TTY = "null", "pipe", "tty"  # what a command's stdin is
 

@@ -161,12 +161,12 @@ def test_a_sandboxed_command_runs_nothing_once_the_agent_is_gone(monkeypatch):
         read, write = os.pipe()
         os.set_inheritable(read, True)
         os.close(write)  # nobody writes any more: the agent is gone
-        monkeypatch.setattr(process, "_lifeline", [(read, write, os.getpid())])
+        monkeypatch.setattr(bwrap, "_lifeline", [(read, write, os.getpid())])
         result = bwrap.run(["/bin/sh", "-c", "touch ran"], tree.root, tree.settings(),
                            timeout=30)
         assert result.exit_code == 125 and not os.path.exists(tree.path("ws", "ran"))
         os.close(read)
-        monkeypatch.setattr(process, "_lifeline", [])  # this agent's own, open
+        monkeypatch.setattr(bwrap, "_lifeline", [])  # this agent's own, open
         result = bwrap.run(["/bin/sh", "-c", "touch ran"], tree.root, tree.settings(),
                            timeout=30)
         assert result.exit_code == 0 and os.path.exists(tree.path("ws", "ran"))
