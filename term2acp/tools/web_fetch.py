@@ -37,7 +37,7 @@ DEFAULT_CHARS, MAX_CHARS = 20_000, 200_000
 # Per character returned: the body's prefix read (after the HTML head), and the part of it
 # converted first; a page with less text than that in its markup converts twice as much
 # again, up to the whole prefix.
-PREFIX_BYTES, CONVERT_BYTES = 16, 4
+PREFIX_BYTES, CONVERT_BYTES = 8, 2
 METADATA_ADDRESSES = ("169.254.169.254", "169.254.170.2", "169.254.169.123", "100.100.100.200",
                       "fd00:ec2::254", "fd00:ec2::23")
 METADATA_NAMES = ("metadata.google.internal", "metadata.goog", "metadata", "instance-data",
