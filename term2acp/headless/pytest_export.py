@@ -131,7 +131,8 @@ def recording(document, root):
                       "answer": (q.get("decision") or {}).get("kind")}
                      for q in turn["permissions"]]
         prompts.append({"prompt": turn["prompt"], "tool_calls": calls,
-                        "permissions": questions, "answer": turn["answer"]})
+                        "permissions": questions, "answer": turn["answer"],
+                        "stop": turn["stop"]})
     session = document["session"]
     return relocate({"version": 1, "session": session["id"], "mode": session.get("mode"),
                      "prompts": prompts, "files": result_files(document, root)}, root)

@@ -41,6 +41,8 @@ def turns(document):
             turn["replies"].append(item["payload"])
         elif item["kind"] == "permission":
             turn["permissions"].append(item["payload"])
+        elif item["kind"] == "outcome":
+            turn["stop"] = item["payload"].get("reason")
     for turn in out:
         turn["usage"] = usage_sum(r.get("usage") for r in turn["replies"])
         turn["cost"] = round(sum(r.get("cost") or 0 for r in turn["replies"]), 8)
@@ -49,7 +51,7 @@ def turns(document):
 
 def _turn(message_id, prompt):
     return {"id": message_id, "prompt": prompt, "events": [], "permissions": [],
-            "replies": [], "answer": None}
+            "replies": [], "answer": None, "stop": None}
 
 
 def prompt_text(content):
@@ -75,7 +77,7 @@ def usage_sum(items):
 def summary(document):
     """Per turn and in all: the prompt, the final answer, the models, the model requests,
     the usage and the cost (the JSON export's ``summary``; import ignores it)."""
-    rows = [{"prompt": t["prompt"], "answer": t["answer"],
+    rows = [{"prompt": t["prompt"], "answer": t["answer"], "stopReason": t["stop"],
              "models": sorted({r.get("model") or "?" for r in t["replies"]}),
              "modelRequests": len(t["replies"]), "usage": t["usage"], "costUsd": t["cost"]}
             for t in turns(document)]
@@ -101,7 +103,8 @@ def markdown(document):
         for kind, payload in turn["events"]:
             lines += _event(kind, payload, asked)
         models = sorted({r.get("model") or "?" for r in turn["replies"]})
-        lines += [f"_Model requests: {len(turn['replies'])} ({', '.join(models) or '-'}); "
+        lines += [f"_Ended: {turn['stop'] or '?'}; model requests: {len(turn['replies'])} "
+                  f"({', '.join(models) or '-'}); "
                   f"usage: {_usage_line(turn['usage'], turn['cost'])}_", ""]
     return "\n".join(lines)
 

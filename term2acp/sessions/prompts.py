@@ -193,6 +193,10 @@ class PromptSteps:
                                                     "cost": round(turn.cost, 8)})
                 turn.close_open_calls("cancelled" if outcome.reason == CANCELLED else "failed")
                 session.cost += turn.cost
+                recording = getattr(session, "recording", None)  # (a test's session has none)
+                if recording is not None:
+                    recording.outcome(getattr(session, "prompt_message_id", None),
+                                      outcome.reason, outcome.error)
             stamp = self.store.touch(session.id)
             session.emit(ev.SessionInfoChanged(updated_at=stamp))
         except Exception:  # noqa: BLE001

@@ -6,7 +6,8 @@ writes (no extra commit):
 * ``reply``: each model reply as it arrived, its steps in the scripted provider's format
   (``providers/scripted.py``: thought, text, tool calls with their ids, usage, stop), with
   the model, the usage and the cost;
-* ``permission``: each question the turn asked, its options and the answer;
+* ``permission``: each question the turn asked, its options and the answer; ``outcome``:
+  how each turn ended;
 * ``file``: each file a tool call named (read, changed, or found by a search or a listing)
   as it was the first time the session touched it, so an export can rebuild the starting
   workspace. The pending report of a call comes before it runs, so a changed file is taken
@@ -51,6 +52,10 @@ class Recording:
 
     def permission(self, turn, payload):
         self._put("permission", turn, payload)
+
+    def outcome(self, turn, reason, error=None):
+        """How the turn ended (sessions/lifecycle.py's reasons)."""
+        self._put("outcome", turn, {"reason": reason, "error": error})
 
     def observe(self, turn, event):
         """A tool call's report (``ToolCallReported``): the paths it names, and the files a

@@ -6,7 +6,8 @@ process under gevent, else a process) with the scripted provider playing the rec
 replies, on a fresh copy of the case's ``workspace/``; it sends the recorded prompts,
 answers each permission question with the recorded answer (by option kind), and compares
 with ``recording.json``: per prompt the tool calls (names, inputs, statuses), the questions
-(titles, options, answers) and the final answer, then the files the session left. A
+(titles, options, answers), the final answer and how the turn ended, then the files the
+session left. A
 mismatch fails with a diff that names the prompt, the part and what changed.
 """
 
@@ -18,6 +19,7 @@ import shutil
 from term2acp.testing.harness import AgentProcess
 
 PLACEHOLDER = "<work>"
+STOPS = {"_term2_error": "failed", "_term2_max_cost": "max_cost"}  # wire -> recorded reasons
 SCRUB = ("OPENAI_", "ANTHROPIC_", "TERM2ACP_", "GEMINI_", "GOOGLE_", "AWS_", "AZURE_")
 
 
@@ -76,8 +78,8 @@ def replay(case, tmp_path, protocol=2, timeout=60):
     problems = []
     for number, (want, have) in enumerate(zip(expected["prompts"], got), 1):
         label = f"prompt {number} ({want['prompt'][:40]!r})"
-        for part in ("tool_calls", "permissions", "answer"):
-            if want[part] != have[part]:
+        for part in ("tool_calls", "permissions", "answer", "stop"):
+            if want.get(part, have[part]) != have[part]:  # (an older export has no stop)
                 problems += _items(label, part, want[part], have[part])
                 problems.append(_diff(f"{label}: {part}", want[part], have[part]))
     for rel, text in sorted(expected["files"].items()):
@@ -107,7 +109,8 @@ def _prompt(agent, sid, turn, work, timeout):
             return {"outcome": {"outcome": "cancelled"}}
         return {"outcome": {"outcome": "selected", "optionId": option["optionId"]}}
 
-    _response, updates, _end = agent.prompt(sid, turn["prompt"], timeout, on_request=answer)
+    _response, updates, end = agent.prompt(sid, turn["prompt"], timeout, on_request=answer)
+    stop = end["params"]["update"].get("stopReason")
     calls, messages = {}, {}
     for update in updates:
         kind = update.get("sessionUpdate")
@@ -124,7 +127,7 @@ def _prompt(agent, sid, turn, work, timeout):
             messages.setdefault(update.get("messageId"), []).append(text)
     answers = ["".join(parts) for parts in messages.values()]
     return {"tool_calls": [_here(c, work) for c in calls.values()], "permissions": questions,
-            "answer": answers[-1] if answers else None}
+            "answer": answers[-1] if answers else None, "stop": STOPS.get(stop, stop)}
 
 
 def _here(value, work):

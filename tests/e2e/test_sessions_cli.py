@@ -93,6 +93,7 @@ def test_sessions_list_show_export_delete_import_resume(acp_agent, acp_env, tmp_
     assert [t["modelRequests"] for t in total["turns"]] == [3, 2]
     assert total["turns"][0]["answer"] == "Fixed the greeting."
     assert total["turns"][0]["models"] == ["scripted"]
+    assert [t["stopReason"] for t in total["turns"]] == ["end_turn", "end_turn"]
     assert (total["costUsd"], total["usage"]) == (0.02, {"input": 700, "output": 32,
                                                          "cached": 100})
     asked = [i["payload"] for i in doc["recording"] if i["kind"] == "permission"]
@@ -176,7 +177,7 @@ def test_sessions_pytest_export_replays_without_the_workspace_or_a_model(acp_age
     env["PYTHONPATH"] = ROOT
     plain = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                             "-p", "no:anyio", "--import-mode=importlib", "-n", "0", str(out)],
-                           env=env, cwd=out, capture_output=True, text=True, timeout=120)
+                           env=env, cwd=out, capture_output=True, text=True, timeout=300)
     report = plain.stdout + plain.stderr
     assert "2 failed, 2 passed" in report, report[-3000:]
     assert "file hello.txt" in report and "+Hello wrld, wrld" in report
@@ -186,7 +187,7 @@ def test_sessions_pytest_export_replays_without_the_workspace_or_a_model(acp_age
 
     patched = subprocess.run([sys.executable, "-m", "gevent.monkey", "--module", "pytest", "-q",
                               "-n", "0", str(out / "ok")], env=env, cwd=out / "ok",
-                             capture_output=True, text=True, timeout=120)
+                             capture_output=True, text=True, timeout=300)
     assert "1 passed" in patched.stdout, (patched.stdout + patched.stderr)[-3000:]
 
 
