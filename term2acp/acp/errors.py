@@ -25,6 +25,7 @@ from term2acp.sessions.errors import (
     SessionLocked,
     SessionNotFound,
     StoreError,
+    UnknownMessage,
 )
 from term2acp.core.workspace import WorkspaceError
 
@@ -57,6 +58,9 @@ ERRORS = {
     SessionBusy: lambda exc: BusyError(),
     SessionLocked: lambda exc: SessionLockedError(_locked_message(*exc.args)),
     CwdMismatch: lambda exc: InvalidParamsError(str(exc)),
+    UnknownMessage: lambda exc: InvalidParamsError(
+        f"unknown messageId {exc.args[0]!r}: the fork point must be the id of a user or agent "
+        "message of the session", data={"messageId": exc.args[0]}),
     WorkspaceError: lambda exc: InvalidParamsError(str(exc)),
     PromptError: lambda exc: InvalidParamsError(str(exc)),
     CatalogError: lambda exc: InvalidParamsError(str(exc)),

@@ -214,6 +214,24 @@ class BaseHandlers:
                 session.provider = None
 
 
+def fork_point(meta):
+    """The message a ``session/fork`` forks at, where claude-agent-acp and codex-acp read it:
+    ``_meta.jetbrains.air.fork = {"version": 1, "messageId": "..."}``; None without one."""
+    point = meta
+    for key in ("jetbrains", "air", "fork"):
+        point = point.get(key) if isinstance(point, dict) else None
+    if point is None:
+        return None
+    if not isinstance(point, dict) or point.get("version") != 1:
+        raise InvalidParamsError('_meta.jetbrains.air.fork must be {"version": 1, '
+                                 '"messageId": "<a message id>"}')
+    message_id = point.get("messageId")
+    if not isinstance(message_id, str) or not message_id:
+        raise InvalidParamsError("_meta.jetbrains.air.fork.messageId must be the id of a user "
+                                 "or agent message of the session")
+    return message_id
+
+
 def shared_updates(session, event, version):
     """The updates both faces build alike (a config option change, a plan), or None."""
     kind = type(event)

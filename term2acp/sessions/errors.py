@@ -18,6 +18,10 @@ class SessionLocked(Exception):
     (when given) how many seconds it was asked to let the session go, in vain."""
 
 
+class UnknownMessage(ValueError):
+    """A fork point that names no user or agent message of the session (``args[0]``)."""
+
+
 class InvalidCursor(ValueError):
     """A session/list cursor this store did not mint."""
 

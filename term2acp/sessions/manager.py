@@ -23,7 +23,8 @@ from term2acp.core.workspace import WorkspaceError, is_utf8, validate_cwd
 from term2acp.mcp import session as mcp
 from term2acp.sessions import repair, takeover
 from term2acp.sessions.dormant import Dormancy
-from term2acp.sessions.errors import CwdMismatch, SessionLocked, SessionNotFound
+from term2acp.sessions.errors import (CwdMismatch, SessionLocked, SessionNotFound,
+                                      UnknownMessage)
 from term2acp.sessions.live import LiveSession, SessionLock
 from term2acp.sessions.prompts import PromptSteps
 from term2acp.sessions.store import store_for
@@ -156,9 +157,11 @@ class SessionManager(Dormancy, PromptSteps):
             except Exception:  # noqa: BLE001 - the original failure is what the client hears
                 log.exception("could not remove the failed session %s", session_id)
 
-    def fork(self, source_id, cwd):
+    def fork(self, source_id, cwd, message_id=None):
         """session/fork: a new live session in ``cwd`` with the conversation, replay journal
-        and config option values of ``source_id`` (live or stored), and no grants."""
+        and config option values of ``source_id`` (live or stored), and no grants;
+        ``message_id``: only up to and including that user or agent message
+        (:class:`UnknownMessage` when the session has none of that id)."""
         root = validate_cwd(cwd)
         source = self.live.get(source_id)
         if source is not None:
@@ -166,10 +169,12 @@ class SessionManager(Dormancy, PromptSteps):
         row = self.store.open().get_session(source_id)
         if row is None:
             raise SessionNotFound(source_id)
+        upto = None if message_id is None else (self._fork_point(source_id, message_id),
+                                                message_id)
         self._make_room()
         session_id = str(uuid.uuid4())
         title = f"{row['title']} (fork)" if row.get("title") else None
-        self.store.fork_session(source_id, session_id, root, title)
+        self.store.fork_session(source_id, session_id, root, title, upto)
         created = self._creating.get(gevent.getcurrent())
         if created is not None:
             created.append(session_id)  # discarded if the face's answer fails
@@ -180,6 +185,13 @@ class SessionManager(Dormancy, PromptSteps):
             self.discard(session_id)
             raise
         return session
+
+    def _fork_point(self, source_id, message_id):
+        """The history rows up to and including the message ``message_id``."""
+        for seq, message in enumerate(self.store.load_history(source_id), 1):
+            if isinstance(message, dict) and message.get("message_id") == message_id:
+                return seq
+        raise UnknownMessage(message_id)
 
     def delete(self, session_id):
         """session/delete: close it if live here, then remove it and all it left: the

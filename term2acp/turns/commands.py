@@ -25,6 +25,7 @@ from term2acp.core import events as ev
 from term2acp.core.ids import new_id
 from term2acp.turns import compaction, modes
 from term2acp.turns.titles import rename
+from term2acp.turns.rewind import rewind
 from term2acp.turns.undo import undo_last
 
 log = logging.getLogger(__name__)
@@ -166,6 +167,17 @@ class UndoCommand(Command):
         return undo_last(ctx.session)
 
 
+class RewindCommand(Command):
+    name = "rewind"
+    description = ("List the turns; /rewind N takes back turn N and every later one (files "
+                   "and conversation, as /undo does)")
+    hint = "turn number"
+    in_history = False  # the rewind is what the history shows
+
+    def run(self, argument, ctx):
+        return rewind(ctx.session, argument)
+
+
 class RenameCommand(Command):
     name = "rename"
     description = "Rename this session"
@@ -193,8 +205,9 @@ class SkillsCommand(Command):
                                        for s in found.values())
 
 
+# /skills: offered to sessions that have skills (filecommands)
 BUILTINS = (CompactCommand(), InitCommand(), ModelCommand(), ModeCommand(), UndoCommand(),
-            RenameCommand())  # /skills: offered to sessions that have skills (filecommands)
+            RenameCommand(), RewindCommand())
 
 
 # ---------------------------------------------------------------- the registry

@@ -74,6 +74,8 @@ class Turn(CallSteps):
             return "end_turn"
         self._begin_checkpoint(user_text)
         message = {"role": "user", "content": user_text}
+        if getattr(self.session, "prompt_message_id", None):  # a fork point (session/fork)
+            message["message_id"] = self.session.prompt_message_id
         if getattr(user_text, "images", None):  # turns/content.py: images for the model
             message["images"] = list(user_text.images)
         notes.add_pending(self.session)  # what changed since the last prompt, just before it
@@ -183,6 +185,8 @@ class Turn(CallSteps):
                 message["replay"] = replay
             if spent:  # USD; a resumed session's cost goes on from the stored sum
                 message["cost"] = round(spent, 8)
+            if text:  # the id the editor saw: a fork point (session/fork)
+                message["message_id"] = message_id
             if text or thought or calls or replay is not None:  # (an answer that only searched)
                 session.append_history(message)
             records = []

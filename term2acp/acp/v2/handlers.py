@@ -8,7 +8,7 @@ import logging
 
 from term2acp.acp.elicitation import ElicitationSupport
 from term2acp.acp.errors import domain_errors
-from term2acp.acp.handlers import BaseHandlers, shared_updates, replay_plan
+from term2acp.acp.handlers import BaseHandlers, fork_point, shared_updates, replay_plan
 from term2acp.acp.v2 import translate
 from term2acp.acp.v2.permissions import PermissionBridge
 from term2acp.core import events as ev
@@ -126,7 +126,8 @@ class V2Handlers(BaseHandlers):
         """session/fork (both faces): a new session with the history and choices of
         ``sessionId``, in the ``cwd`` the request names, without its grants."""
         with self.manager.undo_new_on_failure():
-            session = self.manager.fork(params["session_id"], params["cwd"])
+            session = self.manager.fork(params["session_id"], params["cwd"],
+                                        fork_point(params["meta"]))
             session.set_roots(params["additional_directories"])
             self.attach_forked(session, params["mcp_servers"])
             result = self.setup_result(session, {"sessionId": session.id})

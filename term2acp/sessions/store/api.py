@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from term2acp.core.text import scrub_text as clean_text
 from term2acp.sessions.errors import InvalidCursor, StoreError, StoreRecovered
 from term2acp.sessions.store import tails
+from term2acp.sessions.store.forks import copy_session
 from term2acp.sessions.store.schema import BUSY_WAIT, connect_reader, open_db
 from term2acp.sessions.store.worker import Worker
 
@@ -76,20 +77,6 @@ def _fetchall(worker, sql, args):
 
 def _fetchone(worker, sql, args):
     return worker.db.execute(sql, args).fetchone()
-
-
-def _fork(db, source_id, session_id, cwd, title, stamp):
-    db.execute("INSERT INTO sessions (id, cwd, title, created_at, updated_at, provider, model,"
-               " effort, mode, mcp_servers) SELECT ?, ?, ?, ?, ?, provider, model, effort, mode,"
-               " NULL FROM sessions WHERE id = ?",
-               (session_id, cwd, title, stamp, stamp, source_id))
-    db.execute("INSERT INTO history (session_id, seq, message) SELECT ?, seq, message"
-               " FROM history WHERE session_id = ?", (session_id, source_id))
-    db.execute("INSERT INTO journal (session_id, seq, kind, key, payload) SELECT ?, seq, kind,"
-               " key, payload FROM journal WHERE session_id = ?", (session_id, source_id))
-    db.execute("INSERT INTO recording (session_id, seq, kind, turn, payload, content) SELECT ?,"
-               " seq, kind, turn, payload, content FROM recording WHERE session_id = ?",
-               (session_id, source_id))
 
 
 class Store:
@@ -282,12 +269,13 @@ class Store:
             self._write(f"DELETE FROM {table} WHERE {column} = ?", (session_id,), session_id)
         self.commit()
 
-    def fork_session(self, source_id, session_id, cwd, title):
+    def fork_session(self, source_id, session_id, cwd, title, upto=None):
         """A new session with ``source_id``'s config option values, conversation and replay
-        journal (not its checkpoints: undo in the fork starts from the fork), committed."""
+        journal (not its checkpoints: undo in the fork starts from the fork), committed;
+        ``upto``: only up to a fork point (``forks.copy_session``)."""
         stamp = now()
-        self._write(_fork, (source_id, session_id, cwd, clean_text(title) if title else None,
-                            stamp), session_id)
+        self._write(copy_session, (source_id, session_id, cwd,
+                                   clean_text(title) if title else None, stamp, upto), session_id)
         self.commit()
         return stamp
 
