@@ -20,6 +20,7 @@ from gevent.lock import Semaphore
 from term2acp import __version__
 from term2acp.acp import methods as m
 from term2acp.acp.elicitation import ElicitationSupport
+from term2acp.acp.handlers import STEERING_META
 from term2acp.acp.schemas.base import load
 from term2acp.acp.schemas.initialize import InitializeRequestSchema, InitializeV1RequestSchema
 from term2acp.acp.signin import auth_methods
@@ -253,7 +254,7 @@ class Connection:
                                                    "mcp": {"stdio": {}, "http": {}},
                                                    "fork": {}, "delete": {},
                                                    "additionalDirectories": {}}},
-                      "authMethods": self._auth_methods(2)}
+                      "authMethods": self._auth_methods(2), "_meta": dict(STEERING_META)}
         return answer
 
     def _v1_answer(self):
@@ -272,6 +273,7 @@ class Connection:
                 "auth": {"logout": {}},
             },
             "authMethods": self._auth_methods(1),
+            "_meta": dict(STEERING_META),
         }
 
 

@@ -23,7 +23,7 @@ from gevent.event import Event
 from term2acp import auth
 from term2acp.acp.errors import domain_errors
 from term2acp.core import events as ev
-from term2acp.rpc.errors import AuthRequiredError, InvalidParamsError
+from term2acp.rpc.errors import AuthRequiredError, BusyError, InvalidParamsError
 from term2acp.sessions.config_options import ConfigOptions, InvalidOptionValue
 from term2acp.turns import commands, filecommands
 from term2acp.turns.modes import MODES
@@ -188,6 +188,21 @@ class BaseHandlers:
             raise InvalidParamsError(str(exc)) from None
         return {}
 
+    # ------------------------------------------------------------ steering
+    @domain_errors
+    def steering(self, params):
+        """codex-acp's ``_session/steering {sessionId, prompt}``: the prompt joins the
+        running turn (``injected``) or, when the session is idle, starts one
+        (``startedNewTurn``; a v1 answer comes when that turn has ended); ``failed`` when
+        it could do neither (the turn was being cancelled)."""
+        if self.manager.steer(params["session_id"], params["prompt"]) is not None:
+            return {"outcome": "injected"}
+        try:
+            self.prompt(dict(params, meta=None))
+        except BusyError:
+            return {"outcome": "failed"}
+        return {"outcome": "startedNewTurn"}
+
     # ------------------------------------------------------------ sign-in
     def login(self, params):
         catalog = self.manager.catalog
@@ -230,6 +245,15 @@ def fork_point(meta):
         raise InvalidParamsError("_meta.jetbrains.air.fork.messageId must be the id of a user "
                                  "or agent message of the session")
     return message_id
+
+
+def steered(params):
+    """A ``session/prompt`` marked ``_meta.steering: true``."""
+    meta = params.get("meta")
+    return isinstance(meta, dict) and meta.get("steering") is True
+
+
+STEERING_META = {"steering": {"supported": True}}  # initialize's _meta, both versions
 
 
 def shared_updates(session, event, version):

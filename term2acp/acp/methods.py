@@ -10,6 +10,7 @@ SESSION_CLOSE = "session/close"
 SESSION_FORK = "session/fork"
 SESSION_DELETE = "session/delete"
 SESSION_SET_CONFIG_OPTION = "session/set_config_option"
+SESSION_STEERING = "_session/steering"  # codex-acp's: a prompt joins the running turn
 AUTH_LOGIN = "auth/login"
 AUTH_LOGOUT = "auth/logout"
 
@@ -31,10 +32,10 @@ FS_WRITE_TEXT_FILE = "fs/write_text_file"
 # it is, so the reader never waits for the session store to open.
 V2_FACE = frozenset({SESSION_NEW, SESSION_LIST, SESSION_RESUME, SESSION_PROMPT, SESSION_CANCEL,
                      SESSION_CLOSE, SESSION_FORK, SESSION_DELETE, SESSION_SET_CONFIG_OPTION,
-                     AUTH_LOGIN, AUTH_LOGOUT})
+                     AUTH_LOGIN, AUTH_LOGOUT, SESSION_STEERING})
 V1_FACE = frozenset({SESSION_NEW, SESSION_LOAD, SESSION_LIST, SESSION_RESUME, SESSION_PROMPT,
                      SESSION_CANCEL, SESSION_CLOSE, SESSION_FORK, SESSION_DELETE, AUTHENTICATE,
-                     LOGOUT, SESSION_SET_MODE, SESSION_SET_CONFIG_OPTION})
+                     LOGOUT, SESSION_SET_MODE, SESSION_SET_CONFIG_OPTION, SESSION_STEERING})
 
 PROTOCOL_VERSION = 2  # the latest version we speak; 2 and above get the v2 face
 PROTOCOL_V1 = 1

@@ -68,6 +68,7 @@ class LiveSession:
         self.workdir = workdir
         self.access = AccessState(self.root)
         self.extra_roots = ()  # additionalDirectories: canonical, each a workspace too
+        self.steering = []  # prompts sent during the turn: they join it (turns/steering.py)
         self.mcp_servers = []  # mcp.config.ServerConfig the client sent (new/resume/load)
         self.mcp = None  # their running mcp.hub.McpHub (term2acp/mcp/session.py)
         self.recorder = Recorder(store, self.id)

@@ -18,7 +18,7 @@ from term2acp.providers.catalog import NO_PROVIDER_HELP
 from term2acp.providers.errors import ProviderError, ProviderNotConfigured
 from term2acp.sessions.errors import SessionBusy, StoreError
 from term2acp.sessions.lifecycle import CANCELLED, FAILED, Outcome
-from term2acp.turns import content, failures, projectmcp, skills
+from term2acp.turns import content, failures, projectmcp, skills, steering
 from term2acp.turns.agents import kinds
 from term2acp.turns.agents.tool import NAME as AGENT, AgentTool
 from term2acp.turns.prompt import system_prompt, title_from
@@ -53,22 +53,42 @@ class PromptSteps:
         del tickets[:-8]
         return ticket
 
+    def _take_ticket(self, session_id, ticket):
+        """The read prompt ``ticket`` is handled now: True when a cancel was read first."""
+        if ticket is None:
+            return False
+        tickets = self._read_prompts.get(session_id, ())
+        if ticket in tickets:
+            tickets.remove(ticket)
+            if not tickets:
+                del self._read_prompts[session_id]
+        return ticket.cancelled
+
     def admit(self, session_id, ticket=None):
         """Reserve the foreground slot (the first thing a prompt does): idle -> preparing."""
-        cancelled = False
-        if ticket is not None:
-            tickets = self._read_prompts.get(session_id, ())
-            if ticket in tickets:
-                tickets.remove(ticket)
-                if not tickets:
-                    del self._read_prompts[session_id]
-            cancelled = ticket.cancelled
+        cancelled = self._take_ticket(session_id, ticket)
         session = self.live.get(session_id)
         if session is not None and session.busy:
             raise SessionBusy(session_id)
         session = self.get(session_id)
         session.lifecycle.admit(cancelled)
         return session
+
+    def steer(self, session_id, blocks, ticket=None):
+        """A steering prompt: when the session's turn runs (and is not being cancelled) it
+        joins that turn before its next model request (``turns/steering.py``); returns the
+        running prompt's AsyncResult of its Outcome, or None when it did not join (the
+        session is idle: the caller starts a turn with it)."""
+        session = self.get(session_id)
+        lifecycle = session.lifecycle
+        if not session.busy or lifecycle.stopping:
+            return None
+        content.validate(blocks)
+        text = content.to_model(blocks, session.root, images=getattr(session, "images", False),
+                                model=session.model)
+        self._take_ticket(session_id, ticket)
+        steering.queue(session, new_id("user"), blocks, text)
+        return lifecycle.ended
 
     def prepare(self, session, blocks):
         """Validate content and the provider; on failure the slot is released."""

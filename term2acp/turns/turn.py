@@ -26,7 +26,11 @@ from term2acp.core.nesting import MAX_ARGUMENT_CHARS
 from term2acp.core.text import scrub_text
 from term2acp.providers import base as pb
 from term2acp.providers import prices
+<<<<<<< HEAD
 from term2acp.turns import commands, filecommands, hooks, notes, websearch
+=======
+from term2acp.turns import commands, filecommands, notes, steering, websearch
+>>>>>>> 20f2471 (Steering: initialize says _meta.steering = {supported: true} (v1 and v2); codex-acp's _session/steering {sessionId, prompt} -> {outcome: injected | startedNewTurn | failed} and a session/prompt marked _meta.steering: true join the running turn as a user message before its next model request (a turn whose model was done goes on for it), or start a turn when idle; unmarked prompts keep being refused (v2) or queued (v1))
 from term2acp.turns.calls import CallSteps
 from term2acp.turns.checkpoints import TurnCheckpoint, may_change_files
 from term2acp.turns.compaction import ContextGuard
@@ -87,9 +91,12 @@ class Turn(CallSteps):
         for _ in range(self.settings.max_turn_requests):
             if limit is not None and self.requests and self.cost > limit:
                 return "max_cost"
+            steering.take(self.session)  # prompts sent meanwhile join the turn here
             stop, calls = self._model_round()
             if stop == "pause" and not calls:  # the server paused its own tools' long run:
                 continue  # the answer so far goes back as it is, and the model goes on
+            if not calls and steering.pending(self.session):
+                continue  # the model answers what was sent while it was answering
             if not calls:
                 if stop in ("max_tokens", "refusal"):
                     return stop

@@ -94,7 +94,7 @@ def test_options_have_the_right_categories_and_values(acp_agent, acp_workspace, 
         assert "modes" not in result
     commands = seen_or_next(agent, result["sessionId"], "available_commands_update")
     names = [c["name"] for c in commands["availableCommands"]]
-    assert names[:6] == ["compact", "init", "model", "mode", "undo", "rename"]
+    assert names[:7] == ["compact", "init", "model", "mode", "undo", "rename", "rewind"]
     hint = {"hint": "model id"} if protocol == 1 else {"type": "text", "hint": "model id"}
     assert commands["availableCommands"][2]["input"] == hint
     agent.close()
@@ -497,7 +497,7 @@ def test_plugin_commands_from_the_entry_point_group(acp_agent, acp_workspace, co
     sid = new_session(agent, acp_workspace)["sessionId"]
     listed = seen_or_next(agent, sid, "available_commands_update")["availableCommands"]
     names = [c["name"] for c in listed]
-    assert names == ["compact", "init", "model", "mode", "undo", "rename", "ask-model",
+    assert names == ["compact", "init", "model", "mode", "undo", "rename", "rewind", "ask-model",
                      "hello"]  # broken, taken: skipped
     assert [c["description"] for c in listed if c["name"] == "init"] == [
         "Ask the agent to write or update AGENTS.md for this project"]

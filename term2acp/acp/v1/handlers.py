@@ -13,7 +13,7 @@ from gevent.event import Event
 
 from term2acp.acp import elicitation
 from term2acp.acp.errors import domain_errors
-from term2acp.acp.handlers import BaseHandlers, shared_updates
+from term2acp.acp.handlers import BaseHandlers, shared_updates, steered
 from term2acp.acp.v1 import permissions, translate
 from term2acp.acp.v1.files import EditorFiles
 from term2acp.acp.v2.handlers import V2Handlers
@@ -172,6 +172,10 @@ class V1Handlers(BaseHandlers):
         """Run one turn; answer ``{stopReason}`` when it has ended. A prompt that arrives
         while the session's turn runs is held and runs after it, in arrival order."""
         session_id = params["session_id"]
+        if steered(params):  # it joins the running turn and is answered as that turn ends
+            ended = self.manager.steer(session_id, params["prompt"], params.get("ticket"))
+            if ended is not None:
+                return _prompt_result(ended.get())
         try:
             session = self._admit(session_id, params.get("ticket"))
         finally:

@@ -8,7 +8,8 @@ import logging
 
 from term2acp.acp.elicitation import ElicitationSupport
 from term2acp.acp.errors import domain_errors
-from term2acp.acp.handlers import BaseHandlers, fork_point, shared_updates, replay_plan
+from term2acp.acp.handlers import (BaseHandlers, fork_point, replay_plan, shared_updates,
+                                   steered)
 from term2acp.acp.v2 import translate
 from term2acp.acp.v2.permissions import PermissionBridge
 from term2acp.core import events as ev
@@ -104,6 +105,9 @@ class V2Handlers(BaseHandlers):
 
     @domain_errors
     def prompt(self, params):
+        if steered(params) and self.manager.steer(params["session_id"], params["prompt"],
+                                                  params.get("ticket")) is not None:
+            return {}  # it joined the running turn (turns/steering.py)
         session = self.manager.admit(params["session_id"], params.get("ticket"))
         self.announced(session)
         text = self.manager.prepare(session, params["prompt"])
