@@ -21,6 +21,7 @@ V1_ANSWER = {
                                 "delete": {}, "additionalDirectories": {}},
         "auth": {"logout": {}},
     },
+    "_meta": {"steering": {"supported": True}},  # issue 39
     "authMethods": [
         {"id": "openai", "name": "OpenAI (or an OpenAI-compatible server) API key",
          "type": "agent",
@@ -107,6 +108,7 @@ def test_version_2_and_above_get_todays_v2_answer(fresh, version):
                                  "mcp": {"stdio": {}, "http": {}},
                                  "fork": {}, "delete": {},
                                  "additionalDirectories": {}}},  # issues 28, 39
+        "_meta": {"steering": {"supported": True}},
         "authMethods": [dict(m, methodId=m.pop("id")) for m in
                         [dict(m) for m in V1_ANSWER["authMethods"]]],
     }

@@ -25,6 +25,7 @@ def test_initialize_result_is_exact(spawn):
                                  "mcp": {"stdio": {}, "http": {}},
                                  "fork": {}, "delete": {},
                                  "additionalDirectories": {}}},  # issues 28, 39
+        "_meta": {"steering": {"supported": True}},
         # issue 15: sign-in (tests/e2e/test_auth.py); no terminal method without auth.terminal
         "authMethods": [
             {"type": "agent", "methodId": "openai",
