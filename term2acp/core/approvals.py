@@ -67,7 +67,7 @@ CHOICES = {
         ("reject", "Reject", "reject_once"),
     ),
     PLAN_READY: (
-        ("plan-start-auto", "Start, auto", "allow_once"),
+        ("plan-start-auto", "Start, auto", "allow_always"),  # distinct kinds: clients keep one
         ("plan-start-ask", "Start, ask for every change", "allow_once"),
         ("plan-keep", "Keep planning", "reject_once"),
     ),

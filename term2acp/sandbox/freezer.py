@@ -77,6 +77,22 @@ def _signal(pid, sig):
         return False
 
 
+def terminate(root):
+    """SIGTERM to every process below ``root`` that is not bubblewrap itself (SIGTERM to
+    bubblewrap would end its namespace, and so every process in it, at once): the command
+    and what it started may clean up. Returns how many were signalled."""
+    signalled = 0
+    for pid in tree([root]) - {root}:
+        try:
+            with open(f"/proc/{pid}/comm", "rb") as fh:
+                if fh.read().strip() == b"bwrap":
+                    continue
+        except OSError:
+            continue
+        signalled += _signal(pid, signals.SIGTERM)
+    return signalled
+
+
 class Frozen:
     """The processes one :func:`freeze` stopped; :meth:`thaw` lets them run again."""
 

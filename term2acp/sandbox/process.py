@@ -47,6 +47,8 @@ from gevent import monkey
 from gevent.event import Event
 from gevent.socket import wait_read, wait_write
 
+from term2acp.sandbox import freezer
+
 log = logging.getLogger(__name__)
 logging.getLogger("sh").setLevel(logging.WARNING)  # sh logs every launch at INFO
 
@@ -196,8 +198,13 @@ class Process:
             self._ends._ours.discard(fd)
             os.close(fd)
 
-    def kill(self):
-        """SIGKILL the whole group, reap it, release everything (bounded; idempotent)."""
+    def kill(self, grace=0.0):
+        """SIGKILL the whole group, reap it, release everything (bounded; idempotent);
+        with ``grace``, SIGTERM to the command's processes first and SIGKILL only if they
+        are still running ``grace`` seconds later."""
+        if self.exit is None and grace > 0:
+            if freezer.terminate(self.pid):
+                self.exited.wait(grace)
         if self.exit is None:
             _killpg(self.pid)
             if not self.exited.wait(REAP_TIMEOUT):

@@ -89,10 +89,24 @@ class Dormancy:
             return None
         session = self._attach(row, take)  # SessionLocked if another process has it now
         del self._dormant[session_id]
+        self._taken_by().pop(session_id, None)
         for key, value in state.items():
             setattr(session, key, value)
         self._load_history(session)
         return session
+
+    def _taken_by(self):
+        """session id -> the pid that took it over, until a prompt here was told."""
+        if getattr(self, "_taken", None) is None:
+            self._taken = {}
+        return self._taken
+
+    def taken_over_once(self, session_id):
+        """The first prompt here after another process took the session over is answered
+        with what happened and what to do (a readable answer, not an error), once: the
+        text, or None (later prompts get the error)."""
+        pid = self._taken_by().pop(session_id, None)
+        return None if pid is None else TAKEN_OVER.format(pid=pid)
 
     def yield_requested(self):
         """Let go of every live session another process asked for (its SIGUSR2)."""
@@ -109,7 +123,8 @@ class Dormancy:
         journal, which the new holder replays), a running turn is cancelled, and the
         session stays known here, so using it again says where it is."""
 
-        log.warning("session %s: taken over by term2-acp process %s", session.id, requester)
+        log.info("session %s: taken over by term2-acp process %s", session.id, requester)
+        self._taken_by()[session.id] = requester  # the next prompt here is told, once
         if session.sink is not None:
             session.sink(session, ev.Notice(new_id("msg"), TAKEN_OVER.format(pid=requester)))
         state = {key: getattr(session, key) for key in DORMANT_STATE}

@@ -176,6 +176,11 @@ class Tool:
     def title(self, args):
         return self.name
 
+    def title_in(self, args, ctx):
+        """The title of a call in its session (a background process's calls name its
+        command); ``title(args)`` unless the tool knows better."""
+        return self.title(args)
+
     def locations(self, args, ctx):
         return []
 

@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 
 MAX_WAIT = 600.0  # seconds a start or a read may wait for the process
 QUIET = 0.5  # seconds of silence after new output that end a wait (the answer has come)
+KILL_GRACE = 2.0  # seconds shell_kill lets a process end on SIGTERM before SIGKILL
 KEEP_EXITED = 16  # exited processes kept per session until read (older ones are dropped)
 MAX_INPUT = 1024 * 1024  # characters shell_output may type at once
 
@@ -226,9 +227,9 @@ class Background:
         content = [{"type": "terminal", "terminal_id": self.terminal_id}] if anchor else []
         return ToolResult(text="\n".join(parts), content=content, raw_output=raw)
 
-    def kill(self):
+    def kill(self, grace=0.0):
         if self.process is not None:
-            self.process.kill()
+            self.process.kill(grace)
 
 
 def start(ctx, argv, label, tty, wait_seconds, network=None):
@@ -259,6 +260,17 @@ def start(ctx, argv, label, tty, wait_seconds, network=None):
     return background.result(ctx, lead, anchor=True)
 
 
+def named(ctx, args, cap=80):
+    """``p1 (npm run dev)``: the process id with the command it runs, when it is known."""
+    process_id = args.get("process_id", "?")
+    shell = _shells.get(ctx.session_id)
+    background = shell.processes.get(process_id) if shell is not None else None
+    if background is None:
+        return process_id
+    label = " ".join(background.label.split())
+    return f"{process_id} ({label if len(label) <= cap else label[:cap - 1] + '…'})"
+
+
 class ShellOutputParams(Schema):
     process_id = fields.String(required=True, validate=validate.Length(min=1),
                                metadata={"description": "The id shell returned (e.g. p1)."})
@@ -284,6 +296,9 @@ class ShellOutputTool(Tool):
 
     def title(self, args):
         return f"Output of {args.get('process_id', '?')}"
+
+    def title_in(self, args, ctx):
+        return f"Output of {named(ctx, args)}"
 
     def approval(self, args, ctx):
         return None  # the process is sandboxed
@@ -312,11 +327,14 @@ class ShellKillTool(Tool):
     name = "shell_kill"
     kind = "execute"
     Params = ShellKillParams
-    description = ("End a background process and every process it started; returns its "
-                   "unread output and how it ended.")
+    description = ("End a background process and every process it started (SIGTERM, then "
+                   "SIGKILL after 2 s); returns its unread output and how it ended.")
 
     def title(self, args):
         return f"Kill {args.get('process_id', '?')}"
+
+    def title_in(self, args, ctx):
+        return f"Kill {named(ctx, args)}"
 
     def approval(self, args, ctx):
         return None  # it ends a sandboxed process of this session
@@ -325,7 +343,7 @@ class ShellKillTool(Tool):
         shell = shell_of(ctx.session_id)
         background = shell.get(args["process_id"])
         lead = "" if background.running else "It had already ended."
-        background.kill()
+        background.kill(KILL_GRACE)  # SIGTERM first: it may clean up
         result = background.result(ctx, lead)
         del shell.processes[background.process_id]
         return result

@@ -101,7 +101,7 @@ class CallSteps:
             record.quiet = {}
         try:
             args = tool.load(raw)
-            record.title = tool.title(args)
+            record.title = tool.title_in(args, ctx)
         except ToolError as exc:
             return self._fail(record, name, raw, str(exc), kind=tool.kind)
         try:

@@ -80,7 +80,8 @@ def _instructions(session):
         state = session.instructions = instructions.Instructions(session.root, extra=extra)
     text, notice = state.load()
     if notice:  # a thought: clients that print the answer alone must not print this
-        session.emit(ev.ThoughtChunk(new_id("thought"), notice.strip()))
+        # its own block: clients that join thought chunks must not run it into the next
+        session.emit(ev.ThoughtChunk(new_id("thought"), notice.strip() + "\n\n"))
     return text
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from tests.e2e.test_undo import calls, srv, text  # noqa: F401 - srv is a fixture
 
-CHOICES = [("plan-start-auto", "Start, auto", "allow_once"),
+CHOICES = [("plan-start-auto", "Start, auto", "allow_always"),
            ("plan-start-ask", "Start, ask for every change", "allow_once"),
            ("plan-keep", "Keep planning", "reject_once")]
 

@@ -239,7 +239,12 @@ def test_two_processes_share_the_store_and_a_resume_takes_the_session_over(spawn
     assert "configOptions" in b.request("session/resume", {"sessionId": sid, "cwd": workspace})["result"]
     told = a.wait_update("agent_message_chunk", session_id=sid)
     assert f"another term2-acp process (pid {b.proc.pid})" in told["content"]["text"]
-    # a prompt in a now says where the session is and what to do
+    # a's next prompt is answered with what happened (a turn, not an error), once
+    _, updates, idle = a.prompt(sid, "x")
+    assert idle["params"]["update"]["stopReason"] == "end_turn"
+    assert any(f"pid {b.proc.pid}" in u["content"]["text"] for u in updates
+               if u["sessionUpdate"] == "agent_message_chunk")
+    # then a prompt says where the session is and what to do, as an error
     prompt = a.request("session/prompt", {"sessionId": sid,
                                            "prompt": [{"type": "text", "text": "x"}]})
     error = error_of(prompt)

@@ -149,3 +149,50 @@ def test_acpx_drives_a_session(acpx, agent_env, workspace, tmp_path):
     assert stop_reasons(seen) == ["cancelled"] and running.returncode == 0
     assert not [m for m in seen if "error" in m]
     client.wait_agent_gone()
+
+
+@pytest.mark.timeout(300)
+def test_acpx_approving_a_write_late_at_its_own_prompt(acpx, agent_env, workspace, tmp_path):
+    """acpx's default permissions (approve reads, ask for writes) on a terminal (``acpx
+    exec``, whose process asks; a queue owner has no terminal and refuses writes): our
+    create_file reaches acpx as fs/write_text_file, acpx asks its user "Allow write?", the
+    user answers after a while, and the file is written (the agent waits as long as a
+    permission waits; a test of the timeout itself is tests/e2e/test_real_clients.py)."""
+    import pty
+    import select
+    import time
+
+    target = os.path.join(workspace, "late.txt")
+    script = write_script(tmp_path, [
+        [{"tool_call": {"name": "create_file",
+                        "arguments": {"path": "late.txt", "content": "approved late\n"}}}],
+        [{"text": "Wrote it."}],
+    ])
+    home = tmp_path / "acpx-home"
+    home.mkdir()
+    client = Acpx(acpx, dict(agent_env, HOME=str(home), TERM2ACP_SCRIPT=str(script)), workspace)
+    leader, follower = pty.openpty()  # acpx exec runs the agent itself: it asks on its tty
+    proc = subprocess.Popen(client.base + ["--format", "json", "exec", "Write the file."],
+                            env=client.env, stdin=follower, stdout=subprocess.PIPE,
+                            stderr=follower, text=True)
+    os.close(follower)
+    seen, deadline = b"", time.monotonic() + STEP
+    try:
+        while b"Allow write?" not in seen:
+            assert time.monotonic() < deadline, seen[-2000:]
+            ready, _, _ = select.select([leader], [], [], 1)
+            if ready:
+                seen += os.read(leader, 4096)
+        assert not os.path.exists(target)
+        time.sleep(2)  # the user reads the preview before answering (the late answer)
+        os.write(leader, b"y\n")
+        out, _ = proc.communicate(timeout=STEP)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(leader)
+    assert proc.returncode == 0
+    turn = wire(out)
+    assert texts(turn) == "Wrote it." and stop_reasons(turn) == ["end_turn"]
+    with open(target, encoding="utf-8") as fh:
+        assert fh.read() == "approved late\n"

@@ -17,15 +17,20 @@ from term2acp.tools.base import EditorError
 
 log = logging.getLogger(__name__)
 
-TIMEOUT = 30.0  # seconds an editor may take to read or save a file
+TIMEOUT = 30.0  # seconds an editor may take to read a file
 
 
 class EditorFiles:
-    def __init__(self, client, session_id, can_read, can_write):
+    """``write_timeout``: an editor may ask the user before it saves (acpx, Zed's review):
+    a write waits as long as a permission request does (``approval_timeout``; None: until
+    the turn is cancelled)."""
+
+    def __init__(self, client, session_id, can_read, can_write, write_timeout=None):
         self._client = client
         self._session_id = session_id
         self.can_read = can_read
         self.can_write = can_write
+        self._write_timeout = write_timeout
 
     def read_text(self, path):
         result = self._call(methods.FS_READ_TEXT_FILE, {"sessionId": self._session_id,
@@ -42,10 +47,11 @@ class EditorFiles:
 
     def _call(self, method, params):
         verb = "reading" if method == methods.FS_READ_TEXT_FILE else "writing"
+        timeout = TIMEOUT if verb == "reading" else self._write_timeout
         try:
-            return self._client.call(method, params, TIMEOUT)
+            return self._client.call(method, params, timeout)
         except gevent.Timeout:
-            raise EditorError(f"The editor did not answer within {TIMEOUT:g}s while {verb} "
+            raise EditorError(f"The editor did not answer within {timeout:g}s while {verb} "
                               f"{params['path']}; nothing was {'read' if verb == 'reading' else 'written'}.") from None
         except RpcError as exc:
             reason = editor_reason(exc)

@@ -20,8 +20,9 @@ from term2acp.acp.v2.handlers import V2Handlers
 from term2acp.acp.v2.permissions import PermissionBridge
 from term2acp.acp.v2.translate import CHUNK_EVENTS
 from term2acp.core import events as ev
+from term2acp.core.ids import new_id
 from term2acp.rpc.errors import InternalError
-from term2acp.sessions.errors import SessionBusy, SessionNotFound
+from term2acp.sessions.errors import SessionBusy, SessionLocked, SessionNotFound
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +62,7 @@ class V1Handlers(BaseHandlers):
         view.compaction, view.terminal_meta = self.compaction, self.terminal_meta
         if self.files.read or self.files.write:  # the tools read/write through fs/*
             session.editor = EditorFiles(self.client, session.id, self.files.read,
-                                         self.files.write)
+                                         self.files.write, self.settings.approval_timeout)
         self.manager.connect_mcp(session, mcp_servers)
 
     def _sink(self, session, event):
@@ -178,6 +179,14 @@ class V1Handlers(BaseHandlers):
                 return _prompt_result(ended.get())
         try:
             session = self._admit(session_id, params.get("ticket"))
+        except SessionLocked:
+            told = self.manager.taken_over_once(session_id)
+            if told is None:
+                raise
+            self.client.update(session_id, {"sessionUpdate": "agent_message_chunk",
+                                            "messageId": new_id("msg"),
+                                            "content": {"type": "text", "text": told}})
+            return {"stopReason": "end_turn"}
         finally:
             self._wake_next(session_id)  # as an admitted prompt's slot is taken, or lost
         if session is None:

@@ -6,6 +6,8 @@ face in ``acp/v1/``).
 
 import logging
 
+import gevent
+
 from term2acp.acp.elicitation import ElicitationSupport
 from term2acp.acp.errors import domain_errors
 from term2acp.acp.handlers import (BaseHandlers, fork_point, replay_plan, shared_updates,
@@ -13,9 +15,11 @@ from term2acp.acp.handlers import (BaseHandlers, fork_point, replay_plan, shared
 from term2acp.acp.v2 import translate
 from term2acp.acp.v2.permissions import PermissionBridge
 from term2acp.core import events as ev
+from term2acp.core.ids import new_id
 from term2acp.core.text import one_line
 from term2acp.rpc.errors import InternalError, InvalidParamsError
-from term2acp.sessions.errors import InvalidCursor, SessionNotFound
+from term2acp.sessions.errors import InvalidCursor, SessionLocked, SessionNotFound
+from term2acp.sessions.lifecycle import Outcome
 
 log = logging.getLogger(__name__)
 
@@ -108,13 +112,26 @@ class V2Handlers(BaseHandlers):
         if steered(params) and self.manager.steer(params["session_id"], params["prompt"],
                                                   params.get("ticket")) is not None:
             return {}  # it joined the running turn (turns/steering.py)
-        session = self.manager.admit(params["session_id"], params.get("ticket"))
+        try:
+            session = self.manager.admit(params["session_id"], params.get("ticket"))
+        except SessionLocked:
+            told = self.manager.taken_over_once(params["session_id"])
+            if told is None:
+                raise
+            gevent.spawn(self._tell_turn, params["session_id"], told)  # after the answer
+            return {}
         self.announced(session)
         text = self.manager.prepare(session, params["prompt"])
         gate = PermissionBridge(self.client, session.id, self.settings.approval_timeout,
                                 questions=self.questions)
         self.manager.start(session, params["prompt"], text, gate)  # the running update
         return {}  # the turn goes on; its idle state_update ends it (translate.py)
+
+    def _tell_turn(self, session_id, text):
+        """A turn that only says ``text`` (a session this process no longer holds)."""
+        for event in (ev.StateChanged("running"), ev.TextChunk(new_id("msg"), text),
+                      ev.StateChanged("idle", Outcome("end_turn"))):
+            self.client.update(session_id, translate.EVENTS[type(event)](event))
 
     def cancel(self, params):
         self.manager.cancel(params["session_id"])

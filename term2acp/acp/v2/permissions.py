@@ -44,6 +44,12 @@ def redact(text):
 
 
 def describe(interaction):
+    if not interaction.tool_name:  # asked from inside a call: its title and what it shows
+        texts = [i.get("text", "") for i in interaction.content or () if i.get("type") == "text"]
+        text = "\n\n".join([interaction.title or "", *texts]).strip()
+        if interaction.path:
+            text += f"\nTarget: {interaction.path}"
+        return redact(text)[:DESCRIPTION_CAP]
     try:
         args = json.dumps(interaction.raw_input, ensure_ascii=False, sort_keys=True)
     except (TypeError, ValueError):
