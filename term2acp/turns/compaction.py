@@ -326,8 +326,8 @@ class ContextGuard:
         return request_messages(session)
 
     def stream(self, request):
-        """``provider.stream(request)``, with overflow recovery; Retrying becomes a notice,
-        Status and a long silence (``wait_notice``) a thought."""
+        """``provider.stream(request)``, with overflow recovery; Retrying, Status and a
+        long silence (``wait_notice``) become thoughts."""
         session = self.session
         for attempt in range(self.RESENDS + 1):
             produced = False
@@ -335,8 +335,8 @@ class ContextGuard:
                 for item in watch(self.provider.stream(request), self._wait_notice(),
                                   self._thought):
                     kind = type(item)
-                    if kind is pb.Retrying:
-                        session.emit(ev.Notice(f"msg_{uuid.uuid4().hex[:16]}", retry_text(item)))
+                    if kind is pb.Retrying:  # a thought: never text of the answer
+                        self._thought(retry_text(item))
                         continue
                     if kind is pb.Status:
                         self._thought(item.text)

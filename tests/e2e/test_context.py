@@ -95,6 +95,11 @@ def told_text(updates):
                    if u["sessionUpdate"] in ("agent_message_chunk",) and u["content"]["type"] == "text")
 
 
+def thought_text(updates):
+    return "".join(u["content"]["text"] for u in updates
+                   if u["sessionUpdate"] == "agent_thought_chunk")
+
+
 def refused_after_first(server):
     """Requests over the limit after the first refusal (must be none)."""
     return server.refused[1:]
@@ -289,8 +294,8 @@ def test_rate_limits_are_retried_visibly_then_answered(acp_agent, workspace, srv
     _, updates, idle = agent.prompt(sid, "hi", timeout=30)
     assert idle["params"]["update"]["stopReason"] == "end_turn"
     told = told_text(updates)
-    assert "Retrying in 0.2 s (HTTP 429 Too Many Requests)" in told
-    assert told.endswith("fine now") and len(srv.requests) == 2
+    assert "Retrying in 0.2 s (HTTP 429 Too Many Requests)" in thought_text(updates)
+    assert told == "fine now" and len(srv.requests) == 2  # the notice is no answer text
     assert agent.close() == 0
 
 
@@ -302,7 +307,7 @@ def test_rate_limit_that_outlasts_the_retries_says_so(acp_agent, workspace, srv)
     _, updates, idle = agent.prompt(sid, "hi", timeout=30)
     assert idle["params"]["update"]["stopReason"] == "_term2_error"
     told = told_text(updates)
-    assert told.count("Retrying in 0.1 s") == 2
+    assert thought_text(updates).count("Retrying in 0.1 s") == 2 and "Retrying" not in told
     assert "rate limiting requests" in told and "Please retry after 0.1 s." in told
     assert agent.close() == 0
 
@@ -364,7 +369,7 @@ def test_cancel_ends_a_retry_wait(acp_agent, workspace, srv):
     agent = openai_agent(acp_agent, srv)
     sid = agent.new_session(workspace)
     agent.prompt_async(sid, "hi")
-    chunk = agent.wait_update("agent_message_chunk", session_id=sid, timeout=20)
+    chunk = agent.wait_update("agent_thought_chunk", session_id=sid, timeout=20)
     assert chunk["content"]["text"].startswith("Retrying in 30 s (HTTP 503")
     agent.notify("session/cancel", {"sessionId": sid})
     idle = agent.wait_update("state_update", state="idle", session_id=sid, timeout=5)

@@ -124,6 +124,24 @@ def test_a_server_streaming_without_pause_does_not_starve_the_agent(agent_env, w
         burst.stop()
 
 
+def test_a_silent_provider_shows_a_thought_before_its_first_words(spawn, workspace, server):
+    """With the default settings, a provider that holds its answer gets a thought on
+    screen after FIRST_WORD (2) seconds, long before the 15 s waiting notice."""
+    stream = f.openai_sse(f.oa_text("late answer"), f.oa_finish("stop"), hold_after=0)
+    server.enqueue(stream)
+    agent = spawn("--provider", "openai", "--model", "gpt-4.1-mini",
+                  env={"OPENAI_BASE_URL": server.openai_url, "OPENAI_API_KEY": "x"})
+    agent.initialize()
+    sid = agent.new_session(workspace)
+    agent.prompt_async(sid, "go")
+    thought = agent.wait_update("agent_thought_chunk", timeout=30)
+    assert thought["content"]["text"].startswith("Waiting for the model's first words")
+    assert stream.reached.is_set() and not stream.released.is_set()  # still silent
+    stream.release()
+    agent.wait_update(state="idle", timeout=30)
+    agent.close()
+
+
 def test_a_silent_model_gets_one_waiting_thought_and_cancel_still_ends_at_once(
         spawn, workspace, server, tmp_path):
     """The server accepts the request and holds its answer: past ``wait_notice`` the editor

@@ -52,3 +52,26 @@ def test_waiting_clock_ends_with_the_stream_it_watches():
     reader.kill()  # a cancelled turn: the generator closes, the clock with it
     gevent.sleep(0.1)
     assert said == []
+
+
+def test_something_is_said_within_two_seconds_when_nothing_has_come(monkeypatch):
+    from term2acp.turns import waiting
+
+    assert waiting.FIRST_WORD <= 2.0  # something is on screen within 2 s of a prompt
+    monkeypatch.setattr(waiting, "FIRST_WORD", 0.02)
+    said, release, told = [], Event(), Event()
+
+    def silent_then_steady():
+        release.wait(5)
+        yield "a"
+        yield "b"
+
+    def notify(text):
+        said.append(text)
+        told.set()
+
+    reader = gevent.spawn(list, watch(silent_then_steady(), 10, notify))
+    assert told.wait(5)
+    release.set()
+    assert reader.get(timeout=5) == ["a", "b"]
+    assert said == ["Waiting for the model's first words..."]
