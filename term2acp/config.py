@@ -110,10 +110,15 @@ class WebSearchSchema(Section):
     max_uses = count()
 
 
+def _url(**kwargs):
+    return Typed((str,), "a string", validate=validate.Regexp(
+        r"^https?://", error="must start with http:// or https://"), **kwargs)
+
+
 class ProviderSchema(Section):
     type = text(PROVIDER_TYPES)
-    base_url = Typed((str,), "a string", validate=validate.Regexp(
-        r"^https?://", error="must start with http:// or https://"))
+    base_url = _url(required=True, error_messages={
+        "required": "is required: the server's URL, e.g. http://localhost:11434/v1"})
     api_key_env = text()
     api_key = text()
     models = _StringList()
@@ -145,11 +150,6 @@ class BuiltinProviderSchema(Section):
 
 
 ONLY_FOR = {"openai": ("prompt_cache", "cache_ttl"), "anthropic": ("api", "prompt_cache_key")}
-
-
-def _url():
-    return Typed((str,), "a string", validate=validate.Regexp(
-        r"^https?://", error="must start with http:// or https://"))
 
 
 def _tuning(**options):

@@ -216,6 +216,11 @@ class LocalProvider(Provider):
             configured = None
         self.path = model_path or configured or bundled_model(env)
         self.max_tokens = _max_tokens(env.get("TERM2ACP_LOCAL_MAX_TOKENS", ""))
+        if configured and not model_path and not os.path.isfile(configured):  # checked first
+            raise ProviderNotConfigured(
+                f"TERM2ACP_LOCAL_MODEL names {configured}, which "
+                f"{'is not a file' if os.path.exists(configured) else 'does not exist'}: "
+                "point it at a GGUF file, or unset it to use the installed offline model")
         self.engine = local_engine.available_engine()
         if self.engine is None:
             raise ProviderNotConfigured(

@@ -187,9 +187,14 @@ class PromptSteps:
                 "saved session lacks them. The store works again.\n\n")))
 
     def _tell(self, session, exc):
-        """A failed turn says why as an agent message (besides the stop reason)."""
+        """A failed turn says why as an agent message (besides the stop reason); where the
+        face says it as the prompt's error (v1), only there (``failure_text``)."""
         try:
-            session.emit(ev.Notice(new_id("msg"), failures.message(exc)))
+            provider = getattr(session.provider, "name", None) or session.provider_id
+            session.failure_text = failures.explain(exc, provider)
+            if getattr(session, "failures_as_errors", False):
+                return
+            session.emit(ev.Notice(new_id("msg"), failures.message(exc, provider)))
         except Exception:  # noqa: BLE001 - the stop reason still carries the error
             log.exception("session %s: could not report the failure", session.id)
 

@@ -14,8 +14,19 @@ from term2acp.providers import errors as pe
 _RETRY_AFTER = re.compile(r"retry(?:ing)? (?:after|in) (\d+(?:\.\d+)?)\s*s", re.IGNORECASE)
 
 
-def explain(exc):
-    """The user-facing text for an exception that ended a turn."""
+BASE_URL_VARS = {"openai": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_URL"}
+
+
+def base_url_hint(provider):
+    """Where the base URL of ``provider`` (its name) is set."""
+    if provider in BASE_URL_VARS:
+        return BASE_URL_VARS[provider]
+    return f"base_url of [providers.{provider}]" if provider else "e.g. OPENAI_BASE_URL"
+
+
+def explain(exc, provider=None):
+    """The user-facing text for an exception that ended a turn (``provider``: the name of
+    the session's provider, which the advice names)."""
     text = secrets.mask(str(exc).strip()) or type(exc).__name__
     # CompactionFailed lives in turns/compaction.py, which imports this module: matched by name
     if type(exc).__name__ == "CompactionFailed":
@@ -41,7 +52,7 @@ def explain(exc):
                 "did not help. Start a new session, or send a shorter prompt.")
     if isinstance(exc, pe.ConnectionFailed):
         return (f"Could not reach the model provider: {text}. Check the network, the "
-                "server and the base URL (e.g. OPENAI_BASE_URL), then try again.")
+                f"server and the base URL ({base_url_hint(provider)}), then try again.")
     if isinstance(exc, pe.MalformedResponse):
         return f"The model provider sent a response term2 could not read: {text}."
     if isinstance(exc, pe.ProviderHTTPError):
@@ -72,6 +83,6 @@ def seconds(value):
     return f"{value:.0f}" if value >= 10 else f"{value:.1f}".rstrip("0").rstrip(".")
 
 
-def message(exc):
+def message(exc, provider=None):
     """The agent message: the explanation set apart from any partial answer."""
-    return f"\n\n**Error:** {explain(exc)}\n"
+    return f"\n\n**Error:** {explain(exc, provider)}\n"

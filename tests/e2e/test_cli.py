@@ -43,8 +43,10 @@ def test_cli_refusals_exit_1_with_empty_stdout(agent_env, args, message):
     ("[shell]\ntimout = 5\n",
      "shell.timout: unknown key; [shell] takes: timeout, max_timeout, network, "),
     ('max_turn_requests = "5"\n', 'max_turn_requests: must be a whole number, not a string ("5")'),
-    ('[providers.mine]\ntype = "gemini"\n',
+    ('[providers.mine]\ntype = "gemini"\nbase_url = "http://127.0.0.1:9/v1"\n',
      'providers.mine.type: "gemini" is not allowed; use one of: openai, anthropic'),
+    ('[providers.ollama]\nmodels = ["llama3"]\n',  # not "no API key" later: the URL is missing
+     "providers.ollama.base_url: is required: the server's URL"),
 ])
 def test_cli_config_mistake_exits_1_naming_file_key_and_allowed_values(agent_env, tmp_path,
                                                                       toml, line):

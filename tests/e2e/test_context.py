@@ -263,10 +263,10 @@ def test_a_rejected_key_is_explained_in_the_conversation(acp_agent, workspace, s
     agent = openai_agent(acp_agent, srv, "sk-secret-abcdef123456", protocol=protocol)
     sid = agent.new_session(workspace)
     response, updates, end = agent.prompt(sid, "hi", timeout=30)
-    told = told_text(updates)
+    told = told_text(updates) if protocol == 2 else response["error"]["message"]
     assert "rejected the API key" in told and "OPENAI_API_KEY" in told
-    if protocol == 1:
-        assert response["error"]["code"] == -32603  # the prompt error stays
+    if protocol == 1:  # said once: as the prompt's error, not also as an answer
+        assert response["error"]["code"] == -32603 and not told_text(updates)
     else:
         assert end["params"]["update"]["stopReason"] == "_term2_error"
     assert "sk-secret-abcdef123456" not in json.dumps(agent.messages)

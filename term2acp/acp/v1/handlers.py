@@ -58,6 +58,7 @@ class V1Handlers(BaseHandlers):
     # ------------------------------------------------------------ plumbing
     def _attach(self, session, mcp_servers):
         session.sink = self._sink
+        session.failures_as_errors = True  # a failed turn: said once, as the prompt's error
         view = self._views.setdefault(session.id, translate.SessionView(session.root))
         view.compaction, view.terminal_meta = self.compaction, self.terminal_meta
         if self.files.read or self.files.write:  # the tools read/write through fs/*
@@ -241,6 +242,7 @@ class V1Handlers(BaseHandlers):
         gate = PermissionBridge(self.client, session.id, self.settings.approval_timeout,
                                 params_for=permissions.request_params,
                                 questions=self.questions)
+        session.failure_text = None
         ended = self.manager.start(session, blocks, text, gate)
         try:
             outcome = ended.get()  # set after the idle transition's updates were queued
@@ -248,16 +250,15 @@ class V1Handlers(BaseHandlers):
             if not ended.ready():  # this request was cancelled ($/cancel_request, shutdown)
                 self.manager.cancel(session.id)
             raise
-        return _prompt_result(outcome)
+        return _prompt_result(outcome, session.failure_text)
 
 
-def _prompt_result(outcome):
-    """The v1 answer to session/prompt for the turn's Outcome (sessions/lifecycle.py)."""
+def _prompt_result(outcome, told=None):
+    """The v1 answer to session/prompt for the turn's Outcome (sessions/lifecycle.py);
+    ``told``: what the failure means and what to do (turns/failures.py)."""
     if outcome.reason == "failed":
         error = outcome.error or "unknown error"
-        raise InternalError(f"The turn failed: {error}. Check the model provider settings "
-                            "(API key, base URL, model) in the agent's environment and try "
-                            "again.", data={"error": error})
+        raise InternalError(told or f"The turn failed: {error}.", data={"error": error})
     reason = outcome.reason
     result = {"stopReason": reason if reason in translate.STOP_REASONS else "end_turn"}
     if outcome.usage:

@@ -219,3 +219,18 @@ def test_local_first_request_says_the_model_is_loading_with_its_size(monkeypatch
     with gevent.Timeout(10):
         again = list(provider.stream(request("hi")))
     assert not any(isinstance(e, Status) for e in again)  # loaded: nothing to say
+
+
+@pytest.mark.parametrize("what, said", [("missing.gguf", "does not exist"), ("", "is not a file")])
+def test_a_local_model_setting_naming_no_file_says_so_first(tmp_path, what, said):
+    """TERM2ACP_LOCAL_MODEL naming a missing file is named as such (not "set
+    TERM2ACP_LOCAL_MODEL", nor the engine), whatever else is missing."""
+    from types import SimpleNamespace
+
+    from term2acp.providers.errors import ProviderNotConfigured
+
+    named = str(tmp_path / what) if what else str(tmp_path)
+    settings = SimpleNamespace(env={"TERM2ACP_LOCAL_MODEL": named})
+    with pytest.raises(ProviderNotConfigured) as caught:
+        local.LocalProvider(settings=settings)
+    assert f"TERM2ACP_LOCAL_MODEL names {named}, which {said}" in str(caught.value)

@@ -35,3 +35,14 @@ def test_each_failure_says_what_happened_and_what_to_do(exc, words):
 
 def test_seconds_read_like_people_write_them():
     assert [failures.seconds(v) for v in (0.25, 1.0, 2.5, 30.4)] == ["0.2", "1", "2.5", "30"]
+
+
+@pytest.mark.parametrize("provider, named", [("anthropic", "ANTHROPIC_BASE_URL"),
+                                             ("openai", "OPENAI_BASE_URL"),
+                                             ("ollama", "base_url of [providers.ollama]")])
+def test_an_unreachable_provider_names_its_own_base_url(provider, named):
+    from term2acp.providers import errors as pe
+    from term2acp.turns.failures import explain
+
+    text = explain(pe.ConnectionFailed("connection refused"), provider)
+    assert named in text and (provider == "openai" or "OPENAI_BASE_URL" not in text)
