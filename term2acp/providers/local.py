@@ -185,7 +185,7 @@ def _messages(system, history, tools):
         if m["role"] == "user":
             out.append({"role": "user", "content": m["content"]})
         elif m["role"] == "assistant":
-            text = m.get("content") or ""
+            text = (m.get("content") or "").replace(DEMO_NOTE, "")  # the user's, not its
             for c in m.get("tool_calls") or ():
                 text += f'{OPEN}{{"name": {json.dumps(c["name"])}, "arguments": {c["arguments"] or "{}"}}}{CLOSE}'
             out.append({"role": "assistant", "content": text})
@@ -205,6 +205,7 @@ def _max_tokens(configured):
 
 
 class LocalProvider(Provider):
+    demo = False  # the offline demo model (the installed default): its answers say so
     name = "local"
     serial = True  # one model, one request at a time (its lock)
     brief_prompt = True  # a small model on the CPU gets agent.prompt's brief system prompt
@@ -215,6 +216,7 @@ class LocalProvider(Provider):
         if configured and configured.lower() in ("off", "none", "0"):
             configured = None
         self.path = model_path or configured or bundled_model(env)
+        self.demo = not (model_path or configured)  # the offline demo model says so
         self.max_tokens = _max_tokens(env.get("TERM2ACP_LOCAL_MAX_TOKENS", ""))
         if configured and not model_path and not os.path.isfile(configured):  # checked first
             raise ProviderNotConfigured(
@@ -276,10 +278,17 @@ class LocalProvider(Provider):
         rest = parser.finish()
         if rest:
             yield TextDelta(rest)
+        if self.demo and not parser.calls:
+            yield TextDelta(DEMO_NOTE)
         for block in parser.calls:
             name, arguments = to_tool_call(block)
             yield ToolCall(f"call_{uuid.uuid4().hex[:12]}", name, arguments)
         yield Stop("tool_use" if parser.calls else "max_tokens" if finish == "length" else "end_turn")
+
+
+DEMO_NOTE = ("\n\n(This answer is from SmolLM2-135M, a small offline demo model: it is often "
+             "wrong. For real work connect a model: set OPENAI_API_KEY or ANTHROPIC_API_KEY, "
+             "or OPENAI_BASE_URL=http://localhost:11434/v1 for Ollama.)")
 
 
 def loading_text(path):

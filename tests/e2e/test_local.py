@@ -51,6 +51,8 @@ def test_local_model_is_the_default_and_answers(local):
     assert idle["params"]["update"]["stopReason"] in ("end_turn", "max_tokens"), idle
     text = "".join(u["content"]["text"] for u in updates if u["sessionUpdate"] == "agent_message_chunk")
     assert text.strip()
+    # the offline demo model says what it is and how to connect a real one
+    assert "small offline demo model" in text and "OPENAI_API_KEY" in text and "Ollama" in text
     assert not agent.schema_errors, agent.schema_errors
 
 
