@@ -26,11 +26,7 @@ from term2acp.core.nesting import MAX_ARGUMENT_CHARS
 from term2acp.core.text import scrub_text
 from term2acp.providers import base as pb
 from term2acp.providers import prices
-<<<<<<< HEAD
-from term2acp.turns import commands, filecommands, hooks, notes, websearch
-=======
-from term2acp.turns import commands, filecommands, notes, steering, websearch
->>>>>>> 20f2471 (Steering: initialize says _meta.steering = {supported: true} (v1 and v2); codex-acp's _session/steering {sessionId, prompt} -> {outcome: injected | startedNewTurn | failed} and a session/prompt marked _meta.steering: true join the running turn as a user message before its next model request (a turn whose model was done goes on for it), or start a turn when idle; unmarked prompts keep being refused (v2) or queued (v1))
+from term2acp.turns import commands, filecommands, hooks, notes, steering, websearch
 from term2acp.turns.calls import CallSteps
 from term2acp.turns.checkpoints import TurnCheckpoint, may_change_files
 from term2acp.turns.compaction import ContextGuard
