@@ -116,7 +116,7 @@ class Connection:
 
 
 class Chat:
-    def __init__(self, conn, renderer, approve, ask=input):
+    def __init__(self, conn, renderer, approve, ask=terminal.ask):
         self.conn = conn
         self.renderer = renderer
         self.approve = approve
@@ -222,7 +222,12 @@ def main(argv=None):
     for flag in ("--provider", "--model", "--effort"):
         if args[flag]:
             command += [flag, args[flag]]
-    log = terminal.agent_log()
+    try:
+        log = terminal.agent_log()
+    except terminal.Unwritable as exc:
+        print(f"term2-acp-chat: {exc}", file=sys.stderr)
+        return 1
+    since = terminal.log_size(log)  # after a crash: this run's last words only
     conn = Connection(command, args["--record"], log)
     renderer = Renderer()
     chat = Chat(conn, renderer, args["--approve"] if sys.stdin.isatty() or args["--approve"] != "ask"
@@ -231,7 +236,7 @@ def main(argv=None):
         return run(chat, args, cwd)
     except AgentGone as exc:
         print(f"term2-acp-chat: {exc}; its last words (in {log}):", file=sys.stderr)
-        for line in terminal.last_lines(log):
+        for line in terminal.last_lines(log, since=since):
             terminal.note(f"  {line}")
         return 1
     except RuntimeError as exc:

@@ -29,6 +29,7 @@ class Renderer:
         self.tools = {}  # toolCallId -> title
         self.mode = None  # "text" | "thought" | None: what the current line is
         self.spoke = False  # the agent said something this turn (a failure's own message)
+        self.shown_mode = None  # the session's mode as last seen (a switch is announced)
 
     def begin_turn(self):
         self.spoke = False
@@ -87,6 +88,9 @@ class Renderer:
         if status:
             self._newline()
             icon = ICONS.get(status, "?")
+            raw = u.get("rawOutput") if isinstance(u.get("rawOutput"), dict) else {}
+            if status == "completed" and raw.get("running") is True:  # a background process
+                icon, status = "▶", "running in the background"
             self._write(self._paint(CYAN, f"{icon} {self.tools.get(call_id, call_id)} [{status}]") + "\n")
         for item in u.get("content") or []:
             self._tool_content(item, status)
@@ -121,6 +125,16 @@ class Renderer:
                 detail = "" if self.spoke else (u.get("_meta") or {}).get("term2", {}).get("error", "")
                 shown = "failed" if reason.startswith("_") else reason  # _term2_error
                 self._write(self._paint(RED, f"[{shown}] {detail}".rstrip()) + "\n")
+
+    def _config_option_update(self, u):
+        """A mode switch (plan mode's start, /mode) is said once, when it happens."""
+        mode = next((o.get("currentValue") for o in u.get("configOptions") or []
+                     if o.get("category") == "mode"), None)
+        if mode is not None and mode != self.shown_mode:
+            if self.shown_mode is not None:
+                self._newline()
+                self._write(self._paint(CYAN, f"[mode: {mode}]") + "\n")
+            self.shown_mode = mode
 
     def _usage_update(self, u):
         pass

@@ -44,21 +44,60 @@ def line_editing():
     atexit.register(save)
 
 
+class Unwritable(Exception):
+    """The data folder cannot be made or written; the message says what to do."""
+
+
 def agent_log():
     """The file the agent's stderr goes to (its log lines would mix with the answer)."""
     folder = data_dir()
-    private.make_dirs(folder)
-    return os.path.join(folder, "chat-agent.log")
+    path = os.path.join(folder, "chat-agent.log")
+    try:
+        private.make_dirs(folder)
+        with open(path, "ab"):
+            pass
+    except OSError as exc:
+        raise Unwritable(
+            f"cannot write term2's data folder {folder} ({exc.strerror or exc}); a read-only "
+            "HOME? Set TERM2ACP_HOME to a writable folder (e.g. TERM2ACP_HOME=$(mktemp -d)) "
+            "and start again.") from None
+    return path
 
 
-def last_lines(path, count=3):
+def log_size(path):
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def last_lines(path, count=3, since=0):
+    """The last ``count`` lines written to the log after offset ``since`` (this run's)."""
     try:
         with open(path, "rb") as fh:
-            fh.seek(max(0, os.path.getsize(path) - 4096))
+            fh.seek(max(since, os.path.getsize(path) - 4096))
             lines = fh.read().decode("utf-8", "replace").splitlines()
     except OSError:
         return []
     return [line for line in lines if line.strip()][-count:]
+
+
+def ask(prompt):
+    """``input(prompt)`` for a permission answer: the answer stays out of the prompts'
+    history (Up recalls prompts, not "1")."""
+    before = _history_length()
+    answer = input(prompt)
+    after = _history_length()
+    if after > before:
+        import readline
+
+        readline.remove_history_item(after - 1)
+    return answer
+
+
+def _history_length():
+    readline = sys.modules.get("readline")
+    return readline.get_current_history_length() if readline is not None else 0
 
 
 def note(text, color=None):
