@@ -267,6 +267,8 @@ def run(chat, args, cwd):
         started = chat.call("session/new", {"cwd": cwd})
         chat.session_id = started["sessionId"]
     terminal.note(terminal.banner(started, chat.session_id, cwd, chat.conn.log))
+    chat.renderer.update({"sessionUpdate": "config_option_update",  # the mode it starts in
+                          "configOptions": started.get("configOptions") or []})
     if args["<prompt>"]:
         reason = chat.turn(args["<prompt>"])
         return 0 if reason in ("end_turn", "max_tokens", "max_turn_requests") else 1

@@ -54,8 +54,7 @@ def agent_log():
     path = os.path.join(folder, "chat-agent.log")
     try:
         private.make_dirs(folder)
-        with open(path, "ab"):
-            pass
+        private.create_file(path)  # the agent's log: the user's alone
     except OSError as exc:
         raise Unwritable(
             f"cannot write term2's data folder {folder} ({exc.strerror or exc}); a read-only "
