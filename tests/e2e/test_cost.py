@@ -119,6 +119,8 @@ def test_responses_api_errors_end_the_turn_with_the_servers_message(
                                         "mcpServers": []})["result"]["sessionId"]
     _, seen, end = agent.prompt(sid, "hi", timeout=30)
     text = "".join(u["content"]["text"] for u in seen if u["sessionUpdate"] == "agent_message_chunk")
+    if protocol == 1:  # said once, as the prompt's error
+        text = end["error"]["message"]
     assert "does not exist" in text
     assert server.requests[0].path == "/v1/responses"
     agent.close()
@@ -150,7 +152,9 @@ def test_a_model_outside_the_catalog_starts_and_is_named_in_requests(
         agent.wait_for(listed, timeout=10)
     assert server.listings[0].headers.get("anthropic-version")
     # an id the provider rejects fails the turn with the provider's message
-    _, seen, _ = agent.prompt(sid, "again", timeout=30)
+    response, seen, _ = agent.prompt(sid, "again", timeout=30)
     text = "".join(u["content"]["text"] for u in seen if u["sessionUpdate"] == "agent_message_chunk")
+    if "error" in response:  # v1: said once, as the prompt's error
+        text = response["error"]["message"]
     assert "model: claude-sonnet-9" in text
     agent.close()
