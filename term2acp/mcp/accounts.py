@@ -61,8 +61,9 @@ class Accounts:
             pending.finish(client.credentials, client.name, signed_in)
         except McpError as exc:
             why = client.config.redact(str(exc))
-            if self.hub.closed:  # the session ended first: nobody to tell
-                log.info("mcp %s: sign-in ended with the session: %s", client.name, why)
+            if self.hub.closed or self.pending.get(id(client)) is not pending:
+                # the session ended, or a newer sign-in replaced this one: nothing to tell
+                log.info("mcp %s: sign-in ended: %s", client.name, why)
                 return
             log.warning("mcp %s: sign-in failed: %s", client.name, why)
             if client.state == SIGNIN:

@@ -28,10 +28,9 @@ TEXT_CAP = 200_000  # of a prompt's messages
 
 
 class HostedCommand:
-    in_history = True
-
-    def __init__(self, name, description, hint, run):
+    def __init__(self, name, description, hint, run, in_history=True):
         self.name, self.description, self.hint, self.run = name, description, hint, run
+        self.in_history = in_history  # sign-in is the user's business, not the model's
 
 
 def list_prompts(client):
@@ -132,6 +131,6 @@ def account_commands(hub):
             return "say", hub.login(client)
         return "say", hub.accounts.logout(client)
     return [HostedCommand("mcp-login", "Sign in to a remote MCP server (opens a sign-in URL)",
-                          "server", lambda text: pick(text, "login")),
+                          "server", lambda text: pick(text, "login"), in_history=False),
             HostedCommand("mcp-logout", "Sign out of a remote MCP server (deletes its token)",
-                          "server", lambda text: pick(text, "logout"))]
+                          "server", lambda text: pick(text, "logout"), in_history=False)]

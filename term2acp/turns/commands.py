@@ -264,6 +264,7 @@ class _Hosted(Command):
     def __init__(self, hosted):
         self.hosted = hosted
         self.name, self.description, self.hint = hosted.name, hosted.description, hosted.hint
+        self.in_history = hosted.in_history
 
     def run(self, argument, ctx):
         kind, text = self.hosted.run(argument)

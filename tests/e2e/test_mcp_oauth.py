@@ -129,7 +129,6 @@ def test_sign_in_refresh_reuse_revoke_and_login_again(mcp_agent, oauth_server, h
     # A new agent process signs in with the stored token: no new sign-in.
     turns = [[call("mcp__remote__echo", text="reused")], [{"text": "three"}],
              [call("mcp__remote__echo", text="revoked")], [{"text": "four"}],
-             [{"text": "unused"}],
              [call("mcp__remote__echo", text="back")], [{"text": "five"}]]
     agent, sid, _ = mcp_agent(turns, [server.entry()], protocol)
     _, updates, _ = agent.prompt(sid, "echo", timeout=60, on_request=allow)
@@ -152,6 +151,9 @@ def test_sign_in_refresh_reuse_revoke_and_login_again(mcp_agent, oauth_server, h
     assert "token file is deleted" in agent_text(updates)
     assert token_files(home)[1] == []
     agent.close()
+    said = history(home, sid)  # sign-in is the user's business: the model never sees it
+    assert "authorize?" not in json.dumps(said)
+    assert not any(str(m["content"]).startswith("/mcp-") for m in said if m["role"] == "user")
 
 
 def test_a_token_about_to_expire_is_refreshed_before_the_call(mcp_agent, oauth_server):
@@ -214,4 +216,22 @@ def test_a_server_without_pkce_or_for_another_resource_is_refused(mcp_agent, oau
     assert told.count(why) == 1 and "'remote' could not be started: signing in failed" in told
     assert "/mcp-login remote tries again" in told
     assert "authorize?" not in told and server.control("stats")["registrations"] == 0
+    agent.close()
+
+
+def test_a_new_login_replaces_the_waiting_one(mcp_agent, oauth_server):
+    server = oauth_server()
+    turns = [[{"text": "hello"}], [call("mcp__remote__echo", text="second")], [{"text": "ok"}]]
+    agent, sid, _ = mcp_agent(turns, [server.entry()])
+    _, updates, _ = agent.prompt(sid, "hi", timeout=60)
+    first = sign_in_url(updates)
+    _, updates, _ = agent.prompt(sid, "/mcp-login remote", timeout=60)
+    second = sign_in_url(updates)
+    assert second != first
+    with pytest.raises(OSError):  # the first sign-in's listener is closed
+        follow(first)
+    assert follow(second)[0] == 200
+    _, updates, _ = agent.prompt(sid, "echo", timeout=60,
+                                 on_request=lambda m: selected("allow-once"))
+    assert text_of(final(updates)) == "echo: second" and "failed" not in agent_text(updates)
     agent.close()
