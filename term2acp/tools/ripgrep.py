@@ -22,7 +22,9 @@ files (``core.sensitive.NAME_GLOBS``) skipped, files over ``MAX_GREP_BYTES`` ski
 symlinks never followed, output in path order (``--sort path``). include, exclude and
 type are applied again here with the walker's matcher, so they mean what they mean
 there. What ripgrep skipped (binary files, big files, dotenv files) is counted from its
-``--debug`` log, which goes to a temporary file, not into the output.
+``--debug`` log, which goes to a temporary file, not into the output; not when a type or
+name glob narrows the scan (that log would name every file left out, a line each): then
+the note about skipped files is missing.
 Search tops that contain the home directory (its credential files) or lie outside the
 session root (not in the sandbox's view) go to the walker.
 """
@@ -111,7 +113,7 @@ def argv(args, regex_pattern, mode, ctx, top):
     command = [binary(), "--no-config", "--no-require-git", "--no-ignore-global",
                "--no-ignore-parent", "--no-ignore-dot", "--no-ignore-exclude", "--hidden",
                "--sort", "path", "--max-filesize", str(MAX_GREP_BYTES), "--no-messages",
-               "--color", "never", "--null", "--no-heading", "--with-filename", "--debug",
+               "--color", "never", "--null", "--no-heading", "--with-filename",
                "--max-columns", "1300", "--max-columns-preview", "-g", "!.git"]
     if not is_sensitive(top, home_dir()):
         for glob in NAME_GLOBS:
@@ -123,8 +125,10 @@ def argv(args, regex_pattern, mode, ctx, top):
     # a name glob narrows the scan as a file type: rg's -g would override the ignore files
     glob = next((g for g in (args.get("type_glob"), args.get("include")) if g and "/" not in g
                  and ":" not in g), None)
-    if glob:
+    if glob:  # (its --debug log would list every file the type leaves out: seconds)
         command += ["--type-add", "only:" + glob, "-t", "only"]
+    else:
+        command.append("--debug")
     if args["exclude"] and "/" not in args["exclude"]:
         command += ["-g", "!" + args["exclude"]]
     if args["fixed_strings"]:

@@ -84,6 +84,9 @@ CALLS = [{}, {"output_mode": "files_with_matches"}, {"output_mode": "count"},
 @pytest.mark.parametrize("extra", CALLS, ids=[str(c) for c in CALLS])
 def test_ripgrep_answers_as_the_walker(tree, ctx, monkeypatch, extra):
     scanned, walked = both(ctx, monkeypatch, **{"pattern": "needle", **extra})
+    if any("/" not in (extra.get(key) or "/") for key in ("type", "include")):
+        # a type or name glob narrows ripgrep's scan; what it skipped is then not counted
+        walked = "\n".join(line for line in walked.splitlines() if not line.startswith("[skipped"))
     assert scanned == walked
     assert "outside the root" not in scanned and "needle in git" not in scanned
 
