@@ -64,9 +64,9 @@ def anthropic_messages(messages, signed=False, searching=False):
     for message in messages:
         role = message["role"]
         if role == "user":
-            _append(out, "user", _image_blocks(message) + _user_blocks(message["content"]))
+            append_turn(out, "user", _image_blocks(message) + _user_blocks(message["content"]))
         elif role == "assistant":
-            _append(out, "assistant", _assistant_blocks(message, signed, searching))
+            append_turn(out, "assistant", _assistant_blocks(message, signed, searching))
         elif role == "tool":
             block = {"type": "tool_result", "tool_use_id": message["tool_call_id"],
                      "is_error": bool(message.get("is_error"))}
@@ -74,13 +74,13 @@ def anthropic_messages(messages, signed=False, searching=False):
                 block["content"] = message["content"]
             if message.get("images"):  # read_file on an image (tools/images.py)
                 block["content"] = _image_blocks(message) + _user_blocks(message.get("content"))
-            _append(out, "user", [block])
+            append_turn(out, "user", [block])
         else:
             raise ValueError(f"unsupported message role {role!r}")
     return out
 
 
-def _append(out, role, blocks):
+def append_turn(out, role, blocks):
     """Add blocks as a turn, merging with a previous turn of the same role."""
     if not blocks:
         return

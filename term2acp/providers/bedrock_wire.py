@@ -27,7 +27,7 @@ payload; botocore's parser checks both CRCs of every message. Events: ``messageS
 import base64
 import json
 
-from term2acp.providers.anthropic import THINKING_BUDGETS, token_plan
+from term2acp.providers.anthropic import THINKING_BUDGETS, append_turn, token_plan
 from term2acp.providers.anthropic_stream import tool_input
 from term2acp.providers.base import Replay, Stop, TextDelta, ThoughtDelta, ToolCall, Usage
 from term2acp.providers.errors import ProviderError
@@ -87,27 +87,18 @@ def messages(history, signed):
     for message in history:
         role = message["role"]
         if role == "user":
-            _append(out, "user", _images(message) + _text(message.get("content")))
+            append_turn(out, "user", _images(message) + _text(message.get("content")))
         elif role == "assistant":
-            _append(out, "assistant", _assistant(message, signed))
+            append_turn(out, "assistant", _assistant(message, signed))
         elif role == "tool":
             content = _text(message.get("content")) or [{"text": "(no output)"}]
             content += _images(message)
-            _append(out, "user", [{"toolResult": {
+            append_turn(out, "user", [{"toolResult": {
                 "toolUseId": message["tool_call_id"], "content": content,
                 "status": "error" if message.get("is_error") else "success"}}])
         else:
             raise ValueError(f"unsupported message role {role!r}")
     return out
-
-
-def _append(out, role, blocks):
-    if not blocks:
-        return
-    if out and out[-1]["role"] == role:
-        out[-1]["content"].extend(blocks)
-    else:
-        out.append({"role": role, "content": list(blocks)})
 
 
 def _text(content):

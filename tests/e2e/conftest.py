@@ -25,3 +25,12 @@ def server():
     srv.start()
     yield srv
     srv.stop()
+
+
+@pytest.fixture
+def configure(acp_env):
+    """``configure(text)`` writes the agents' config file (the kit's TERM2ACP_CONFIG)."""
+    def write(text):
+        with open(acp_env["TERM2ACP_CONFIG"], "w") as fh:
+            fh.write(text)
+    return write

@@ -61,14 +61,6 @@ def usd(fresh, cached, output, price):
     return (fresh * base + cached * read + output * out) / 1e6
 
 
-@pytest.fixture
-def configure(acp_env):
-    def write(text):
-        with open(acp_env["TERM2ACP_CONFIG"], "w") as fh:
-            fh.write(text)
-    return write
-
-
 def read_turn(workspace):
     with open(os.path.join(workspace, "hello.txt"), "w") as fh:
         fh.write("hello from disk\n")

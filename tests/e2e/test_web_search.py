@@ -30,14 +30,6 @@ def server():
     srv.stop()
 
 
-@pytest.fixture
-def configure(acp_env):
-    def write(text):
-        with open(acp_env["TERM2ACP_CONFIG"], "w") as fh:
-            fh.write(text)
-    return write
-
-
 def env_for(server, provider):
     if provider == "anthropic":
         return {"ANTHROPIC_BASE_URL": server.root_url, "ANTHROPIC_API_KEY": "sk-ant-test"}
