@@ -21,6 +21,7 @@ from term2acp.rpc.errors import (
 from term2acp.sessions.errors import (
     CwdMismatch,
     SessionBusy,
+    SessionClosing,
     SessionLimit,
     SessionLocked,
     SessionNotFound,
@@ -56,6 +57,9 @@ def _not_found(exc):
 ERRORS = {
     SessionNotFound: _not_found,
     SessionBusy: lambda exc: BusyError(),
+    SessionClosing: lambda exc: InternalError(
+        f"Session {exc.args[0]} was being closed here and {exc.args[1]}: try again",
+        data={"sessionId": exc.args[0]}),
     SessionLocked: lambda exc: SessionLockedError(_locked_message(*exc.args)),
     CwdMismatch: lambda exc: InvalidParamsError(str(exc)),
     UnknownMessage: lambda exc: InvalidParamsError(

@@ -6,17 +6,19 @@ close reopens them as they were (:meth:`~Dormancy._reopen`).
 :class:`Dormancy` is that part of ``SessionManager`` (``sessions/manager.py``).
 """
 
+import contextlib
 import logging
 import os
 import sys
 import time
 
 import gevent
+from gevent.event import AsyncResult
 
 from term2acp.core import events as ev
 from term2acp.core.ids import new_id
 from term2acp.sessions import takeover
-from term2acp.sessions.errors import SessionLimit
+from term2acp.sessions.errors import SessionClosing, SessionLimit
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +33,7 @@ DORMANT_STATE = ("sink", "access", "effort", "provider_id", "model", "context_wi
 
 class Dormancy:
     """Mixed into ``SessionManager``, which has ``settings``, ``store``, ``live``,
-    ``_dormant``, ``_idle_timer``, ``_locks``, ``_attach``, ``_load_history`` and
+    ``_dormant``, ``_releasing``, ``_idle_timer``, ``_locks``, ``_attach``, ``_load_history`` and
     ``_release`` (and ``cancel``, :class:`~term2acp.sessions.prompts.PromptSteps`')."""
 
     def _make_room(self):
@@ -76,6 +78,36 @@ class Dormancy:
                     self._dormant.pop(next(iter(self._dormant)))
                 session.group.kill(block=False)
                 self._release(session, forget_grants=False)
+
+    @contextlib.contextmanager
+    def _releasing_now(self, session_id):
+        """Around ``_release``: until it ends the session is neither live nor dormant, and
+        :meth:`_await_release` makes a lookup wait for the end."""
+        ended = self._releasing[session_id] = AsyncResult()
+        ok = False
+        try:
+            yield
+            ok = True
+        finally:
+            ended.set(ok)  # False: waiting lookups fail closed (SessionClosing)
+            if self._releasing.get(session_id) is ended:
+                del self._releasing[session_id]
+
+    def _await_release(self, session_id):
+        """A session being released here (idle-closed, let go, closed) is neither live nor
+        dormant for a moment (its servers stop, the store commits): wait for the end,
+        cooperatively and bounded, so the caller then finds it dormant (and reopens it) or
+        gone. Fails closed: SessionClosing when the release failed or did not end in time."""
+        ended = self._releasing.get(session_id)
+        if ended is None:
+            return
+        timeout = self.settings.shutdown_timeout
+        try:
+            ok = ended.get(timeout=timeout)
+        except gevent.Timeout:
+            raise SessionClosing(session_id, f"its close did not end within {timeout:g}s") from None
+        if not ok:
+            raise SessionClosing(session_id, "its close failed (see the log)")
 
     def _reopen(self, session_id, take=False):
         """A session idle-closed (or taken over from) this process, attached again as it
@@ -133,10 +165,10 @@ class Dormancy:
         if turn is not None:
             turn.join(self.settings.shutdown_timeout)
         session.group.kill(block=True, timeout=1)
-        self._release(session, forget_grants=False)
-        self._dormant[session.id] = state
+        self._dormant[session.id] = state  # dormant once released (lookups wait for that)
         while len(self._dormant) > MAX_DORMANT:
             self._dormant.pop(next(iter(self._dormant)))
+        self._release(session, forget_grants=False)
 
 
 def _keeps_processes(session):

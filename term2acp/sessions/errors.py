@@ -5,6 +5,11 @@ class SessionNotFound(Exception):
     """No stored session has this id (or it is not live here, for prompts)."""
 
 
+class SessionClosing(Exception):
+    """The session was being closed here and that close failed or did not end in time;
+    ``args``: (session id, why)."""
+
+
 class SessionBusy(Exception):
     """The session already runs (or prepares) a foreground prompt."""
 

@@ -23,8 +23,8 @@ from term2acp.core.workspace import WorkspaceError, is_utf8, validate_cwd
 from term2acp.mcp import session as mcp
 from term2acp.sessions import repair, takeover
 from term2acp.sessions.dormant import Dormancy
-from term2acp.sessions.errors import (CwdMismatch, SessionLocked, SessionNotFound,
-                                      UnknownMessage)
+from term2acp.sessions.errors import (CwdMismatch, SessionClosing, SessionLocked,
+                                      SessionNotFound, UnknownMessage)
 from term2acp.sessions.live import LiveSession, SessionLock
 from term2acp.sessions.prompts import PromptSteps
 from term2acp.sessions.store import store_for
@@ -50,6 +50,7 @@ class SessionManager(Dormancy, PromptSteps):
         self._scratch = None
         self._idle_timer = None
         self._dormant = {}  # session id -> state of a session idle-closed by this process
+        self._releasing = {}  # session id -> AsyncResult(ok) of its release under way
         self._creating = {}  # greenlet -> ids it created inside undo_new_on_failure()
         self._read_prompts = {}  # session id -> tickets of prompts read, not yet admitted
         self._prepare_dirs()
@@ -163,6 +164,7 @@ class SessionManager(Dormancy, PromptSteps):
         ``message_id``: only up to and including that user or agent message
         (:class:`UnknownMessage` when the session has none of that id)."""
         root = validate_cwd(cwd)
+        self._await_release(source_id)
         source = self.live.get(source_id)
         if source is not None:
             source.recorder.flush()  # what it reported so far is what the fork replays
@@ -198,6 +200,7 @@ class SessionManager(Dormancy, PromptSteps):
         store's rows (conversation, journal, checkpoints), our snapshot directory, its lock
         file. Raises SessionNotFound for an id the store does not know, SessionLocked when
         another process has it open."""
+        self._await_release(session_id)
         self._dormant.pop(session_id, None)
         if self.store.open().get_session(session_id) is None and session_id not in self.live:
             raise SessionNotFound(session_id)
@@ -226,6 +229,7 @@ class SessionManager(Dormancy, PromptSteps):
         return self.store.open().list_sessions(cwd, cursor, PAGE_SIZE)
 
     def get(self, session_id):
+        self._await_release(session_id)
         session = self.live.get(session_id)
         if session is None:
             session = self._reopen(session_id)
@@ -237,6 +241,7 @@ class SessionManager(Dormancy, PromptSteps):
     def resume(self, session_id, cwd):
         """Attach (or re-attach) a stored session; returns ``(session, already_live)``."""
         root = validate_cwd(cwd)
+        self._await_release(session_id)
         session = self.live.get(session_id)
         if session is not None:
             if session.root != root:
@@ -291,6 +296,11 @@ class SessionManager(Dormancy, PromptSteps):
 
     def close(self, session_id, timeout=10.0):
         """Cancel, wait for the turn to settle, release. Returns False if cancelling failed."""
+        try:
+            self._await_release(session_id)  # an idle close under way: then closed for good
+        except SessionClosing:
+            self._dormant.pop(session_id, None)
+            return False
         session = self.live.get(session_id)
         if session is None:
             self._dormant.pop(session_id, None)  # idle-closed here: now closed for good
@@ -323,22 +333,23 @@ class SessionManager(Dormancy, PromptSteps):
             session.mcp_stored = described
 
     def _release(self, session, forget_grants=True):
-        session.lifecycle.close()
-        _end_processes(session)
-        if session.mcp is not None:
-            mcp.close(session)
-        if forget_grants:
-            session.access.clear()
-        close = getattr(session.provider, "close", None)
-        if close is not None:
-            close()  # its idle connection (a session opened again makes a new one)
-        self.live.pop(session.id, None)
-        try:
-            session.recorder.flush()
-            self.store.commit()
-        finally:
-            session.lock.release()
-            shutil.rmtree(session.workdir, ignore_errors=True)
+        with self._releasing_now(session.id):  # lookups wait for the end (dormant.py)
+            session.lifecycle.close()
+            _end_processes(session)
+            if session.mcp is not None:
+                mcp.close(session)
+            if forget_grants:
+                session.access.clear()
+            close = getattr(session.provider, "close", None)
+            if close is not None:
+                close()  # its idle connection (a session opened again makes a new one)
+            self.live.pop(session.id, None)
+            try:
+                session.recorder.flush()
+                self.store.commit()
+            finally:
+                session.lock.release()
+                shutil.rmtree(session.workdir, ignore_errors=True)
 
     def shutdown(self, timeout):
         """Cancel every turn, then close every session, all within ``timeout``."""

@@ -17,7 +17,8 @@ size of tools/list; ``MCP_FAKE_ENDPOINT`` the SSE ``endpoint`` event (``{sid}`` 
 session id), e.g. on another origin; ``MCP_FAKE_IGNORE_EOF=1`` keeps a stdio server
 running after its stdin ends, SIGTERM ignored; ``MCP_FAKE_JSON=1`` answers streamable HTTP
 requests with an ``application/json`` body (the SDK's ``json_response`` mode);
-``MCP_FAKE_SESSION_ID`` is the session id a streamable HTTP server assigns.
+``MCP_FAKE_SESSION_ID`` is the session id a streamable HTTP server assigns;
+``MCP_FAKE_EOF_GATE`` holds a stdio server's stop until the test lets it go (hold_at_eof).
 
 What it says on the wire was captured from the official server (mcp 2.3, the SDK that
 mcp_server.py uses) and is reproduced here: compact JSON with the SDK's key order, the
@@ -400,6 +401,27 @@ def serve_stdio(server):
             run(message)
     if os.environ.get("MCP_FAKE_IGNORE_EOF"):
         threading.Event().wait()  # a server that does not stop when its client goes
+    if os.environ.get("MCP_FAKE_EOF_GATE"):
+        hold_at_eof(os.environ["MCP_FAKE_EOF_GATE"])
+
+
+def hold_at_eof(directory):
+    """``MCP_FAKE_EOF_GATE=dir`` (with FIFOs ``dir/closing`` and ``dir/gate``): once its stdin
+    ends, a server the test listens for (``closing`` open for reading) writes a byte there
+    and stops only when the test writes to ``gate`` (SIGTERM ignored; the client's SIGKILL
+    still ends it). With nobody listening it stops at once."""
+    import select
+    import signal
+
+    gate = os.open(os.path.join(directory, "gate"), os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        told = os.open(os.path.join(directory, "closing"), os.O_WRONLY | os.O_NONBLOCK)
+    except OSError:
+        return  # ENXIO: no test listens (a later start of the server)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    os.write(told, b"x")
+    os.close(told)
+    select.select([gate], [], [])
 
 
 # ------------------------------------------------------------------ HTTP
