@@ -34,6 +34,15 @@ ZED_V1_INITIALIZE = {
     "clientInfo": {"name": "zed", "version": "0.212.7"},
 }
 V2_INITIALIZE = {"protocolVersion": 2, "info": {"name": "term2acp-tests", "version": "1"}}
+
+
+def initialize_with(protocol, capabilities):
+    """The kit's ``initialize`` params of ``protocol`` with ``capabilities`` added (v1: to
+    Zed's ``clientCapabilities``), e.g. ``{"elicitation": {"form": {}}}``."""
+    if protocol == 1:
+        caps = dict(ZED_V1_INITIALIZE["clientCapabilities"], **capabilities)
+        return dict(ZED_V1_INITIALIZE, clientCapabilities=caps)
+    return dict(V2_INITIALIZE, capabilities=dict(capabilities))
 FS_METHODS = ("fs/read_text_file", "fs/write_text_file")
 ANSWERED = object()  # from an on_request callback: it sent the answer itself (e.g. an error)
 JOIN_TIMEOUT = 5  # seconds to wait for the pipe reader threads after the process ended

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from term2acp.testing.harness import V2_INITIALIZE, ZED_V1_INITIALIZE
+from term2acp.testing.harness import initialize_with
 from tests.e2e.test_mcp import call, final, history, mcp_agent, selected, text_of  # noqa: F401
 from tests.support.mcp_servers import HttpServer
 
@@ -103,11 +103,7 @@ def test_elicitation_reaches_a_capable_editor_and_sampling_is_refused(
     turns = [[call("mcp__web__ask")], [call("mcp__web__sample")], [{"text": "done"}]]
     agent = acp_agent(turns=turns, env={"TERM2ACP_HOME": str(home)}, protocol=protocol,
                       initialize=False)
-    if protocol == 1:
-        caps = dict(ZED_V1_INITIALIZE["clientCapabilities"], **(FORM if capable else {}))
-        agent.initialize_params = dict(ZED_V1_INITIALIZE, clientCapabilities=caps)
-    else:
-        agent.initialize_params = dict(V2_INITIALIZE, capabilities=FORM if capable else {})
+    agent.initialize_params = initialize_with(protocol, FORM if capable else {})
     agent.initialize()
     sid = agent.new_session(workspace, mcp_servers=[features.entry()])
     questions = []

@@ -8,8 +8,8 @@ cancelled; no answer before the timeout cancels."""
 
 import pytest
 
-from term2acp.testing.harness import V2_INITIALIZE, ZED_V1_INITIALIZE, selected
-from tests.e2e.test_undo import agent_on, calls, srv, text  # noqa: F401 - srv is a fixture
+from term2acp.testing.harness import initialize_with, selected
+from tests.e2e.test_undo import calls, srv, text  # noqa: F401 - srv is a fixture
 
 FORM = {"elicitation": {"form": {}}}
 
@@ -19,11 +19,7 @@ def asking(acp_agent, server, protocol, elicitation=True, env=None):
                       initialize=False,
                       env={"OPENAI_BASE_URL": server.openai_url, "OPENAI_API_KEY": "sk-t-123456",
                            **(env or {})})
-    if protocol == 1:
-        caps = dict(ZED_V1_INITIALIZE["clientCapabilities"], **(FORM if elicitation else {}))
-        agent.initialize_params = dict(ZED_V1_INITIALIZE, clientCapabilities=caps)
-    else:
-        agent.initialize_params = dict(V2_INITIALIZE, capabilities=FORM if elicitation else {})
+    agent.initialize_params = initialize_with(protocol, FORM if elicitation else {})
     agent.initialize()
     return agent
 

@@ -13,7 +13,7 @@ import gevent
 import pytest
 
 from term2acp.acp.v1 import files
-from term2acp.testing.harness import ANSWERED, V2_INITIALIZE
+from term2acp.testing.harness import ANSWERED
 from tests.e2e.test_plan_mode import plan_session
 from tests.e2e.test_undo import BWRAP, calls, read, srv, text, write  # noqa: F401 - srv
 from tests.support import fake_llm as f

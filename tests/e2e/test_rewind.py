@@ -7,8 +7,6 @@ restored as /undo does) and the next request has turn 1 only."""
 import json
 import os
 
-import pytest
-
 from tests.e2e.test_fork_delete import PROTOCOLS, setup_params, start
 from tests.e2e.test_undo import calls, edit, read, said, srv, text  # noqa: F401 - srv
 

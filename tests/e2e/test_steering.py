@@ -8,7 +8,7 @@ import json
 import pytest
 
 from tests.e2e.test_fork_delete import PROTOCOLS, start
-from tests.e2e.test_undo import said, srv, text  # noqa: F401 - srv is a fixture
+from tests.e2e.test_undo import srv, text  # noqa: F401 - srv is a fixture
 from tests.support import fake_llm as f
 
 
