@@ -124,9 +124,11 @@ def test_a_server_streaming_without_pause_does_not_starve_the_agent(agent_env, w
         burst.stop()
 
 
-def test_a_silent_provider_shows_a_thought_before_its_first_words(spawn, workspace, server):
+def test_a_silent_provider_shows_a_thought_before_its_first_words(spawn, workspace, server,
+                                                                  tmp_path):
     """With the default settings, a provider that holds its answer gets a thought on
     screen after FIRST_WORD (2) seconds, long before the 15 s waiting notice."""
+    (tmp_path / "config.toml").write_text('[providers.openai]\napi = "chat"\n')  # no probe
     stream = f.openai_sse(f.oa_text("late answer"), f.oa_finish("stop"), hold_after=0)
     server.enqueue(stream)
     agent = spawn("--provider", "openai", "--model", "gpt-4.1-mini",
