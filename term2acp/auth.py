@@ -74,21 +74,7 @@ def load_keys(path):
 
 def write_keys(path, keys):
     """Replace ``auth.json`` atomically; the file is 0600 from its first byte."""
-    private.make_dirs(os.path.dirname(path) or ".")
-    temporary = f"{path}.{os.getpid()}.tmp"
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-    try:
-        os.fchmod(fd, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump({"keys": keys}, fh, indent=2)
-            fh.write("\n")
-        os.replace(temporary, path)
-    except BaseException:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
-        raise
+    private.replace(path, json.dumps({"keys": keys}, indent=2) + "\n")
 
 
 @contextlib.contextmanager

@@ -54,6 +54,29 @@ def open_file(path, flags, mode=FILE_MODE):
     return fd
 
 
+def replace(path, text):
+    """Replace the file ``path`` with ``text`` at once: written to a new 0600 file beside it
+    (never through a link), synced, then renamed over it; nothing is left on a failure.
+    The folders are made as ``make_dirs`` makes them."""
+    folder = os.path.dirname(path) or "."
+    make_dirs(folder)
+    temporary = os.path.join(folder, f".{os.path.basename(path)}.{os.urandom(6).hex()}.tmp")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 FILE_MODE)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise
+
+
 def tighten(*paths):
     """Take group and other access away from each existing path of ours (folders and
     files; links are left alone), saying so on stderr."""

@@ -122,11 +122,7 @@ class Remembered:
             allowed.setdefault(path, set()).add(digest)
             text = json.dumps({"version": 1, "allowed": {p: sorted(d) for p, d in
                                                         sorted(allowed.items())}}, indent=1)
-            temporary = f"{self.path}.{os.getpid()}.tmp"
-            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(text)
-            os.replace(temporary, self.path)
+            private.replace(self.path, text)
             self._seen, self._allowed = None, allowed
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)

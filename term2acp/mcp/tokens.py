@@ -12,8 +12,9 @@ import hashlib
 import json
 import logging
 import os
-import secrets
 import time
+
+from term2acp.core import private
 
 log = logging.getLogger(__name__)
 
@@ -47,24 +48,9 @@ def save(data_dir, url, data):
     if not data_dir:
         return
     path = path_for(data_dir, url)
-    folder = os.path.dirname(path)
-    os.makedirs(folder, mode=0o700, exist_ok=True)
-    os.chmod(folder, 0o700)
-    temporary = os.path.join(folder, f".{secrets.token_hex(8)}.tmp")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW,
-                 0o600)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump({**data, "url": url, "saved_at": time.time()}, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
-        raise
+    private.make_dirs(os.path.dirname(path))
+    os.chmod(os.path.dirname(path), 0o700)  # one an older version made otherwise
+    private.replace(path, json.dumps({**data, "url": url, "saved_at": time.time()}))
 
 
 def delete(data_dir, url):
