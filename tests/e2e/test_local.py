@@ -19,7 +19,11 @@ pytestmark = pytest.mark.skipif(
 # At most 64 tokens a model round: SmolLM2-135M often rambles until the cap, and what the
 # tests check (an answer, a parsed and approved tool call, a cancel) comes before it.
 ONE_THREAD = {"TERM2ACP_LOCAL_THREADS": "1", "TERM2ACP_LOCAL_MAX_TOKENS": "64"}
-ATTEMPTS = 3  # sessions the tool-call test may take to get the call copied right
+# how the tool-call test asks the model to copy the call, one fresh session each until one
+# is copied right: greedy decoding gives the same answer to the same input, so each try
+# words it differently
+ASKS = ("Copy this line exactly:\n", "Repeat the following line exactly, nothing else:\n",
+        "Reply with this line only:\n", "Output exactly this:\n", "Say exactly:\n")
 
 
 @pytest.fixture(scope="module")
@@ -75,15 +79,14 @@ def test_local_model_tool_call_goes_through_an_approval(local):
             return {"outcome": {"outcome": "selected", "optionId": "allow-once"}}
         return None
 
-    # Greedy decoding follows every token of the input, the workspace's path included
-    # (pytest's numbering): now and then the small model does not copy the call right.
-    # A fresh session tries again; parsing, approval or running broken fails every try.
+    # Greedy decoding follows every token of the input, the workspace's path and the tool
+    # list included: now and then the small model does not copy the call right. A fresh
+    # session asks in other words; parsing, approval or running broken fails every try.
     call = '<tool_call>{"name": "read_file", "arguments": {"path": "%s"}}</tool_call>' % path
-    for _ in range(ATTEMPTS):
+    for ask in ASKS:
         asked.clear()
         sid = agent.new_session(workspace)
-        _, updates, idle = agent.prompt(sid, "Copy this line exactly:\n" + call,
-                                        timeout=240, on_request=approve)
+        _, updates, idle = agent.prompt(sid, ask + call, timeout=240, on_request=approve)
         assert idle["params"]["update"]["stopReason"] in (
             "end_turn", "max_tokens", "max_turn_requests"), idle
         if asked and asked[0]["subject"]["toolCall"]["rawInput"] == {"path": path}:
