@@ -12,6 +12,7 @@ import pytest
 
 from tests.support import agents as a
 from tests.support import fake_llm as f
+from tests.support.clock import within
 from term2acp.testing.harness import selected
 
 PROTOCOLS = pytest.mark.parametrize("protocol", [1, 2])
@@ -364,9 +365,9 @@ def test_cancel_ends_every_child_its_request_and_its_processes_within_a_second(
     assert in_proc(token)
     pids = in_proc(token)
     agent.notify("session/cancel", {"sessionId": sid})
-    began = time.monotonic()
-    assert stall.disconnected.wait(1.0)
-    while any(alive(pid) for pid in pids) and time.monotonic() - began < 1.0:
+    began, bound = time.monotonic(), within(1.0)  # the second, on an idle machine
+    assert stall.disconnected.wait(bound)
+    while any(alive(pid) for pid in pids) and time.monotonic() - began < bound:
         time.sleep(0.01)
     assert not [pid for pid in pids if alive(pid)]
     if protocol == 1:
