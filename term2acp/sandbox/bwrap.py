@@ -38,12 +38,18 @@ SECRET_SHAPED = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH", re.IGNOREC
 MIB = 1024 * 1024
 PROBE_TMPFS = 1 * MIB
 
-# The sandboxed command's first step (lifeline below): bubblewrap arms its parent-death
-# signal in its child without checking the parent is still there, so end of file on the
-# agent's lifeline means the agent died while the sandbox appeared, maybe before that:
-# run nothing. Otherwise the chain is armed by now.
+# The sandboxed command's keeper (lifeline below). bubblewrap arms each parent-death
+# signal of its chain without checking that the parent is still there, so a kill -9 of
+# the agent at the wrong moment can leave a link unarmed and the command running. The
+# keeper does not rely on them: end of file on the agent's lifeline means the agent is
+# gone. Found at the start, nothing runs; found later, by a watcher beside the command,
+# everything in the sandbox's PID namespace is killed (its init then ends, and bwrap with
+# it). The command runs in the foreground (its stdin and terminal are its own) as the
+# keeper's only other child, without the lifeline; its exit status is the sandbox's.
 CHECK_SHELL = "/bin/bash"
-_CHECK = 'read -t 0 -u {fd} && exit 125; exec {fd}<&-; exec "$@"'
+_CHECK = ('read -t 0 -u {fd} && exit 125; '
+          '{{ read -u {fd}; if [ "$PPID" = 1 ]; then kill -KILL -1; else kill -KILL 0; fi; }} & '
+          'exec {fd}<&-; "$@"; s=$?; kill $! 2>/dev/null; exit $s')
 _lifeline = []  # (read end, write end) of this process's lifeline pipe, once made
 
 

@@ -12,8 +12,9 @@ Nothing a command starts may outlive the agent, even a ``kill -9`` of it: the ch
 a parent-death signal (``PR_SET_PDEATHSIG``: SIGKILL) before it execs, set last so no
 credential change clears it, and checked against the agent having died before it was
 set. bubblewrap (``--die-with-parent``) passes it on to the sandbox's pid 1, whose death
-ends the whole pid namespace; the sandboxed command first checks the agent is still
-there (``bwrap.lifeline``). The start-up sweeps of a dead agent's records (``core/reaper.py``, every
+ends the whole pid namespace; bubblewrap arms those signals without checking, so the
+sandbox also keeps its own watch on the agent (``bwrap.lifeline``): nothing starts once
+the agent is gone, and the pid namespace is killed when it goes. The start-up sweeps of a dead agent's records (``core/reaper.py``, every
 host) and run cgroups (``cgroup.py``) are the last line.
 
 Why the ``os.close`` swap: gevent >= 25.8 routes ``os.close`` through the hub so that

@@ -173,7 +173,7 @@ def test_the_process_limit_holds_within_one_round(spawn_any, server, workspace, 
     results = tool_results(server, 2)
     assert sum("Started" in r for r in results) == 1, results
     assert sum("limit ([shell] max_processes = 1)" in r for r in results) == 3, results
-    assert len(host_processes(token)) <= 2  # bwrap and the sleep of the one start
+    assert len([i for i in range(4) if host_processes(f"{token}{i}")]) == 1  # one start
     assert agent.close() == 0
     assert gone(token, timeout=2)
 
@@ -266,9 +266,6 @@ def test_kill_9_of_the_agent_leaves_no_sandboxed_process(spawn_any, server, work
 
 @pytest.mark.acp_process
 @pytest.mark.parametrize("attempt", range(3))
-@pytest.mark.xfail(strict=False, reason="a known race, still open (issue 34 item 8): bwrap and "
-                   "the command outlived a kill -9 in 1 of 3 tries of a CI run even with the "
-                   "lifeline check; kept running so its failures stay visible in the report")
 def test_kill_9_while_the_sandbox_appears_leaves_nothing(spawn_any, server, workspace, attempt):
     """The agent is killed while a command's sandbox is being made: everything of it found
     by then is stopped (so it is caught wherever it was), the agent gets SIGKILL, the rest

@@ -4,6 +4,7 @@ import os
 import time
 
 import gevent
+import gevent.event
 import pytest
 from gevent import monkey
 
@@ -148,6 +149,15 @@ def test_arguments_pass_as_exact_bytes_even_when_not_utf8(tmp_path):
     assert out == "ünïcode\n".encode()
 
 
+def _dead_lifeline(monkeypatch, bwrap):
+    """A lifeline whose writer is gone (closed at once: gevent's own ``os.close`` of a pipe
+    waits for the hub's next turn)."""
+    read, write = os.pipe()
+    os.set_inheritable(read, True)
+    monkeypatch.setattr(bwrap, "_lifeline", [(read, write, os.getpid())])
+    return read, write
+
+
 def test_a_sandboxed_command_runs_nothing_once_the_agent_is_gone(monkeypatch):
     """The agent's lifeline at end of file (as when the agent died while the sandbox
     appeared): the command is not run. With the lifeline open, it is."""
@@ -158,17 +168,41 @@ def test_a_sandboxed_command_runs_nothing_once_the_agent_is_gone(monkeypatch):
         pytest.skip("no sandbox")
     tree = HostTree()
     try:
-        read, write = os.pipe()
-        os.set_inheritable(read, True)
-        os.close(write)  # nobody writes any more: the agent is gone
-        monkeypatch.setattr(bwrap, "_lifeline", [(read, write, os.getpid())])
+        read, write = _dead_lifeline(monkeypatch, bwrap)
+        monkey.get_original("os", "close")(write)  # nobody writes any more: the agent is gone
         result = bwrap.run(["/bin/sh", "-c", "touch ran"], tree.root, tree.settings(),
                            timeout=30)
         assert result.exit_code == 125 and not os.path.exists(tree.path("ws", "ran"))
         os.close(read)
         monkeypatch.setattr(bwrap, "_lifeline", [])  # this agent's own, open
-        result = bwrap.run(["/bin/sh", "-c", "touch ran"], tree.root, tree.settings(),
+        result = bwrap.run(["/bin/sh", "-c", "touch ran; exit 7"], tree.root, tree.settings(),
                            timeout=30)
-        assert result.exit_code == 0 and os.path.exists(tree.path("ws", "ran"))
+        assert result.exit_code == 7 and os.path.exists(tree.path("ws", "ran"))
+    finally:
+        tree.cleanup()
+
+
+def test_a_running_sandbox_ends_when_the_agents_lifeline_does(monkeypatch):
+    """Whatever became of bubblewrap's parent-death signals, a command already running (and
+    what it started) is killed when the agent's lifeline reaches end of file."""
+    from term2acp.sandbox import bwrap
+    from tests.unit.sandbox.support import HostTree
+
+    if not bwrap.probe().available:
+        pytest.skip("no sandbox")
+    tree = HostTree()
+    token = "97.%d" % os.getpid()
+    try:
+        read, write = _dead_lifeline(monkeypatch, bwrap)
+        ended = gevent.event.AsyncResult()
+        child = bwrap.start(["/bin/sh", "-c", f"sleep {token}0 & sleep {token}1; echo late"],
+                            tree.root, tree.settings(), on_exit=ended.set)
+        assert wait_until(lambda: len(host_pids_with(f"{token}1")) > 0, timeout=10)
+        monkey.get_original("os", "close")(write)
+        ended.get(timeout=10)
+        left = lambda: host_pids_with(f"{token}0") + host_pids_with(f"{token}1")  # noqa: E731
+        assert wait_until(lambda: not left(), timeout=10), left()
+        child.kill()
+        os.close(read)
     finally:
         tree.cleanup()
