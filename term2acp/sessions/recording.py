@@ -28,8 +28,6 @@ log = logging.getLogger(__name__)
 MAX_FILE_BYTES = 2 * 2**20  # a bigger file is named, not copied
 MAX_FOUND = 200  # files recorded of one search's result
 MAX_SESSION_BYTES = 64 * 2**20  # file contents one session keeps; past it files are named
-_INSERT = ("INSERT INTO recording (session_id, seq, kind, turn, payload, content) VALUES (?,"
-           " (SELECT COALESCE(MAX(seq), 0) + 1 FROM recording WHERE session_id = ?), ?, ?, ?, ?)")
 
 
 class Recording:
@@ -42,8 +40,8 @@ class Recording:
         self._bytes = 0  # file contents recorded for this session
 
     def _put(self, kind, turn, payload, content=None):
-        self.store.write(_INSERT, (self.sid, self.sid, kind, turn,
-                                   json.dumps(payload, ensure_ascii=False), content), self.sid)
+        self.store.recording.add(self.sid, kind, turn, json.dumps(payload, ensure_ascii=False),
+                                 content)
 
     def reply(self, turn, payload):
         """A model reply: ``payload`` has ``steps`` (scripted format), ``model``,
@@ -74,10 +72,8 @@ class Recording:
         """Record each path of ``locations`` not recorded before; returns the folders among
         them (relative)."""
         if self._seen is None:
-            rows = self.store.rows("SELECT payload, length(content) FROM recording WHERE"
-                                   " session_id = ? AND kind = 'file'", (self.sid,))
             self._seen = {}
-            for payload, size in rows:
+            for payload, size in self.store.recording.files(self.sid):
                 item = json.loads(payload)
                 self._seen[item.get("path")] = item.get("state")
                 self._bytes += size or 0

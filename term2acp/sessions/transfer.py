@@ -11,7 +11,6 @@ a credential (a bearer token, ``api_key=...``) is redacted on the way out.
 """
 
 import base64
-import json
 import re
 
 from term2acp.sessions.store.api import now
@@ -26,8 +25,6 @@ _SECRETS = (
     (re.compile(r"(?i)((?:api[_-]?key|secret[_-]?key|access[_-]?token|password)"
                 r"[\"']?\s*[:=]\s*[\"']?)[^\s\"',;]{6,}"), r"\1<redacted>"),
 )
-_COLUMNS = ("id", "cwd", "title", "created_at", "updated_at", "provider", "model", "effort",
-            "mode", "mcp_servers")
 
 
 class TransferError(ValueError):
@@ -48,37 +45,25 @@ def redact(value):
 
 def dump(store, session_id):
     """The session's document, or None for an id the store does not know."""
-    rows = store.rows(f"SELECT {', '.join(_COLUMNS)} FROM sessions WHERE id = ?", (session_id,))
-    if not rows:
+    rows = store.documents.read(session_id)
+    if rows is None:
         return None
-    session = dict(zip(_COLUMNS, rows[0]))
-    session["mcp_servers"] = json.loads(session["mcp_servers"] or "[]")
-    history = [json.loads(m) for (m,) in store.rows(
-        "SELECT message FROM history WHERE session_id = ? ORDER BY seq", (session_id,))]
-    journal = [{"kind": k, "key": key, "payload": json.loads(p)} for k, key, p in store.rows(
-        "SELECT kind, key, payload FROM journal WHERE session_id = ? ORDER BY seq",
-        (session_id,))]
+    journal = [{"kind": k, "key": key, "payload": payload} for k, key, payload in rows["journal"]]
     recording = []
-    for kind, turn, payload, content in store.rows(
-            "SELECT kind, turn, payload, content FROM recording WHERE session_id = ?"
-            " ORDER BY seq", (session_id,)):
-        item = {"kind": kind, "turn": turn, "payload": redact(json.loads(payload))}
+    for kind, turn, payload, content in rows["recording"]:
+        item = {"kind": kind, "turn": turn, "payload": redact(payload)}
         if content is not None:
             item["content"] = base64.b64encode(content).decode("ascii")
         recording.append(item)
-    turns = [{"number": n, "messageId": m, "prompt": p, "state": s} for n, m, p, s in store.rows(
-        "SELECT number, message_id, prompt, state FROM turns WHERE session_id = ?"
-        " ORDER BY number", (session_id,))]
+    turns = [{"number": n, "messageId": m, "prompt": p, "state": s}
+             for n, m, p, s in rows["turns"]]
     before = []  # each file a turn changed, as it was before the first such turn
-    for path, state, mode, content in store.rows(
-            "SELECT f.path, f.state, f.mode, f.content FROM checkpoint_files f JOIN turns t ON"
-            " t.session_id = f.session_id AND t.message_id = f.turn WHERE f.session_id = ?"
-            " AND f.state IN ('file', 'link', 'absent') ORDER BY t.number", (session_id,)):
+    for path, state, mode, content in rows["checkpoints"]:
         if all(item["path"] != path for item in before):
             before.append({"path": path, "state": state, "mode": mode, "content":
                            base64.b64encode(content or b"").decode("ascii")})
     return {"format": FORMAT, "version": VERSION, "exportedAt": now(),
-            "session": redact(session), "history": redact(history),
+            "session": redact(rows["session"]), "history": redact(rows["history"]),
             "journal": redact(journal), "recording": recording, "turns": turns,
             "checkpoints": before}
 
@@ -116,27 +101,9 @@ def check(document):
 def load(store, document, session_id):
     """Write the document as the session ``session_id`` (free), committed."""
     check(document)
-    session = document["session"]
-    stamp = now()
-    store.write("INSERT INTO sessions (id, cwd, title, created_at, updated_at, provider, model,"
-                " effort, mode, mcp_servers) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (session_id, session["cwd"], session.get("title"),
-                 session.get("created_at") or stamp, stamp, session.get("provider"),
-                 session.get("model"), session.get("effort"), session.get("mode"),
-                 json.dumps(session["mcp_servers"]) if session.get("mcp_servers") else None),
-                session_id)
-    for seq, message in enumerate(document.get("history", []), 1):
-        store.write("INSERT INTO history (session_id, seq, message) VALUES (?, ?, ?)",
-                    (session_id, seq, json.dumps(message)), session_id)
-    for seq, record in enumerate(document.get("journal", []), 1):
-        store.write("INSERT INTO journal (session_id, seq, kind, key, payload) VALUES"
-                    " (?, ?, ?, ?, ?)", (session_id, seq, record["kind"], record["key"],
-                                         json.dumps(record["payload"])), session_id)
-    for seq, item in enumerate(document.get("recording", []), 1):
-        content = base64.b64decode(item["content"]) if item.get("content") else None
-        store.write("INSERT INTO recording (session_id, seq, kind, turn, payload, content)"
-                    " VALUES (?, ?, ?, ?, ?, ?)", (session_id, seq, item["kind"],
-                                                   item.get("turn"),
-                                                   json.dumps(item["payload"]), content),
-                    session_id)
-    store.commit()
+    recording = [(item["kind"], item.get("turn"), item["payload"],
+                  base64.b64decode(item["content"]) if item.get("content") else None)
+                 for item in document.get("recording", [])]
+    store.documents.write(session_id, document["session"], document.get("history", []),
+                          [(r["kind"], r["key"], r["payload"]) for r in document.get("journal", [])],
+                          recording, now())

@@ -27,7 +27,6 @@ bound is not recorded (named as such).
 """
 
 import hashlib
-import json
 import logging
 import os
 import stat
@@ -113,25 +112,15 @@ class TurnCheckpoint:
     @classmethod
     def begin(cls, session, settings, message_id, prompt):
         """The turn of the user message ``message_id`` begins (before its history)."""
-        start = getattr(session, "history_rows", 0)
-        session.store.write(
-            "INSERT OR IGNORE INTO turns (session_id, number, message_id, history_start, prompt)"
-            " VALUES (?, (SELECT COALESCE(MAX(number), 0) + 1 FROM turns WHERE session_id = ?),"
-            " ?, ?, ?)", (session.id, session.id, message_id, start, (prompt or "")[:200]),
-            session.id)
+        session.store.turns.begin(session.id, message_id, session.history_rows, prompt)
         return cls(session, settings, message_id)
 
     def finish(self):
         """The turn ended (any way): what it left of each file, and its notes."""
         for path in self.paths:
-            self.store.write("UPDATE checkpoint_files SET after = ? WHERE session_id = ? AND"
-                             " turn = ? AND path = ?",
-                             (fingerprint(path) or "absent", self.session.id, self.turn_id, path),
-                             self.session.id)
-        self.store.write("UPDATE turns SET state = 'done', notes = ? WHERE session_id = ? AND"
-                         " message_id = ? AND state = 'open'",
-                         (json.dumps(self.notes) if self.notes else None, self.session.id,
-                          self.turn_id), self.session.id)
+            self.store.turns.file_left(self.session.id, self.turn_id, path,
+                                       fingerprint(path) or "absent")
+        self.store.turns.finish(self.session.id, self.turn_id, self.notes)
         if self.paths:
             self._bound()
 
@@ -170,10 +159,8 @@ class TurnCheckpoint:
             state, mode, content, why = "unrecorded", None, b"", (
                 "it is a credential file, of which term2 keeps no copy")
         self.paths[path] = None
-        self.store.write("INSERT OR IGNORE INTO checkpoint_files (session_id, turn, path, state,"
-                         " mode, content, size, why) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                         (self.session.id, self.turn_id, path, state, mode, content,
-                          len(content), why), self.session.id)
+        self.store.turns.record_file(self.session.id, self.turn_id, path, state, mode, content,
+                                     why)
 
     # ------------------------------------------------------------ commands
     def _snapshots(self):
@@ -247,18 +234,12 @@ class TurnCheckpoint:
         """Drop the contents of the session's oldest turns past the size limit; the git
         snapshots of ours are dropped (and started again) past it too."""
         sid = self.session.id
-        rows = self.store.rows(
-            "SELECT f.turn, SUM(f.size) FROM checkpoint_files f JOIN turns t ON t.session_id ="
-            " f.session_id AND t.message_id = f.turn WHERE f.session_id = ? AND f.state IN"
-            " ('file', 'link') GROUP BY f.turn ORDER BY MAX(t.number) DESC", (sid,))
         total = 0
-        for turn, size in rows:
+        for turn, size in self.store.turns.sizes(sid):
             total += size or 0
             if total > self.limit:
-                self.store.write("UPDATE checkpoint_files SET state = 'unrecorded', content ="
-                                 " NULL, size = 0, why = ? WHERE session_id = ? AND turn = ? AND"
-                                 " state IN ('file', 'link')",
-                                 (f"its checkpoint was dropped to keep the session's "
-                                  f"checkpoints under {self.limit // 2**20} MiB", sid, turn), sid)
+                self.store.turns.drop_contents(sid, turn, (
+                    f"its checkpoint was dropped to keep the session's checkpoints under "
+                    f"{self.limit // 2**20} MiB"))
         if self._git is not None and self._git.size() > self.limit:
             self._git.drop()

@@ -14,9 +14,7 @@ WORDS = 60
 
 def turns_left(session):
     """``(number, first words)`` of the session's turns not undone yet, in order."""
-    rows = session.store.rows("SELECT number, prompt FROM turns WHERE session_id = ? AND "
-                              "state != 'undone' ORDER BY number", (session.id,))
-    return [(number, _words(prompt)) for number, prompt in rows]
+    return [(number, _words(prompt)) for number, prompt in session.store.turns.left(session.id)]
 
 
 def _words(prompt):

@@ -21,7 +21,6 @@ Runtime only: returns the report the command shows.
 
 import errno
 import hashlib
-import json
 import logging
 import os
 import secrets
@@ -38,15 +37,11 @@ UNDONE_MARK = "[undone by /undo] "
 def undo_last(session):
     """Undo the last turn of ``session``; returns the report (text for the user)."""
     store = session.store
-    rows = store.rows("SELECT number, message_id, history_start, prompt, notes FROM turns"
-                      " WHERE session_id = ? AND state != 'undone' ORDER BY number DESC"
-                      " LIMIT 1", (session.id,))
-    if not rows:
+    last = store.turns.last(session.id)
+    if last is None:
         return "Nothing to undo: no turn of this session changed anything or is left to undo."
-    _number, message_id, start, prompt, notes = rows[0]
-    files = store.rows("SELECT path, state, mode, content, after, why FROM checkpoint_files"
-                       " WHERE session_id = ? AND turn = ? ORDER BY path",
-                       (session.id, message_id))
+    _number, message_id, start, prompt, notes = last
+    files = store.turns.files(session.id, message_id)
     from term2acp.tools import processes  # with the sandbox: off the start-up path
 
     report = Report(session.root)
@@ -59,11 +54,10 @@ def undo_last(session):
                     exc.filename = path
                     raise
             changes.commit()
-            for note in json.loads(notes) if notes else ():
+            for note in notes:
                 report.not_restored.append(f"shell changes: {note}")
             history_note = _rewind_history(session, start)
-            store.write("UPDATE turns SET state = 'undone' WHERE session_id = ? AND "
-                        "message_id = ?", (session.id, message_id), session.id)
+            store.turns.mark_undone(session.id, message_id)
             _mark_journal(session, message_id)
             session.commit()
         except Exception as exc:
@@ -297,8 +291,7 @@ def _rewind_history(session, start):
     if any(context.is_marker(message) for message in rows[start:]):
         return ("The conversation was compacted since that turn, so the model still has "
                 "a summary of it.")
-    session.store.write("DELETE FROM history WHERE session_id = ? AND seq > ?",
-                        (session.id, start), session.id)
+    session.store.cut_history(session.id, start)
     context.restore(session, rows[:start])
     session.history_rows = start
     return "The model will not see that turn any more."
@@ -306,11 +299,9 @@ def _rewind_history(session, start):
 
 def _mark_journal(session, message_id):
     """The turn's user message replays marked undone."""
-    rows = session.store.rows("SELECT payload FROM journal WHERE session_id = ? AND key = ?",
-                              (session.id, message_id))
-    if not rows:
+    payload = session.store.journal_record(session.id, message_id)
+    if payload is None:
         return
-    payload = json.loads(rows[0][0])
     content = payload.get("content") or []
     if payload.get("undone"):
         return

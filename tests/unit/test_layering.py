@@ -187,3 +187,37 @@ def test_layering_no_module_over_400_lines():
                 if count > MAX_MODULE_LINES:
                     over[os.path.relpath(path, base)] = count
     assert not over, over
+
+
+SQL = r"\b(SELECT\s.*\bFROM|INSERT\s+(OR\s+\w+\s+)?INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM|" \
+      r"(CREATE|ALTER|DROP)\s+TABLE|PRAGMA\s+\w+)\b"
+
+
+def test_layering_sql_only_in_the_store_package():
+    """The store's tables are written and read through its named methods (``Store.turns``,
+    ``Store.recording``, ...): no SQL statement outside ``sessions/store/``, and the raw
+    row access is private to it."""
+    import ast
+    import os
+    import re
+
+    from term2acp.sessions.store import Store
+
+    base = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))), "term2acp")
+    store = os.path.join(base, "sessions", "store")
+    found = []
+    for folder, _dirs, files in os.walk(base):
+        if folder == store or folder.startswith(store + os.sep):
+            continue
+        for name in files:
+            if name.endswith(".py"):
+                path = os.path.join(folder, name)
+                with open(path, encoding="utf-8") as fh:
+                    tree = ast.parse(fh.read())
+                for node in ast.walk(tree):
+                    if isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                            and re.search(SQL, node.value):
+                        found.append(f"{os.path.relpath(path, base)}:{node.lineno}")
+    assert not found, found
+    assert not {"rows", "write", "execute"} & set(dir(Store))

@@ -14,8 +14,10 @@ from datetime import datetime, timezone
 from term2acp.core.text import scrub_text as clean_text
 from term2acp.sessions.errors import InvalidCursor, StoreError, StoreRecovered
 from term2acp.sessions.store import tails
+from term2acp.sessions.store.exports import DocumentRows, RecordingRows
 from term2acp.sessions.store.forks import copy_session
 from term2acp.sessions.store.schema import BUSY_WAIT, connect_reader, open_db
+from term2acp.sessions.store.turns import TurnRows
 from term2acp.sessions.store.worker import Worker
 
 log = logging.getLogger(__name__)
@@ -92,6 +94,10 @@ class Store:
         self._closed = False
         self.recovered = None  # a StoreRecovered notice to tell on the next open()
         self._reader = None  # the hub's read-only connection (session/list), once used
+        # The named statements on the tables other layers own (their SQL stays here):
+        self.turns = TurnRows(self)  # checkpoints, /undo, /rewind (store/turns.py)
+        self.recording = RecordingRows(self)  # sessions/recording.py (store/exports.py)
+        self.documents = DocumentRows(self)  # sessions/transfer.py (store/exports.py)
 
     # ------------------------------------------------------------ lifecycle
     @property
@@ -164,11 +170,8 @@ class Store:
         self._pending.append((sql, args))
         self._pending_sids.add(session_id)
 
-    # The tables other modules own (checkpoints, turns: sessions/checkpoints.py) go
-    # through these two: a queued write and a read that waits for what was queued before.
-    write = _write
-
-    def rows(self, sql, args=()):
+    def _rows(self, sql, args=()):
+        """A read that waits for what was queued before it (the package's own)."""
         return self._trip(_fetchall, (sql, args)).value
 
     def _trip(self, op, args=(), writes=True):
@@ -344,6 +347,11 @@ class Store:
                         (session_id, seq, json.dumps(message)), session_id)
         self.commit()
 
+    def cut_history(self, session_id, start):
+        """The conversation keeps its first ``start`` rows (/undo)."""
+        self._write("DELETE FROM history WHERE session_id = ? AND seq > ?", (session_id, start),
+                    session_id)
+
     def load_history(self, session_id):
         return self._trip(tails.load_history, (session_id,)).value
 
@@ -361,6 +369,12 @@ class Store:
         """Insert or replace the record ``key`` (keeps its original position). The payload
         is encoded now (it may change later on the hub), written with the next trip."""
         self._write(tails.journal_put, (session_id, kind, key, json.dumps(payload)), session_id)
+
+    def journal_record(self, session_id, key):
+        """The payload of the record ``key``, or None."""
+        rows = self._rows("SELECT payload FROM journal WHERE session_id = ? AND key = ?",
+                          (session_id, key))
+        return json.loads(rows[0][0]) if rows else None
 
     def journal_open(self, session_id):
         """The tool call and terminal records that never settled."""

@@ -2,6 +2,8 @@
 secrets), kept for session/list (migration 3: test_option_values_store.py); ``[mcp]
 call_timeout`` reaches the hub."""
 
+import sqlite3
+
 import pytest
 
 from term2acp.mcp.config import parse_servers
@@ -32,7 +34,9 @@ def test_an_unreadable_column_lists_no_servers(tmp_path):
     store = st.Store(str(tmp_path / "sessions.sqlite3")).open()
     store.create_session("s1", "/w", None, None)
     for junk in ("not json", '{"a": 1}', '[1, "x"]'):
-        store.write("UPDATE sessions SET mcp_servers = ?", (junk,), "s1")
+        with sqlite3.connect(store.path) as db:  # a column another program wrote
+            db.execute("UPDATE sessions SET mcp_servers = ?", (junk,))
+        db.close()
         assert store.get_session("s1")["mcp_servers"] == []
     store.close()
 

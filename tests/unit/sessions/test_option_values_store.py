@@ -18,6 +18,14 @@ def store_at(path, version, row):
     db.close()
 
 
+def rows(path, sql):
+    db = sqlite3.connect(path)
+    try:
+        return db.execute(sql).fetchall()
+    finally:
+        db.close()
+
+
 def test_a_version_1_store_migrates_and_keeps_its_sessions(tmp_path):
     path = str(tmp_path / "sessions.sqlite3")
     store_at(path, 1, ("s1", "/w", "t", "a", "b", "openai", "gpt-4o"))
@@ -31,7 +39,7 @@ def test_a_version_1_store_migrates_and_keeps_its_sessions(tmp_path):
     again = st.Store(path).open()
     row = again.get_session("s1")
     assert (row["model"], row["effort"], row["mode"]) == ("gpt-5", "high", "read-only")
-    assert again.rows("PRAGMA user_version")[0][0] == st.SCHEMA_VERSION >= 2
+    assert rows(path, "PRAGMA user_version")[0][0] == st.SCHEMA_VERSION >= 2
     again.close()
 
 
@@ -48,9 +56,9 @@ def test_a_version_2_store_migrates_and_keeps_its_sessions(tmp_path):
     again = st.Store(path).open()
     assert again.get_session("s1")["mcp_servers"] == [{"name": "gh", "transport": "http",
                                                        "url": "https://h/mcp"}]
-    assert again.rows("PRAGMA user_version")[0][0] == st.SCHEMA_VERSION >= 3
+    assert rows(path, "PRAGMA user_version")[0][0] == st.SCHEMA_VERSION >= 3
     again.set_mcp_servers("s1", [])
     again.commit()
     assert again.get_session("s1")["mcp_servers"] == []
-    assert again.rows("SELECT mcp_servers FROM sessions")[0][0] is None
+    assert rows(path, "SELECT mcp_servers FROM sessions")[0][0] is None
     again.close()

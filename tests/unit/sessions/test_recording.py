@@ -3,6 +3,7 @@ change; credential files named, never copied; what a search found; the session's
 
 import json
 import os
+import sqlite3
 
 import pytest
 
@@ -20,8 +21,11 @@ def store(tmp_path):
 
 
 def files(store):
-    rows = store.rows("SELECT payload, content FROM recording WHERE session_id = 's1' AND"
-                      " kind = 'file' ORDER BY seq")
+    store.commit()
+    db = sqlite3.connect(store.path)
+    rows = db.execute("SELECT payload, content FROM recording WHERE session_id = 's1' AND"
+                      " kind = 'file' ORDER BY seq").fetchall()
+    db.close()
     return {json.loads(p)["path"]: (json.loads(p)["state"], c) for p, c in rows}
 
 

@@ -3,6 +3,7 @@ the size bound, symlinks and modes, files outside the root, and that a snapshot 
 the user's git config (filters, fsmonitor) nor touches their repository."""
 
 import os
+import sqlite3
 import subprocess
 import uuid
 
@@ -90,7 +91,9 @@ def test_a_credential_file_is_named_never_copied(env):
     write(dotenv, "API_KEY=other")
     checkpoint.finish()
     session.commit()
-    rows = session.store.rows("SELECT content, why FROM checkpoint_files")
+    db = sqlite3.connect(session.store.path)
+    rows = db.execute("SELECT content, why FROM checkpoint_files").fetchall()
+    db.close()
     assert rows == [(b"", "it is a credential file, of which term2 keeps no copy")]
     assert ".env (it is a credential file" in undo_last(session)
 
