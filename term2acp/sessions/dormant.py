@@ -1,9 +1,9 @@
 """Sessions closed here but remembered: idle-closed at the live-session cap or after
 ``idle_session_timeout``, or let go to another process that asked for them (its SIGUSR2,
 ``sessions/takeover.py``). Their state stays in memory, so the next prompt, resume or
-close reopens them as they were (:meth:`~Dormancy._reopen`).
+close reopens them as they were (:meth:`~DormantSessions.reopen`).
 
-:class:`Dormancy` is that part of ``SessionManager`` (``sessions/manager.py``).
+``SessionManager`` (``sessions/manager.py``) owns one :class:`DormantSessions`.
 """
 
 import contextlib
@@ -31,12 +31,37 @@ DORMANT_STATE = ("sink", "access", "effort", "provider_id", "model", "context_wi
                  "mcp_servers", "editor", "extra_roots")
 
 
-class Dormancy:
-    """Mixed into ``SessionManager``, which has ``settings``, ``store``, ``live``,
-    ``_dormant``, ``_releasing``, ``_idle_timer``, ``_locks``, ``_attach``, ``_load_history`` and
-    ``_release`` (and ``cancel``, :class:`~term2acp.sessions.prompts.PromptSteps`')."""
+class DormantSessions:
+    """The manager's sessions closed here but remembered, the releases under way, the idle
+    timer. What it does to a live session goes through the manager's steps it is given."""
 
-    def _make_room(self):
+    def __init__(self, settings, store, live, locks, attach, load_history, release, cancel):
+        self.settings = settings
+        self.store = store
+        self.live = live  # the manager's live sessions: id -> LiveSession
+        self._locks = locks  # the folder of the sessions' lock files
+        self._attach = attach  # (row, take) -> a LiveSession (SessionManager._attach)
+        self._load_history = load_history  # (session) -> None, released on failure
+        self._release = release  # (session, forget_grants) -> None
+        self._cancel = cancel  # (session id) -> None: its prompt is cancelled
+        self._states = {}  # session id -> state of a session idle-closed by this process
+        self._releasing = {}  # session id -> AsyncResult(ok) of its release under way
+        self._taken = {}  # session id -> the pid that took it over, until a prompt was told
+        self._idle_timer = None
+
+    def __contains__(self, session_id):
+        return session_id in self._states
+
+    def forget(self, session_id):
+        """Closed for good (or deleted): not reopened any more."""
+        self._states.pop(session_id, None)
+
+    def stop(self):
+        """No more idle closes (shutdown)."""
+        if self._idle_timer is not None:
+            self._idle_timer.kill(block=False)
+
+    def make_room(self):
         """At the cap, idle-close sessions idle past the timeout; else refuse clearly."""
         cap = self.settings.max_live_sessions
         if len(self.live) < cap:
@@ -45,7 +70,7 @@ class Dormancy:
         if len(self.live) >= cap:
             raise SessionLimit(cap)
 
-    def _arm_idle_timer(self):
+    def arm_idle_timer(self):
         if self._idle_timer is None and self.settings.idle_session_timeout:
             period = max(0.05, min(60.0, self.settings.idle_session_timeout / 4))
             self._idle_timer = gevent.spawn_later(period, self._idle_tick)
@@ -58,11 +83,11 @@ class Dormancy:
         except Exception:  # noqa: BLE001
             log.exception("closing idle sessions failed")
         if self.live:
-            self._arm_idle_timer()
+            self.arm_idle_timer()
 
     def _close_idle(self):
         """Close sessions with no turn that were not used for ``idle_session_timeout``; they
-        reopen transparently on their next prompt, resume or close (see ``_reopen``)."""
+        reopen transparently on their next prompt, resume or close (see :meth:`reopen`)."""
         timeout = self.settings.idle_session_timeout
         if not timeout:
             return
@@ -73,16 +98,19 @@ class Dormancy:
             if not session.busy and not session.closed and session.last_used < horizon:
                 log.info("session %s idle for %ds: closed (reopens on next use)",
                          session.id, timeout)
-                self._dormant[session.id] = {k: getattr(session, k) for k in DORMANT_STATE}
-                while len(self._dormant) > MAX_DORMANT:
-                    self._dormant.pop(next(iter(self._dormant)))
+                self._remember(session.id, {k: getattr(session, k) for k in DORMANT_STATE})
                 session.group.kill(block=False)
                 self._release(session, forget_grants=False)
 
+    def _remember(self, session_id, state):
+        self._states[session_id] = state
+        while len(self._states) > MAX_DORMANT:
+            self._states.pop(next(iter(self._states)))
+
     @contextlib.contextmanager
-    def _releasing_now(self, session_id):
-        """Around ``_release``: until it ends the session is neither live nor dormant, and
-        :meth:`_await_release` makes a lookup wait for the end."""
+    def releasing(self, session_id):
+        """Around the manager's release: until it ends the session is neither live nor
+        dormant, and :meth:`await_release` makes a lookup wait for the end."""
         ended = self._releasing[session_id] = AsyncResult()
         ok = False
         try:
@@ -93,7 +121,7 @@ class Dormancy:
             if self._releasing.get(session_id) is ended:
                 del self._releasing[session_id]
 
-    def _await_release(self, session_id):
+    def await_release(self, session_id):
         """A session being released here (idle-closed, let go, closed) is neither live nor
         dormant for a moment (its servers stop, the store commits): wait for the end,
         cooperatively and bounded, so the caller then finds it dormant (and reopens it) or
@@ -109,35 +137,29 @@ class Dormancy:
         if not ok:
             raise SessionClosing(session_id, "its close failed (see the log)")
 
-    def _reopen(self, session_id, take=False):
+    def reopen(self, session_id, take=False):
         """A session idle-closed (or taken over from) this process, attached again as it
         was; or None."""
-        state = self._dormant.get(session_id)
+        state = self._states.get(session_id)
         if state is None:
             return None
         row = self.store.open().get_session(session_id)
         if row is None:
-            self._dormant.pop(session_id, None)
+            self._states.pop(session_id, None)
             return None
         session = self._attach(row, take)  # SessionLocked if another process has it now
-        del self._dormant[session_id]
-        self._taken_by().pop(session_id, None)
+        del self._states[session_id]
+        self._taken.pop(session_id, None)
         for key, value in state.items():
             setattr(session, key, value)
         self._load_history(session)
         return session
 
-    def _taken_by(self):
-        """session id -> the pid that took it over, until a prompt here was told."""
-        if getattr(self, "_taken", None) is None:
-            self._taken = {}
-        return self._taken
-
     def taken_over_once(self, session_id):
         """The first prompt here after another process took the session over is answered
         with what happened and what to do (a readable answer, not an error), once: the
         text, or None (later prompts get the error)."""
-        pid = self._taken_by().pop(session_id, None)
+        pid = self._taken.pop(session_id, None)
         return None if pid is None else TAKEN_OVER.format(pid=pid)
 
     def yield_requested(self):
@@ -156,18 +178,16 @@ class Dormancy:
         session stays known here, so using it again says where it is."""
 
         log.info("session %s: taken over by term2-acp process %s", session.id, requester)
-        self._taken_by()[session.id] = requester  # the next prompt here is told, once
+        self._taken[session.id] = requester  # the next prompt here is told, once
         if session.sink is not None:
             session.sink(session, ev.Notice(new_id("msg"), TAKEN_OVER.format(pid=requester)))
         state = {key: getattr(session, key) for key in DORMANT_STATE}
         turn = session.lifecycle.greenlet
-        self.cancel(session.id)
+        self._cancel(session.id)
         if turn is not None:
             turn.join(self.settings.shutdown_timeout)
         session.group.kill(block=True, timeout=1)
-        self._dormant[session.id] = state  # dormant once released (lookups wait for that)
-        while len(self._dormant) > MAX_DORMANT:
-            self._dormant.pop(next(iter(self._dormant)))
+        self._remember(session.id, state)  # dormant once released (lookups wait for that)
         self._release(session, forget_grants=False)
 
 

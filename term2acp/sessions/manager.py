@@ -1,6 +1,6 @@
-"""The live sessions: create, list, resume, fork, delete, close, shut down. A session's
-prompts are ``sessions/prompts.py``'s, sessions closed but remembered
-``sessions/dormant.py``'s; both are mixed into :class:`SessionManager`.
+"""The live sessions: create, list, resume, fork, delete, close, shut down. The manager
+owns the sessions' prompts (``sessions/prompts.py``: :class:`Prompts`) and the sessions
+closed but remembered (``sessions/dormant.py``: :class:`DormantSessions`).
 
 Runtime only: it raises domain errors (``SessionNotFound``, ``SessionBusy`` ...) that
 ``acp/v2/handlers.py`` maps to JSON-RPC errors, and emits plain events through each session's
@@ -22,11 +22,11 @@ from term2acp.core.nesting import too_deep
 from term2acp.core.workspace import WorkspaceError, is_utf8, validate_cwd
 from term2acp.mcp import session as mcp
 from term2acp.sessions import repair, takeover
-from term2acp.sessions.dormant import Dormancy
+from term2acp.sessions.dormant import DormantSessions
 from term2acp.sessions.errors import (CwdMismatch, SessionClosing, SessionLocked,
                                       SessionNotFound, UnknownMessage)
 from term2acp.sessions.live import LiveSession, SessionLock
-from term2acp.sessions.prompts import PromptSteps
+from term2acp.sessions.prompts import Prompts
 from term2acp.sessions.store import store_for
 from term2acp.turns import context
 from term2acp.turns.checkpoints import private_dir
@@ -36,29 +36,33 @@ log = logging.getLogger(__name__)
 PAGE_SIZE = 50
 
 
-class SessionManager(Dormancy, PromptSteps):
+class SessionManager:
     """The live sessions of this process: created, resumed, forked, closed; their prompts
-    are :class:`PromptSteps`', the ones closed but remembered :class:`Dormancy`'s."""
+    are its :class:`Prompts`', the ones closed but remembered its :class:`DormantSessions`'.
+    The faces ask the manager: what the prompts answer are their bound methods."""
 
     def __init__(self, settings, catalog, tools, sandbox_note="available", store=None):
         self.settings = settings
         self.catalog = catalog
         self.tools = tools  # callable() -> dict name -> Tool (loaded once, lazily)
-        self.sandbox_note = sandbox_note
         self.store = store or store_for(settings)
         self.live = {}
         self._scratch = None
-        self._idle_timer = None
-        self._dormant = {}  # session id -> state of a session idle-closed by this process
-        self._releasing = {}  # session id -> AsyncResult(ok) of its release under way
         self._creating = {}  # greenlet -> ids it created inside undo_new_on_failure()
-        self._read_prompts = {}  # session id -> tickets of prompts read, not yet admitted
+        prompts = self.prompts = Prompts(settings, catalog, tools, self.store, self.live,
+                                         self.get, sandbox_note)
+        dormant = self.dormant = DormantSessions(settings, self.store, self.live, self._locks,
+                                                 self._attach, self._load_history,
+                                                 self._release, prompts.cancel)
+        self.prompt_read, self.admit, self.steer = prompts.prompt_read, prompts.admit, prompts.steer
+        self.prepare, self.start, self.cancel = prompts.prepare, prompts.start, prompts.cancel
+        self.mark_closing, self.taken_over_once = prompts.mark_closing, dormant.taken_over_once
+        self.yield_requested = dormant.yield_requested
         self._prepare_dirs()
 
     def _prepare_dirs(self):
-        """The directories every session needs, made now (the face is built before the
-        first session call arrives), not in the first session/new: a few filesystem
-        round trips fewer there. Failures are left to that call to report."""
+        """The directories every session needs, made now, not in the first session/new (a
+        few filesystem round trips fewer there). Failures are left to that call to report."""
         try:
             private.make_dirs(self._locks)
             self._scratch = scratch.make("sessions-")
@@ -69,10 +73,6 @@ class SessionManager(Dormancy, PromptSteps):
     @property
     def _locks(self):
         return os.path.join(self.settings.data_dir, "locks")
-
-    def _note(self):
-        note = self.sandbox_note
-        return note() if callable(note) else note
 
     def flush(self):
         """Commit everything written so far, the Recorders' journal records included."""
@@ -98,7 +98,7 @@ class SessionManager(Dormancy, PromptSteps):
                                  lambda: self._attach_here(row))
 
     def _attach_here(self, row):
-        self._make_room()
+        self.dormant.make_room()
         lock = SessionLock(self._locks, row["id"])
         lock.acquire()
         try:
@@ -110,7 +110,7 @@ class SessionManager(Dormancy, PromptSteps):
         session.mode = row.get("mode") or getattr(self.settings, "mode", "auto")
         session.mcp_stored = row.get("mcp_servers") or []  # what the store says (describe())
         self.live[session.id] = session
-        self._arm_idle_timer()
+        self.dormant.arm_idle_timer()
         return session
 
     # ------------------------------------------------------------ lifecycle
@@ -118,7 +118,7 @@ class SessionManager(Dormancy, PromptSteps):
         root = validate_cwd(cwd)
         provider, model = self.catalog.resolve(self.settings.provider, self.settings.model)
         self.store.open()
-        self._make_room()  # before the row exists: a refused session/new leaves nothing
+        self.dormant.make_room()  # before the row exists: a refused session/new leaves nothing
         session_id = str(uuid.uuid4())
         row = self.store.create_session(session_id, root, provider, model)
         try:
@@ -164,7 +164,7 @@ class SessionManager(Dormancy, PromptSteps):
         ``message_id``: only up to and including that user or agent message
         (:class:`UnknownMessage` when the session has none of that id)."""
         root = validate_cwd(cwd)
-        self._await_release(source_id)
+        self.dormant.await_release(source_id)
         source = self.live.get(source_id)
         if source is not None:
             source.recorder.flush()  # what it reported so far is what the fork replays
@@ -173,7 +173,7 @@ class SessionManager(Dormancy, PromptSteps):
             raise SessionNotFound(source_id)
         upto = None if message_id is None else (self._fork_point(source_id, message_id),
                                                 message_id)
-        self._make_room()
+        self.dormant.make_room()
         session_id = str(uuid.uuid4())
         title = f"{row['title']} (fork)" if row.get("title") else None
         self.store.fork_session(source_id, session_id, root, title, upto)
@@ -200,8 +200,8 @@ class SessionManager(Dormancy, PromptSteps):
         store's rows (conversation, journal, checkpoints), our snapshot directory, its lock
         file. Raises SessionNotFound for an id the store does not know, SessionLocked when
         another process has it open."""
-        self._await_release(session_id)
-        self._dormant.pop(session_id, None)
+        self.dormant.await_release(session_id)
+        self.dormant.forget(session_id)
         if self.store.open().get_session(session_id) is None and session_id not in self.live:
             raise SessionNotFound(session_id)
         if session_id in self.live:
@@ -229,10 +229,10 @@ class SessionManager(Dormancy, PromptSteps):
         return self.store.open().list_sessions(cwd, cursor, PAGE_SIZE)
 
     def get(self, session_id):
-        self._await_release(session_id)
+        self.dormant.await_release(session_id)
         session = self.live.get(session_id)
         if session is None:
-            session = self._reopen(session_id)
+            session = self.dormant.reopen(session_id)
         if session is None or session.closed:
             raise SessionNotFound(session_id)
         session.last_used = time.monotonic()
@@ -241,7 +241,7 @@ class SessionManager(Dormancy, PromptSteps):
     def resume(self, session_id, cwd):
         """Attach (or re-attach) a stored session; returns ``(session, already_live)``."""
         root = validate_cwd(cwd)
-        self._await_release(session_id)
+        self.dormant.await_release(session_id)
         session = self.live.get(session_id)
         if session is not None:
             if session.root != root:
@@ -253,8 +253,8 @@ class SessionManager(Dormancy, PromptSteps):
             raise SessionNotFound(session_id)
         if row["cwd"] != root:
             raise CwdMismatch(f"cwd does not match the session's workspace {row['cwd']}")
-        if session_id in self._dormant:
-            return self._reopen(session_id, take=True), False
+        if session_id in self.dormant:
+            return self.dormant.reopen(session_id, take=True), False
         session = self._attach(row, take=True)  # from another process that has it open
         self._load_history(session)
         return session, False
@@ -297,13 +297,13 @@ class SessionManager(Dormancy, PromptSteps):
     def close(self, session_id, timeout=10.0):
         """Cancel, wait for the turn to settle, release. Returns False if cancelling failed."""
         try:
-            self._await_release(session_id)  # an idle close under way: then closed for good
+            self.dormant.await_release(session_id)  # an idle close under way: then closed for good
         except SessionClosing:
-            self._dormant.pop(session_id, None)
+            self.dormant.forget(session_id)
             return False
         session = self.live.get(session_id)
         if session is None:
-            self._dormant.pop(session_id, None)  # idle-closed here: now closed for good
+            self.dormant.forget(session_id)  # idle-closed here: now closed for good
             return True
         ok = True
         turn = session.lifecycle.greenlet
@@ -333,7 +333,7 @@ class SessionManager(Dormancy, PromptSteps):
             session.mcp_stored = described
 
     def _release(self, session, forget_grants=True):
-        with self._releasing_now(session.id):  # lookups wait for the end (dormant.py)
+        with self.dormant.releasing(session.id):  # lookups wait for the end (dormant.py)
             session.lifecycle.close()
             _end_processes(session)
             if session.mcp is not None:
@@ -373,8 +373,7 @@ class SessionManager(Dormancy, PromptSteps):
                 self._release(session)
             except Exception:  # noqa: BLE001
                 log.exception("session %s: close failed during shutdown", session.id)
-        if self._idle_timer is not None:
-            self._idle_timer.kill(block=False)
+        self.dormant.stop()
         self.store.close()
         if self._scratch:
             shutil.rmtree(self._scratch, ignore_errors=True)

@@ -1,8 +1,8 @@
 """A session's prompts: read, admitted, prepared, run as a turn, settled, cancelled.
 
-:class:`PromptSteps` is the part of ``SessionManager`` (``sessions/manager.py``) that
-drives one prompt through the session's lifecycle (``sessions/lifecycle.py``): the reader
-marks a prompt read (:meth:`~PromptSteps.prompt_read`) so a cancel read right after it is
+:class:`Prompts`, owned by ``SessionManager`` (``sessions/manager.py``), drives each
+prompt through its session's lifecycle (``sessions/lifecycle.py``): the reader
+marks a prompt read (:meth:`~Prompts.prompt_read`) so a cancel read right after it is
 not lost; the face's handler admits, prepares and starts it; the turn greenlet runs the
 turn (``turns/turn.py``) and settles its outcome, the one idle update.
 """
@@ -37,9 +37,19 @@ class PromptTicket:
         self.cancelled = False
 
 
-class PromptSteps:
-    """Mixed into ``SessionManager``, which has ``settings``, ``catalog``, ``tools``,
-    ``store``, ``live``, ``get``, ``_note`` and ``_read_prompts``."""
+class Prompts:
+    """The prompts of the manager's live sessions; its own state is the tickets of prompts
+    read and not yet admitted."""
+
+    def __init__(self, settings, catalog, tools, store, live, lookup, sandbox_note):
+        self.settings = settings
+        self.catalog = catalog
+        self.tools = tools  # callable() -> dict name -> Tool
+        self.store = store
+        self._live = live  # the manager's live sessions: id -> LiveSession (read only)
+        self._lookup = lookup  # id -> the session, reopened if dormant (SessionManager.get)
+        self._sandbox_note = sandbox_note  # the shell sandbox's state (or a callable saying it)
+        self._read_prompts = {}  # session id -> tickets of prompts read, not yet admitted
 
     def prompt_read(self, session_id):
         """A session/prompt was read (runs in the reader, before the next line): returns
@@ -67,10 +77,10 @@ class PromptSteps:
     def admit(self, session_id, ticket=None):
         """Reserve the foreground slot (the first thing a prompt does): idle -> preparing."""
         cancelled = self._take_ticket(session_id, ticket)
-        session = self.live.get(session_id)
+        session = self._live.get(session_id)
         if session is not None and session.busy:
             raise SessionBusy(session_id)
-        session = self.get(session_id)
+        session = self._lookup(session_id)
         session.lifecycle.admit(cancelled)
         return session
 
@@ -79,7 +89,7 @@ class PromptSteps:
         joins that turn before its next model request (``turns/steering.py``); returns the
         running prompt's AsyncResult of its Outcome, or None when it did not join (the
         session is idle: the caller starts a turn with it)."""
-        session = self.get(session_id)
+        session = self._lookup(session_id)
         lifecycle = session.lifecycle
         if not session.busy or lifecycle.stopping:
             return None
@@ -151,7 +161,8 @@ class PromptSteps:
                 tools = mcp.turn_tools(session, tools, new_id,
                                        call_timeout=self.settings.mcp.call_timeout,
                                        settings=self.settings.mcp)
-            session.sandbox_note = self._note()  # a context note (turns/notes.py)
+            note = self._sandbox_note
+            session.sandbox_note = note() if callable(note) else note  # a context note
             turn.tools = tools
             turn.system = system_prompt(tools, getattr(session.provider, "brief_prompt", False),
                                         session.root, session.sandbox_note)
@@ -236,7 +247,7 @@ class PromptSteps:
         not yet admitted, ends ``cancelled`` (sessions/lifecycle.py decides the rest)."""
         for ticket in self._read_prompts.get(session_id, ()):
             ticket.cancelled = True  # prompts read before this cancel, not yet admitted
-        session = self.live.get(session_id)
+        session = self._live.get(session_id)
         if session is not None:
             session.lifecycle.cancel()
 

@@ -172,7 +172,8 @@ MAX_MODULE_LINES = 400
 
 def test_layering_no_module_over_400_lines():
     """Modules stay small enough to read whole: past the bound, split along a real seam
-    (a mixin for one part of a class, a module for one concern), not by cutting in two."""
+    (an object owning one part of a class's work, a module for one concern), not by
+    cutting in two."""
     import os
 
     base = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
@@ -221,3 +222,14 @@ def test_layering_sql_only_in_the_store_package():
                         found.append(f"{os.path.relpath(path, base)}:{node.lineno}")
     assert not found, found
     assert not {"rows", "write", "execute"} & set(dir(Store))
+
+
+def test_layering_the_manager_owns_its_parts_not_mixins():
+    """The session manager's prompts and dormant sessions are objects it holds, each with
+    its own state, not classes mixed into it."""
+    from term2acp.sessions.dormant import DormantSessions
+    from term2acp.sessions.manager import SessionManager
+    from term2acp.sessions.prompts import Prompts
+
+    for cls in (SessionManager, Prompts, DormantSessions):
+        assert cls.__bases__ == (object,), cls
