@@ -8,7 +8,7 @@ a few notifications) is small JSON-RPC, so we speak it here, cooperatively.
 
 Modules: ``config`` (what a server entry is, secrets kept out of reprs), ``rpc`` (requests,
 responses, notifications over any transport; the server's own requests each in a greenlet),
-``dial`` (one HTTP connection: the providers' proxy and CAs), ``stdio`` and ``http``
+``dial`` (one HTTP connection from ``term2acp/net/``: the providers' proxy and CAs), ``stdio`` and ``http``
 (transports), ``client`` (handshake with version fallback, tools, prompts), ``naming``
 (model-facing names and schemas), ``adapter`` (an MCP tool as one of our tools; a server's
 elicitation through the running call), ``resources`` (the two resource tools), ``prompts``

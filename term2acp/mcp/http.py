@@ -14,13 +14,13 @@ Legacy SSE (2024-11-05, for ACP v1 clients): a GET opens an event stream whose f
 (scheme, host, port), as the official SDKs require: an endpoint elsewhere fails the
 server before anything (and so no configured header) is sent there.
 
-Configured headers go to the server only; messages and logs show ``safe_url``. The plain
-``http.client`` is used: under gevent's monkey patch its sockets are cooperative. Each
+Configured headers go to the server only; messages and logs show ``safe_url``. Connections
+come from the one network path (``dial.py`` over ``term2acp/net/``: the providers' proxy
+and CAs; cooperative under gevent's monkey patch), events from its one SSE decoder. Each
 POST has its own connection: kept-alive connections measured several times slower
 against uvicorn (Nagle on the server's separate writes meets our delayed ACKs).
 """
 
-import http.client
 import json
 import logging
 import urllib.parse
@@ -31,6 +31,9 @@ import gevent.event
 from term2acp.mcp.dial import dial as _connect
 from term2acp.mcp.oauth import SignInNeeded
 from term2acp.mcp.rpc import McpError, ServerGone, TooLarge, too_large
+from term2acp.net import sse
+from term2acp.net.connection import FAILURES
+from term2acp.net.errors import EventTooLarge
 
 log = logging.getLogger(__name__)
 
@@ -60,30 +63,15 @@ def _shown_origin(parts):
 
 
 def sse_events(response):
-    """Yield ``(event, data)`` from a text/event-stream response, until it ends; raises
-    TooLarge for an event (or a line) over MAX_MESSAGE."""
-    event, data, size, limit = "message", [], 0, MAX_MESSAGE
-    while True:
-        raw = response.readline(limit + 2)
-        if not raw:
-            return
-        size += len(raw)
-        if size > limit + 2:
-            raise too_large("an event", limit)
-        line = raw.decode("utf-8", "replace").rstrip("\r\n")
-        if not line:
-            if data:
-                yield event, "\n".join(data)
-            event, data, size = "message", [], 0
-        elif line.startswith(":"):
-            continue
-        else:
-            name, _, value = line.partition(":")
-            value = value[1:] if value.startswith(" ") else value
-            if name == "event":
-                event = value or "message"
-            elif name == "data":
-                data.append(value)
+    """Yield ``(event, data)`` from a text/event-stream response until it ends (an event
+    without a name is a ``message``, as the SSE spec says); raises TooLarge for an event
+    (or a line) over MAX_MESSAGE."""
+    limit = MAX_MESSAGE
+    try:
+        for event, data in sse.events(response, limit=limit):
+            yield event or "message", data
+    except EventTooLarge:
+        raise too_large("an event", limit) from None
 
 
 class _HttpBase:
@@ -178,7 +166,7 @@ class StreamableHttpTransport(_HttpBase):
             except TooLarge as exc:
                 self.connection.lost(f"{self.config.safe_url}: {exc}")
                 raise self._fail(str(exc)) from None
-            except (OSError, http.client.HTTPException) as exc:
+            except FAILURES as exc:
                 raise self._fail(f"request failed ({type(exc).__name__}: {exc})") from None
             finally:
                 conn.close()
@@ -235,7 +223,7 @@ class StreamableHttpTransport(_HttpBase):
                 self._deliver(data)
         except TooLarge as exc:
             self.connection.lost(f"{self.config.safe_url}: {exc}")
-        except (OSError, http.client.HTTPException) as exc:
+        except FAILURES as exc:
             log.info("mcp %s: notification stream ended: %s", self.config.name, exc)
         finally:
             conn.close()
@@ -250,7 +238,7 @@ class StreamableHttpTransport(_HttpBase):
                     conn.request("DELETE", target, headers=self._headers(
                         {"Mcp-Session-Id": self.session_id}))
                     conn.getresponse().read()
-            except (OSError, http.client.HTTPException) as exc:
+            except FAILURES as exc:
                 log.debug("mcp %s: session DELETE failed: %s", self.config.name, exc)
             finally:
                 conn.close()
@@ -300,7 +288,7 @@ class SseTransport(_HttpBase):
                     self._deliver(data)
         except TooLarge as exc:
             reason = self._error = str(exc)
-        except (OSError, http.client.HTTPException) as exc:
+        except FAILURES as exc:
             reason = self._error = f"{type(exc).__name__}: {exc}"
         finally:
             conn.close()
@@ -320,7 +308,7 @@ class SseTransport(_HttpBase):
             if response.status >= 400:
                 raise McpError(f"{self.config.safe_url}: HTTP {response.status} {response.reason}"
                                + (f": {text}" if text else ""))
-        except (OSError, http.client.HTTPException) as exc:
+        except FAILURES as exc:
             raise self._fail(f"request failed ({type(exc).__name__}: {exc})") from None
         finally:
             conn.close()

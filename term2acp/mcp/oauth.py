@@ -62,7 +62,7 @@ def challenge_params(header):
 # ---------------------------------------------------------------- HTTP
 def request(method, url, body=None, headers=None):
     """``(status, parsed JSON or None)``; raises OAuthFailed when the host cannot be reached."""
-    from term2acp.mcp.dial import dial  # http.client: with the first sign-in
+    from term2acp.mcp.dial import dial  # the network path (http.client): with the first sign-in
 
     conn, target = dial(url, HTTP_TIMEOUT)
     shown = _shown(url)

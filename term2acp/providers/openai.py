@@ -11,7 +11,6 @@ endpoint, and to another server when its config says ``prompt_cache_key = true``
 helpers (credentials, the stream loop's error mapping) are shared with ``anthropic.py``.
 """
 
-import http.client
 import json
 import logging
 import os
@@ -19,7 +18,10 @@ import uuid
 from urllib.parse import urlsplit
 
 from term2acp.core import secrets
-from term2acp.providers import compat, responses, sse
+from term2acp.net import sse
+from term2acp.net.address import is_loopback as _loopback_host
+from term2acp.net.connection import FAILURES
+from term2acp.providers import compat, responses
 from term2acp.providers.base import (
     Provider,
     ProviderNotConfigured,
@@ -37,7 +39,6 @@ from term2acp.providers.errors import (
 )
 from term2acp.providers.catalog import family
 from term2acp.providers.http import HTTPClient
-from term2acp.providers.net import is_loopback as _loopback_host
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +102,7 @@ def sse_json(client, response, name):
                     f"{name}: malformed response from {client.target.netloc}: {exc}"[:300],
                     client.secret)) from None
             yield payload
-    except (OSError, http.client.HTTPException) as exc:
+    except FAILURES as exc:
         raise client.lost(response.url, exc) from None
     except ValueError as exc:  # SSE framing limits
         raise MalformedResponse(f"{name}: malformed response from {client.target.netloc}: "

@@ -16,8 +16,6 @@ Who decides where a request may go (every URL, the first and each redirect's):
 A rejection fetches nothing. The whole call is bounded by FETCH_SECONDS.
 """
 
-import http.client
-import ipaddress
 import socket
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -26,8 +24,9 @@ import gevent
 from marshmallow import Schema, fields, validate
 
 from term2acp.core.approvals import WEB_HOST, WEB_PRIVATE, ApprovalRequest
-from term2acp.providers.errors import ProviderError
-from term2acp.providers.net import Target, proxy_for
+from term2acp.net.address import Target, lookup, proxy_for
+from term2acp.net.connection import FAILURES
+from term2acp.net.errors import NetError
 from term2acp.tools import webpage
 from term2acp.tools.base import Plan, Tool, ToolError, ToolResult
 
@@ -111,26 +110,17 @@ def literal_or_local(host):
 def _proxied(url):
     try:
         return proxy_for(Target(url)) is not None
-    except ProviderError:
+    except NetError:
         return False
 
 
 def _resolve(host, port):
     try:
-        literal = ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        literal = None
-    if literal is not None:
-        found = [literal]
-    else:
-        try:
-            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        except (OSError, UnicodeError) as exc:
-            raise ToolError(f"cannot resolve {host}: {exc}. Check the URL.") from None
-        found = list(dict.fromkeys(ipaddress.ip_address(info[4][0].split("%")[0])
-                                   for info in infos))
-        if not found:
-            raise ToolError(f"{host} has no address.")
+        found = lookup(host, port)
+    except (OSError, UnicodeError) as exc:
+        raise ToolError(f"cannot resolve {host}: {exc}. Check the URL.") from None
+    if not found:
+        raise ToolError(f"{host} has no address.")
     # an IPv4 address written as IPv6 (::ffff:a.b.c.d) is judged as the IPv4 address
     return [ip.ipv4_mapped or ip if ip.version == 6 else ip for ip in found]
 
@@ -182,9 +172,9 @@ class WebFetchTool(Tool):
         for _ in range(MAX_REDIRECTS + 1):
             try:
                 reply = webpage.get(place.url, place.address, prefix)
-            except (OSError, http.client.HTTPException) as exc:
+            except FAILURES as exc:
                 raise ToolError(f"could not fetch {place.url}: {_why(exc)}") from None
-            except ProviderError as exc:  # a proxy setting the providers refuse too
+            except NetError as exc:  # a proxy setting the providers refuse too
                 raise ToolError(f"could not fetch {place.url}: {exc}") from None
             if reply.location is None:
                 return reply

@@ -3,10 +3,10 @@
 Where a request goes is decided before it is made (:mod:`term2acp.tools.web_fetch`):
 the caller passes the address it approved, and the connection goes to that address (the
 name is not looked up again, so a second answer of the DNS cannot move the request
-elsewhere); TLS still verifies the certificate against the host name. Proxies and TLS
-are the providers' (:mod:`term2acp.providers.net`): ``HTTPS_PROXY``/``HTTP_PROXY``/
-``NO_PROXY`` with a ``CONNECT`` tunnel (then the proxy resolves the name), the system CAs
-or ``SSL_CERT_FILE``. Redirects are not followed here: each one comes back to the caller
+elsewhere); TLS still verifies the certificate against the host name. The connection,
+proxies and TLS are the one network path's (:mod:`term2acp.net`), as for the providers and
+MCP: ``HTTPS_PROXY``/``HTTP_PROXY``/``NO_PROXY`` with a ``CONNECT`` tunnel (then the proxy
+resolves the name), the system CAs or ``SSL_CERT_FILE``. Redirects are not followed here: each one comes back to the caller
 as a new URL to check.
 
 Only a prefix of the body is read (``limit`` bytes after gzip/deflate decoding, at most
@@ -18,7 +18,6 @@ Rust core, imported by the preload in the background), text and JSON stay as the
 anything else is refused by its type.
 """
 
-import http.client
 import re
 import zlib
 from dataclasses import dataclass
@@ -27,7 +26,8 @@ from urllib.parse import urljoin, urlsplit
 import gevent
 
 from term2acp import __version__
-from term2acp.providers.net import Target, open_socket, proxy_for, ssl_context
+from term2acp.net.address import Target
+from term2acp.net.connection import connection
 
 MAX_BYTES = 5 * 1024 * 1024  # of the (decoded) body
 HEAD_CAP = 1024 * 1024  # an HTML head is read whole up to this, beyond the prefix
@@ -66,20 +66,7 @@ def get(url, address, limit=MAX_BYTES):
     """GET ``url`` with the connection pinned to ``address`` (an IP string; ignored when
     a proxy is used), reading a prefix of ``limit`` bytes of the body (module docstring);
     the redirect target is returned, never followed."""
-    target = Target(url)
-    proxy = proxy_for(target)
-    host, port = (proxy[0], proxy[1]) if proxy else (target.host, target.port)
-    if target.scheme == "https":
-        conn = http.client.HTTPSConnection(host, port, timeout=CONNECT_SECONDS,
-                                           context=ssl_context())
-    else:
-        conn = http.client.HTTPConnection(host, port, timeout=CONNECT_SECONDS)
-    if proxy:
-        conn.set_tunnel(target.host, target.port, headers=proxy[2])
-        conn._create_connection = open_socket  # http.client's per-connection hook
-    else:
-        conn._create_connection = lambda _addr, timeout, source=None: open_socket(
-            (address, port), timeout, source)
+    conn, _proxy = connection(Target(url), CONNECT_SECONDS, address=address)
     try:
         path = urlsplit(url)._replace(scheme="", netloc="", fragment="").geturl() or "/"
         conn.request("GET", path, headers=HEADERS)

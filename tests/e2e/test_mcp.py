@@ -239,3 +239,41 @@ def test_a_call_past_the_call_timeout_fails_and_the_turn_goes_on(mcp_agent, tmp_
     agent.close()
     results = [m["content"] for m in history(home, sid) if m["role"] == "tool"]
     assert len(results) == 1 and "did not answer within 0.5 s" in results[0]  # the model knows
+
+
+def test_an_https_server_behind_the_proxy_is_reached_as_the_providers_reach_theirs(
+        mcp_agent, tmp_path):
+    """MCP over HTTP takes the one network path: HTTPS_PROXY (a CONNECT tunnel to a name
+    only the proxy resolves) and SSL_CERT_FILE (a CA made here) hold for it as for the
+    providers; without the CA the certificate is refused and no call reaches the server."""
+    from tests.support.proxy import ConnectProxy
+    from tests.support.tls import make_ca
+
+    name = "mcp.corp.invalid"
+    authority = make_ca(tmp_path, names=[name])
+    (tmp_path / "other").mkdir()
+    server = HttpServer("http", env={"MCP_FAKE_TLS": f"{authority.cert}:{authority.key}"})
+    proxy = ConnectProxy(hosts={name: "127.0.0.1"}).start()
+    try:
+        entry = dict(server.entry(), url=f"https://{name}:{server.port}/mcp")
+        env = {"HTTPS_PROXY": proxy.url, "NO_PROXY": "", "SSL_CERT_FILE": str(authority.ca)}
+        turns = [[call("mcp__web__add", a=2, b=3)], [{"text": "five"}]]
+        agent, sid, _ = mcp_agent(turns, [entry], env=env)
+        _, updates, _ = agent.prompt(sid, "add", timeout=60,
+                                     on_request=lambda m: selected("allow-once"))
+        assert final(updates)["status"] == "completed" and text_of(final(updates)) == "5"
+        agent.close()
+        assert {target for target, _ in proxy.tunnels} == {f"{name}:{server.port}"}
+
+        proxy.tunnels.clear()  # the same, trusting another CA only: refused
+        env["SSL_CERT_FILE"] = str(make_ca(tmp_path / "other").ca)
+        agent, sid, _ = mcp_agent([[call("mcp__web__add", a=2, b=3)], [{"text": "no"}]],
+                                  [entry], env=env)
+        _, updates, _ = agent.prompt(sid, "add", timeout=60,
+                                     on_request=lambda m: selected("allow-once"))
+        assert not [u for u in updates if u.get("status") == "completed"]
+        agent.close()
+        assert proxy.tunnels and "certificate verify failed" in agent.stderr
+    finally:
+        proxy.stop()
+        server.stop()

@@ -18,7 +18,8 @@ session id), e.g. on another origin; ``MCP_FAKE_IGNORE_EOF=1`` keeps a stdio ser
 running after its stdin ends, SIGTERM ignored; ``MCP_FAKE_JSON=1`` answers streamable HTTP
 requests with an ``application/json`` body (the SDK's ``json_response`` mode);
 ``MCP_FAKE_SESSION_ID`` is the session id a streamable HTTP server assigns;
-``MCP_FAKE_EOF_GATE`` holds a stdio server's stop until the test lets it go (hold_at_eof).
+``MCP_FAKE_EOF_GATE`` holds a stdio server's stop until the test lets it go (hold_at_eof);
+``MCP_FAKE_TLS=cert.pem:key.pem`` serves HTTPS with that certificate.
 
 What it says on the wire was captured from the official server (mcp 2.3, the SDK that
 mcp_server.py uses) and is reproduced here: compact JSON with the SDK's key order, the
@@ -750,6 +751,12 @@ def serve_http(app):
     socketserver.TCPServer.server_bind(httpd)  # not HTTPServer's: no getfqdn lookup
     httpd.server_name, httpd.server_port = "127.0.0.1", httpd.server_address[1]
     httpd.server_activate()
+    if os.environ.get("MCP_FAKE_TLS"):  # "cert.pem:key.pem": serve https
+        import ssl
+
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(*os.environ["MCP_FAKE_TLS"].split(":", 1))
+        httpd.socket = context.wrap_socket(httpd.socket, server_side=True)
     Handler.app = app
     print(f"PORT {httpd.server_address[1]}", flush=True)
     httpd.serve_forever()

@@ -1,6 +1,7 @@
 """The rings: wire knows nothing of ACP, the runtime never imports the wire or ACP, and the
 launcher's start-up path does not import the session layer or provider SDKs."""
 
+import re
 import subprocess
 import sys
 
@@ -29,7 +30,8 @@ def test_layering_wire_knows_nothing_of_acp_or_the_runtime(module):
                                     "term2acp.providers.catalog", "term2acp.mcp.hub",
                                     "term2acp.turns.context", "term2acp.turns.compaction",
                                     "term2acp.turns.commands",
-                                    "term2acp.providers.http", "term2acp.sessions.config_options"])
+                                    "term2acp.providers.http", "term2acp.sessions.config_options",
+                                    "term2acp.net.connection", "term2acp.net.sse"])
 def test_layering_runtime_never_imports_wire_or_acp(module):
     gained = modules_after(f"import {module}")
     assert not {m for m in gained if m.startswith(("term2acp.rpc", "term2acp.acp"))}
@@ -46,6 +48,7 @@ def test_layering_what_the_preload_prepares_is_not_on_the_start_up_path():
     late = set(MODULES) | {"sh", "term2acp.providers.openai", "term2acp.providers.anthropic",
                            "term2acp.providers.scripted", "term2acp.providers.local_engine",
                            "term2acp.mcp.stdio", "term2acp.mcp.http", "http.client",
+                           "term2acp.net.connection", "term2acp.net.sse",
                            "llama_cpp", "xllamacpp", "re2", "html_to_markdown", "docopt"}
     assert not late & gained, late & gained
 
@@ -60,7 +63,7 @@ def test_layering_core_depends_on_nothing_of_ours(module):
 
 # The package order: each package may import only packages before it (lazy imports
 # included), so there are no cycles and the shared vocabulary lives in ``core``.
-PACKAGE_ORDER = ["interpreter", "core", "providers", "config_fields", "config", "auth", "settings",
+PACKAGE_ORDER = ["interpreter", "core", "net", "providers", "config_fields", "config", "auth", "settings",
                  "sandbox", "rpc", "lsp", "tools", "mcp", "turns", "sessions", "acp", "preload", "diagnostics", "server", "headless", "patching",
                  "cli", "__main__"]
 
@@ -233,3 +236,57 @@ def test_layering_the_manager_owns_its_parts_not_mixins():
 
     for cls in (SessionManager, Prompts, DormantSessions):
         assert cls.__bases__ == (object,), cls
+
+
+# The one network path (term2acp/net/): what makes an HTTP connection, resolves a name,
+# builds a TLS context or decodes server-sent events, and the modules allowed to.
+NETWORK_NAMES = {"HTTPConnection", "HTTPSConnection", "create_connection", "urlopen",
+                 "getaddrinfo", "create_default_context", "SSLContext", "wrap_socket"}
+NETWORK_MODULES = {"http.client", "urllib.request", "urllib3", "requests", "httpx", "aiohttp"}
+NETWORK_HOME = ("net/address.py", "net/connection.py")
+SSE_FIELD = re.compile(r"""(==|!=)\s*b?["'](data|event|retry)["']|"""
+                       r"""startswith\(\s*b?["'](data|event):""")
+
+
+def _sources():
+    import os
+
+    base = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))), "term2acp")
+    for folder, _dirs, files in os.walk(base):
+        for name in files:
+            if name.endswith(".py"):
+                path = os.path.join(folder, name)
+                with open(path, encoding="utf-8") as fh:
+                    yield os.path.relpath(path, base).replace(os.sep, "/"), fh.read()
+
+
+def test_layering_one_http_connection_factory():
+    """Providers, web_fetch and MCP reach servers through ``term2acp/net/`` only (one place
+    for the proxy, the CAs, the loopback rule): no other module makes a connection, looks
+    up a name or builds a TLS context, nor imports an HTTP client library."""
+    import ast
+
+    found = []
+    for rel, text in _sources():
+        if rel in NETWORK_HOME:
+            continue
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Attribute) and node.attr in NETWORK_NAMES:
+                found.append(f"{rel}:{node.lineno} {node.attr}")
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names = {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+                if names & NETWORK_MODULES or {a.name for a in node.names} & NETWORK_NAMES:
+                    found.append(f"{rel}:{node.lineno} from {node.module} import")
+            elif isinstance(node, ast.Import):
+                found += [f"{rel}:{node.lineno} import {a.name}" for a in node.names
+                          if a.name in NETWORK_MODULES or a.name.split(".")[0] in NETWORK_MODULES]
+    assert not found, found
+
+
+def test_layering_one_sse_decoder():
+    """Server-sent events are decoded by ``net/sse.py`` alone (model streams and MCP)."""
+    found = [f"{rel}:{text[:m.start()].count(chr(10)) + 1} {m.group(0)}"
+             for rel, text in _sources() if rel != "net/sse.py"
+             for m in SSE_FIELD.finditer(text)]
+    assert not found, found

@@ -1,4 +1,4 @@
-"""The providers' HTTP client (providers/http.py, providers/sse.py) against local fakes:
+"""The providers' HTTP client (providers/http.py over term2acp/net/) against local fakes:
 TLS with a CA made at test time, a CONNECT proxy, retries, typed errors, keep-alive, cancel.
 """
 
@@ -7,7 +7,7 @@ import base64
 import gevent
 import pytest
 
-from term2acp.providers import net
+from term2acp.net import address as net
 from term2acp.providers.base import ModelRequest, Retrying, Stop, TextDelta
 from term2acp.providers.errors import (
     AuthenticationFailed,
@@ -18,7 +18,7 @@ from term2acp.providers.errors import (
 )
 from term2acp.providers.anthropic import AnthropicProvider
 from term2acp.providers.openai import OpenAIProvider
-from term2acp.providers.sse import SSEDecoder
+from term2acp.net.sse import SSEDecoder
 from tests.support.fake_llm import (
     Burst,
     Consumer,

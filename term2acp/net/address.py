@@ -1,13 +1,12 @@
-"""Where the providers' requests go: base URL, proxy choice, TLS context (standard library).
+"""Where a request goes: base URL, name lookup, proxy choice, TLS context (standard library).
 
 * :class:`Target`: scheme, host, port and path prefix of a base URL;
 * :func:`proxy_for`: ``HTTPS_PROXY``/``HTTP_PROXY``/``ALL_PROXY`` (either case, an
   ``http://[user:pass@]host:port`` proxy reached with ``CONNECT``), ``NO_PROXY`` (host
   suffixes, IPs, CIDRs, ``*``, optional ``:port``); loopback hosts never use a proxy: a
   proxy cannot reach the user's own loopback server;
-* :func:`open_socket`: connects without a name lookup when the host is an IP literal or
-  ``localhost`` (the first lookup through gevent's resolver starts its thread pool, a
-  delay on the first prompt of a local-server user);
+* :func:`lookup`: a host's addresses (literals without a lookup), for callers that judge
+  an address before connecting to it (``web_fetch``);
 * :func:`ssl_context`: verification against the system CAs, or ``SSL_CERT_FILE`` /
   ``REQUESTS_CA_BUNDLE`` (a bundle that replaces them, as in requests) / ``SSL_CERT_DIR``.
 """
@@ -19,35 +18,9 @@ import socket
 import ssl
 from urllib.parse import unquote, urlsplit
 
-from term2acp.providers.errors import ConnectionFailed, ProviderNotConfigured
+from term2acp.net.errors import BadURL
 
 _ssl_contexts = {}  # (cafile, capath) -> ssl.SSLContext
-
-
-def open_socket(address, timeout, source_address=None):
-    """``socket.create_connection`` (cooperative under the patch), minus the lookup for
-    literal addresses; ``localhost`` tries 127.0.0.1, then ::1."""
-    host, port = address
-    if host == "localhost":
-        candidates = ("127.0.0.1", "::1")
-    else:
-        try:
-            candidates = (str(ipaddress.ip_address(host.strip("[]"))),)
-        except ValueError:
-            return socket.create_connection(address, timeout, source_address)
-    for number, ip in enumerate(candidates):
-        sock = socket.socket(socket.AF_INET6 if ":" in ip else socket.AF_INET, socket.SOCK_STREAM)
-        try:
-            sock.settimeout(timeout)
-            if source_address:
-                sock.bind(source_address)
-            sock.connect((ip, port))
-            return sock
-        except BaseException as exc:
-            sock.close()
-            if number + 1 == len(candidates) or not isinstance(exc, OSError):
-                raise
-    raise OSError("no address to connect to")  # not reached
 
 
 def is_loopback(host):
@@ -65,7 +38,7 @@ class Target:
     def __init__(self, base_url):
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ProviderNotConfigured(f"base URL {base_url!r} is not an http(s) URL")
+            raise BadURL(f"base URL {base_url!r} is not an http(s) URL")
         self.scheme, self.host = parts.scheme, parts.hostname
         self.port = parts.port or (443 if parts.scheme == "https" else 80)
         self.prefix = parts.path.rstrip("/")
@@ -80,6 +53,12 @@ class Target:
         return f"{self.scheme}://{self.netloc}{self.prefix}{suffix}"
 
 
+def request_target(url):
+    """The path and query of ``url`` as a request line carries them (``/`` at least)."""
+    parts = urlsplit(url)
+    return (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+
+
 def proxy_for(target, env=None):
     """``(host, port, headers)`` of the proxy to tunnel through, or None."""
     env = os.environ if env is None else env
@@ -90,8 +69,8 @@ def proxy_for(target, env=None):
         return None
     parts = urlsplit(url if "://" in url else f"http://{url}")
     if parts.scheme != "http" or not parts.hostname:
-        raise ConnectionFailed(f"unsupported proxy URL {parts.scheme}://{parts.hostname}: only "
-                               "http:// proxies (CONNECT) are supported")
+        raise BadURL(f"unsupported proxy URL {parts.scheme}://{parts.hostname}: only "
+                     "http:// proxies (CONNECT) are supported")
     headers = {}
     if parts.username:
         pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
@@ -122,6 +101,17 @@ def _no_proxy(target, value):
         except ValueError:
             pass
     return False
+
+
+def lookup(host, port):
+    """The distinct addresses of ``host`` (``ipaddress`` objects, in the resolver's order);
+    a literal is its own. Raises ``OSError`` (or ``UnicodeError`` for a bad name)."""
+    try:
+        return [ipaddress.ip_address(host.strip("[]"))]
+    except ValueError:
+        pass
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return list(dict.fromkeys(ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos))
 
 
 def ssl_context():

@@ -1,9 +1,13 @@
-"""Server-sent events: the framing both model APIs stream in, and a pacing rule.
+"""Server-sent events: the one decoder (the model APIs' streams, MCP's event streams), and a
+pacing rule.
 
 :class:`SSEDecoder` turns bytes into ``(event, data)`` pairs following the WHATWG rules
 that matter here: ``event:`` and ``data:`` fields (several ``data:`` lines join with a
 newline), comments (``:``), ``id``/``retry`` ignored, a blank line dispatches, and lines
-end with LF, CRLF or CR.
+end with LF, CRLF or CR. An event without an ``event:`` field comes out as ``None`` (the
+spec's "message" is the caller's to supply). One event, or one line, larger than the
+decoder's ``limit`` raises :class:`~term2acp.net.errors.EventTooLarge` (a ``ValueError``):
+a broken or hostile stream, not a big answer.
 
 :func:`paced` is the loop-side rule: a server that writes its whole
 answer at once (a fast local model on loopback) keeps the socket always readable, so a
@@ -16,13 +20,15 @@ and ``session/cancel`` is never read. ``paced`` gives the hub a turn whenever
 import time
 
 from term2acp.core.pacing import breathe
+from term2acp.net.errors import EventTooLarge
 
 YIELD_EVERY = 0.002  # seconds a stream loop may run without letting other greenlets in
 MAX_EVENT_BYTES = 16 << 20  # one event larger than this is a broken stream, not a big answer
 
 
 class SSEDecoder:
-    def __init__(self):
+    def __init__(self, limit=MAX_EVENT_BYTES):
+        self.limit = limit
         self._pending = b""
         self._event = None
         self._data = []
@@ -39,8 +45,8 @@ class SSEDecoder:
             if keep_cr:
                 buffer += b"\r"
         *lines, self._pending = buffer.split(b"\n")
-        if len(self._pending) > MAX_EVENT_BYTES:
-            raise ValueError("an event line exceeds 16 MiB")
+        if len(self._pending) > self.limit:
+            raise EventTooLarge(f"an event line exceeds {_bound(self.limit)}", self.limit)
         out = []
         for line in lines:
             if line:
@@ -70,17 +76,21 @@ class SSEDecoder:
             value = value[1:]
         if name == b"data":
             self._size += len(value)
-            if self._size > MAX_EVENT_BYTES:
-                raise ValueError("an event exceeds 16 MiB")
+            if self._size > self.limit:
+                raise EventTooLarge(f"an event exceeds {_bound(self.limit)}", self.limit)
             self._data.append(value.decode("utf-8", "replace"))
         elif name == b"event":
             self._event = value.decode("utf-8", "replace")
-        # comments (empty name), id and retry carry nothing a model stream needs
+        # comments (empty name), id and retry carry nothing our streams need
 
 
-def events(response, read_size=65536):
+def _bound(limit):
+    return f"{limit >> 20} MiB" if limit >= 1 << 20 else f"{limit} bytes"
+
+
+def events(response, read_size=65536, limit=MAX_EVENT_BYTES):
     """``(event, data)`` pairs from a streamed HTTP response body, paced for the hub."""
-    decoder = SSEDecoder()
+    decoder = SSEDecoder(limit)
     pace = Pacer()
     while True:
         chunk = response.read1(read_size)
