@@ -97,14 +97,13 @@ class TurnCheckpoint:
         self.session = session
         self.store = session.store
         self.turn_id = turn_id  # the turn's user message id
-        self.root = session.root
+        self.roots = (session.root, *session.extra_roots)  # each a workspace, snapshot apart
         self.limit = max_bytes(settings)
         self.paths = {}  # path -> fingerprint the turn left (filled by finish)
         self.notes = []
-        self._git = None
-        self._git_checked = False
+        self._gits = None  # root -> GitSnapshots, or None where the root is not in git
         self._settings = settings
-        self._tree = None  # the last snapshot, still the work tree's state
+        self._trees = {}  # root -> the last snapshot, still the work tree's state
         self._running = 0  # commands between before_command and after_command
         self._lock = None  # one git call at a time (a round's calls run side by side)
 
@@ -127,7 +126,7 @@ class TurnCheckpoint:
     # ------------------------------------------------------------ file tools
     def before_write(self, path):
         """``path`` (canonical) is about to be written, replaced or removed."""
-        self._tree = None  # a later command's "before" must include this write
+        self._trees.clear()  # a later command's "before" must include this write
         if path in self.paths:
             return
         try:
@@ -164,55 +163,68 @@ class TurnCheckpoint:
 
     # ------------------------------------------------------------ commands
     def _snapshots(self):
-        if not self._git_checked:
-            self._git_checked = True
-            dotgit = repository_of(self.root)
-            if dotgit is not None:
-                self._git = GitSnapshots(self.root, os.path.join(
-                    private_dir(self._settings, self.session.id), "git"), dotgit)
-        return self._git
+        """Each root's snapshots (None for a root not in a git repository); the main
+        root's keep their place of old, the others one each beside it."""
+        if self._gits is None:
+            folder = private_dir(self._settings, self.session.id)
+            self._gits = {}
+            for root in self.roots:
+                dotgit = repository_of(root)
+                name = "git" if root == self.roots[0] else (
+                    "git-" + hashlib.sha256(os.fsencode(root)).hexdigest()[:16])
+                self._gits[root] = None if dotgit is None else GitSnapshots(
+                    root, os.path.join(folder, name), dotgit)
+        return self._gits
+
+    def _where(self, root):
+        return "the workspace" if root == self.roots[0] else root
 
     def before_command(self, name):
         """A tool that may change files some other way is about to run; returns the
-        snapshot to hand to :meth:`after_command` (None when there is none)."""
-        git = self._snapshots()
-        if git is None:
-            self._note(f"{name} ran and the workspace is not a git repository, so the files "
-                       "it changed were not recorded")
-            return None
+        snapshots to hand to :meth:`after_command` (root -> tree; a root without one is
+        named in the turn's notes)."""
+        before = {}
         with self._serial():
             self._running += 1
-            before, self._tree = self._tree, None  # not the work tree's state while it runs
-            if before is not None:
-                return before
-            try:
-                return git.tree()
-            except (SnapshotError, OSError, ValueError) as exc:
-                self._note(f"the files {name} changed could not be recorded ({exc})")
-                return None
+        for root, git in self._snapshots().items():
+            if git is None:
+                self._note(f"{name} ran and {self._where(root)} is not a git repository, so "
+                           "the files it changed there were not recorded")
+                continue
+            with self._serial():
+                tree = self._trees.pop(root, None)  # not the work tree's state while it runs
+                if tree is None:
+                    try:
+                        tree = git.tree()
+                    except (SnapshotError, OSError, ValueError) as exc:
+                        self._note(f"the files {name} changed could not be recorded ({exc})")
+                        continue
+                before[root] = tree
+        return before
 
     def after_command(self, name, before):
         with self._serial():
             self._running -= 1
-            if before is not None:
-                self._after(name, before)
+            for root, tree in (before or {}).items():
+                self._after(name, root, tree)
 
     def _serial(self):
         if self._lock is None:
             self._lock = Semaphore()
         return self._lock
 
-    def _after(self, name, before):
-        git = self._git
+    def _after(self, name, root, before):
+        git = self._gits[root]
         try:
             after = git.tree()
             changed = [c for c in git.changes(before, after) if c[0] not in self.paths]
             blobs = git.blobs([blob for _p, mode, blob in changed if mode != "000000"])
         except (SnapshotError, OSError, ValueError) as exc:
-            self._tree = None
+            self._trees.pop(root, None)
             self._note(f"the files {name} changed could not be recorded ({exc})")
             return
-        self._tree = after if not self._running else None  # others still change it
+        if not self._running:  # else others still change it
+            self._trees[root] = after
         for path, mode, blob in changed:
             if mode == "000000":
                 self._put(path, "absent", None, b"")
@@ -241,5 +253,6 @@ class TurnCheckpoint:
                 self.store.turns.drop_contents(sid, turn, (
                     f"its checkpoint was dropped to keep the session's checkpoints under "
                     f"{self.limit // 2**20} MiB"))
-        if self._git is not None and self._git.size() > self.limit:
-            self._git.drop()
+        for git in (self._gits or {}).values():
+            if git is not None and git.size() > self.limit:
+                git.drop()

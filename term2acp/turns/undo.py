@@ -44,8 +44,9 @@ def undo_last(session):
     files = store.turns.files(session.id, message_id)
     from term2acp.tools import processes  # with the sandbox: off the start-up path
 
+    roots = (session.root, *session.extra_roots)
     report = Report(session.root)
-    with processes.freeze(session.id), _Changes(session.root) as changes:
+    with processes.freeze(session.id), _Changes(roots) as changes:
         try:
             for path, state, mode, content, after, why in files:
                 try:
@@ -104,18 +105,25 @@ def _inside(root, path):
     return path.startswith(root + os.sep)
 
 
+def _root_of(roots, path):
+    """The session root ``path`` is in (the innermost, if one holds another), or None."""
+    inside = [root for root in roots if _inside(root, path)]
+    return max(inside, key=len) if inside else None
+
+
 def _stage(changes, path, state, mode, content, after, why, report):
     """Check one recorded file against what is there now, and stage putting it back."""
     shown = report.shown(path)
     if state == "unrecorded":
         report.not_restored.append(f"{shown} ({why or 'it was not recorded'})")
         return
-    if not _inside(changes.root, path):
+    root = _root_of(changes.roots, path)
+    if root is None:
         report.not_restored.append(f"{shown} (it is outside the workspace)")
         return
-    folder, name = os.path.split(os.path.relpath(path, changes.root))
+    folder, name = os.path.split(os.path.relpath(path, root))
     try:
-        dfd = changes.folder(folder, create=False)
+        dfd = changes.folder(root, folder, create=False)
     except NotADirectoryError:  # a folder on its way is a symlink or a file now
         report.left.append(f"{shown} (a folder on its path is not a folder any more)")
         return
@@ -133,7 +141,7 @@ def _stage(changes, path, state, mode, content, after, why, report):
         changes.remove(dfd, name, path)
         report.removed.append(shown)
     else:
-        dfd = changes.folder(folder, create=True)
+        dfd = changes.folder(root, folder, create=True)
         changes.put(dfd, name, path, state, mode, content or b"")
         report.restored.append(shown)
 
@@ -166,14 +174,15 @@ _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class _Changes:
-    """The file changes of one /undo: reached through folder descriptors opened from the
-    root without following links, staged (new contents in temp files beside their
-    targets), then committed (the current file moved aside, the staged one linked in) and
-    on any failure rolled back in reverse; the files moved aside go once all is done."""
+    """The file changes of one /undo, in every root of the session: reached through folder
+    descriptors opened from their root without following links, staged (new contents in
+    temp files beside their targets), then committed (the current file moved aside, the
+    staged one linked in) and on any failure rolled back in reverse, whatever root they
+    were in; the files moved aside go once all is done."""
 
-    def __init__(self, root):
-        self.root = root
-        self.fds = {}  # relative folder -> fd
+    def __init__(self, roots):
+        self.roots = roots
+        self.fds = {}  # (root, relative folder) -> fd
         self.made = []  # (parent fd, name) of folders created, in order
         self.staged = []  # (fd, name, temp or None, path): temp None removes the file
         self.done = []  # (fd, name, placed, aside) committed, for a roll back
@@ -192,16 +201,16 @@ class _Changes:
             os.close(fd)
         self.fds = {}
 
-    def folder(self, relative, create):
-        """The fd of ``relative`` (below the root), None when missing and not ``create``;
+    def folder(self, root, relative, create):
+        """The fd of ``relative`` (below ``root``), None when missing and not ``create``;
         NotADirectoryError when a part of it is a symlink or a file."""
-        if relative in self.fds:
-            return self.fds[relative]
+        if (root, relative) in self.fds:
+            return self.fds[root, relative]
         if not relative:
-            fd = os.open(self.root, _DIR)
+            fd = os.open(root, _DIR)
         else:
             parent_rel, name = os.path.split(relative)
-            parent = self.folder(parent_rel, create)
+            parent = self.folder(root, parent_rel, create)
             if parent is None:
                 return None
             try:
@@ -216,7 +225,7 @@ class _Changes:
                 if exc.errno in (errno.ELOOP, errno.ENOTDIR):
                     raise NotADirectoryError(exc.errno, exc.strerror, relative) from None
                 raise
-        self.fds[relative] = fd
+        self.fds[root, relative] = fd
         return fd
 
     def remove(self, dfd, name, path):

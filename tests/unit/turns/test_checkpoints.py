@@ -19,6 +19,7 @@ class Session:
     def __init__(self, store, root):
         self.id, self.root, self.store = str(uuid.uuid4()), root, store
         self.history, self.history_rows = [], 0
+        self.extra_roots = ()
         store.create_session(self.id, root, "scripted", "scripted")
 
     def commit(self):
