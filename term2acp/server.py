@@ -15,39 +15,43 @@ from term2acp.core import executables, reaper
 from term2acp.mcp.config import masked_servers
 from term2acp.preload import Preload
 from term2acp.rpc.endpoint import Endpoint
+from term2acp.rpc.peer import Peer
 from term2acp.rpc.stream import Writer, open_reader, read_lines
 from term2acp.sessions.errors import StoreError, StoreRecovered
 from term2acp.sessions.manager import SessionManager
+from term2acp.sessions.store import store_for
 
 log = logging.getLogger(__name__)
 
 class Server:
+    """The composition root: every object built whole, in the order they need each other."""
+
     def __init__(self, settings, catalog, in_fd, out_fd):
         self.settings = settings
-        self.stop = Event()
         self.catalog = catalog
-        self.writer = Writer(out_fd, on_failure=self._disconnected, discard=_discarded)
+        self.in_fd = in_fd
+        self.stop = Event()
         self.pool = Pool(256)
-        self.endpoint = Endpoint(None, self.writer.put, self.pool, max_line=settings.max_line_bytes,
-                                 send_wait=self.writer.put_wait,
-                                 send_quick=self.writer.put_quick,
-                                 backlogged=self.writer.backlogged)
-        self.preload = Preload(settings, catalog, self.writer.wait_flushed)
-        self.manager = SessionManager(settings, catalog, self.preload.tools,
-                                      self.preload.sandbox_note)
+        store = store_for(settings)
         # what a line reports is committed before the line is written: a kill -9 loses
         # nothing the client was told
-        self.writer.before_write = self.manager.store.commit_quietly
-        self.connection = Connection(lambda: self.manager, ClientProxy(self.endpoint), settings)
-        self.connection.catalog = catalog  # authMethods name its providers' key variables
-        self.endpoint.router = self.connection
-        self.endpoint.wire_mask = masked_servers
-        # The face is built when the store is open; what only prompts need is prepared in a
-        # thread (preload.py), and the calls that need it wait for it.
-        self.connection.before_sessions = self._store_opened
-        self.connection.before_turns = self.preload.wait
+        self.writer = Writer(out_fd, on_failure=self._disconnected, discard=_discarded,
+                             before_write=store.commit_quietly)
+        # What only prompts need is prepared in a thread (preload.py); the session layer
+        # waits for it before a turn starts.
+        self.preload = Preload(settings, catalog, self.writer.wait_flushed)
+        self.manager = SessionManager(settings, catalog, self.preload.tools,
+                                      self.preload.sandbox_note, store=store,
+                                      turns_ready=self.preload.wait)
+        self.peer = Peer(self.writer.put, send_wait=self.writer.put_wait,
+                         send_quick=self.writer.put_quick)
+        # the face's routes wait (in their own greenlets) until the store is open
+        self.connection = Connection(self.manager, ClientProxy(self.peer), settings, catalog,
+                                     sessions_ready=self._store_opened)
+        self.endpoint = Endpoint(self.connection, self.peer, self.pool,
+                                 max_line=settings.max_line_bytes,
+                                 backlogged=self.writer.backlogged, wire_mask=masked_servers)
         self._opener = None  # opens the session store, from before the first line is read
-        self.in_fd = in_fd
 
     def _open_store(self):
         """Open the session store (its own thread does the work) while the first lines are
@@ -67,7 +71,7 @@ class Server:
 
     def _disconnected(self, exc):
         log.info("client went away (%s); shutting down", exc)
-        self.endpoint.close()
+        self.peer.close()
         self.stop.set()
 
     def _read(self):
@@ -77,7 +81,7 @@ class Server:
         except OSError as exc:
             log.warning("reading stdin failed: %s", exc)
         finally:
-            self.endpoint.close()
+            self.peer.close()
             self.stop.set()
 
     def run(self, signals=True):
@@ -106,7 +110,7 @@ class Server:
         """Stop reading, cancel work, close sessions, drain the outbox; all bounded."""
         bound = self.settings.shutdown_timeout
         reader.kill(block=False)
-        self.endpoint.close()
+        self.peer.close()
         self.endpoint.join(timeout=bound * 0.2)  # let requests already received finish
         self.preload.close(bound * 0.1)
         self._opener.join(bound * 0.1)

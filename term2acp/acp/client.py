@@ -4,13 +4,13 @@ from term2acp.acp import methods
 
 
 class ClientProxy:
-    def __init__(self, endpoint):
-        self._endpoint = endpoint
+    def __init__(self, peer):
+        self._peer = peer  # rpc/peer.py
         # update(session_id, update, tag=None): one ``session/update``, one call (every
         # streamed chunk takes it); ``tag`` (``Lifecycle.chunk_tag``) lets the writer drop
         # it while queued once its turn is cancelled
-        self.update = endpoint.notifier(methods.SESSION_UPDATE, ("sessionId", "update"))
+        self.update = peer.notifier(methods.SESSION_UPDATE, ("sessionId", "update"))
 
     def call(self, method, params, timeout=None):
-        """A request to the editor, answered or withdrawn: see :meth:`Endpoint.call`."""
-        return self._endpoint.call(method, params, timeout)
+        """A request to the editor, answered or withdrawn: see :meth:`Peer.call`."""
+        return self._peer.call(method, params, timeout)

@@ -10,7 +10,7 @@ Fail closed, as the permission bridge does (``acp/v2/permissions.py``): an answe
 counts only when it is ``accept`` with content that matches the requested schema, or the
 user's own ``decline``/``cancel``. A timeout, a disconnect, an error or a malformed
 answer is a ``cancel``; an accept whose content does not fit is a ``decline``. A
-cancelled turn kills the waiting greenlet: ``Endpoint.call`` withdraws the request with
+cancelled turn kills the waiting greenlet: ``Peer.call`` withdraws the request with
 ``$/cancel_request``.
 """
 

@@ -1,7 +1,7 @@
 """What both faces' session handlers share: the session config options (model, effort,
 mode), v1 modes, slash commands (``available_commands_update``), plans and sign-in.
 
-:class:`BaseHandlers` is mixed into each face's session handlers
+:class:`BaseHandlers` is the base of each face's session handlers
 (``acp/v2/handlers.py``, ``acp/v1/handlers.py``); ``VERSION`` picks the shapes:
 
 * config options: v1 names the option ``id``, v2 ``configId``; both are ``select``s;
@@ -18,8 +18,6 @@ Errors: a prompt without a usable key is ACP's auth-required error (-32000, ``da
 
 import logging
 
-from gevent.event import Event
-
 from term2acp import auth
 from term2acp.acp.errors import domain_errors
 from term2acp.core import events as ev
@@ -29,7 +27,6 @@ from term2acp.turns import commands, filecommands
 from term2acp.turns.modes import MODES
 
 log = logging.getLogger(__name__)
-ANNOUNCE_WAIT = 5.0  # seconds a prompt waits for its session's commands update at most
 
 
 # ---------------------------------------------------------------- shapes
@@ -96,15 +93,72 @@ def auth_required(message, catalog):
 
 
 # ---------------------------------------------------------------- handlers
+class FaceSession:
+    """What a face keeps of one session (by its id; never on the session itself): the
+    session object its commands were last sent for, that update (None: not yet), and
+    ``first`` while the start's first commands update is still to go. A face may add its
+    own (v1: the ``SessionView``)."""
+
+    __slots__ = ("session", "commands", "first", "view")
+
+    def __init__(self, view=None):
+        self.session = None
+        self.commands = None
+        self.first = False
+        self.view = view
+
+
 class BaseHandlers:
-    """Mixed into a face's handlers (which have ``manager``, ``client``, ``settings``)."""
+    """Shared by both faces' handlers, built whole by ``acp/connection.py`` with the
+    session manager, the client proxy, the settings and the client's capabilities
+    (``acp/capabilities.py``)."""
 
     VERSION = 2
     _config_options = None
-    # Waits (cooperatively) until the command plug-ins are scanned and the providers' HTTP
-    # client imported (term2acp/preload.py; acp/connection.py sets it).
-    wait_turns = staticmethod(lambda: True)
 
+    def __init__(self, manager, client, settings, capabilities):
+        self.manager = manager
+        self.client = client
+        self.settings = settings
+        self.compaction = capabilities.compaction  # compaction_update (else agent messages)
+        self.questions = capabilities.elicitation  # the client's elicitation modes
+        self._sessions = {}  # session id -> FaceSession
+
+    def _face_session(self, session_id):
+        record = self._sessions.get(session_id)
+        if record is None:
+            record = self._sessions[session_id] = FaceSession()
+        return record
+
+    def _forget(self, session_id):
+        """The session was closed or deleted: what the face kept of it goes."""
+        self._sessions.pop(session_id, None)
+
+    # ------------------------------------------------------------ route declarations
+    def creating(self, handler):
+        """session/new's wrapper (the route tables declare it): whatever fails after the
+        row was created, no row stays listed."""
+        undo = self.manager.undo_new_on_failure
+
+        def new_session(params):
+            with undo():
+                return handler(params)
+
+        return new_session
+
+    def mark_prompt(self, params):
+        """Runs in the reader as session/prompt is read (``Route.mark``): a session/cancel
+        read after it (even in the same write, before the prompt's greenlet has run)
+        cancels this prompt, which then ends ``cancelled`` instead of running."""
+        params["ticket"] = self.manager.prompt_read(params["session_id"])
+
+    def mark_closing(self, params):
+        """Runs in the reader as session/close is read (``Route.mark``): the session's turn
+        is cancelled before any later line, so an approval answer read after the close
+        (even in the same chunk) cannot allow. The close itself runs in its own greenlet."""
+        self.manager.mark_closing(params["session_id"])
+
+    # ------------------------------------------------------------ config options, commands
     @property
     def config_options(self):
         if self._config_options is None:
@@ -120,46 +174,54 @@ class BaseHandlers:
     def started(self, session, replayed=False):
         """A session started (new/resume/load): its config options, the model listing, and
         the slash commands: after the answer, which is written first, unless the start
-        ``replayed`` the conversation (every update of a replay goes before its answer)."""
+        ``replayed`` the conversation (every update of a replay goes before its answer).
+        The commands need what the preload prepares (the plug-in scan): the session layer
+        says when it is ready (``manager.turns_ready``)."""
         session.config_options = self.config_options
-        session.commands_sent = Event()
+        record = self._face_session(session.id)
+        record.session, record.commands, record.first = session, None, True
         if replayed:
-            self._send_commands(session)
+            self.manager.turns_ready()
+            self._announce_commands(session)
         session.group.spawn(self._after_start, session, replayed)
 
     def _after_start(self, session, announced=False):
         """After the answer: the slash commands (plug-ins are scanned by then) and the
         background /models listing (its HTTP client imported by then)."""
+        self.manager.turns_ready()
         if not announced:
-            self._send_commands(session)
+            self._announce_commands(session)
         self.config_options.list_models(session.provider_id, session.group)
 
-    def _send_commands(self, session):
-        try:
-            self.wait_turns()
-            self._announce_commands(session, always=True)
-        finally:
-            session.commands_sent.set()
+    def _commands_changed(self, session):
+        """The session's MCP servers changed its commands (their prompts, a sign-in): told
+        unless the start's first commands update is still to go (it will have them)."""
+        record = self._sessions.get(session.id)
+        if record is None or record.session is not session or not record.first:
+            self._announce_commands(session)
 
-    def _announce_commands(self, session, always=False):
-        """Send the session's slash commands (a session start: ``always``; before a prompt:
-        when they differ from what it was last sent). Its command files are looked at: one
-        ``stat`` each."""
+    def _announce_commands(self, session):
+        """Send the session's slash commands: the first time since its start, and then
+        whenever they differ from what it was last sent. Its command files are looked at:
+        one ``stat`` each. Nothing goes before the start's first update (a CommandsChanged
+        of its MCP servers then: that first list has them)."""
+        record = self._face_session(session.id)
+        if record.session is not session:  # a session reopened without a start
+            record.session, record.commands, record.first = session, None, False
         update = commands_update(self.VERSION, filecommands.listed(session, self.settings,
                                                                         tell=False))
-        if always or update != getattr(session, "commands_announced", None):
-            session.commands_announced = update
+        if record.first or update != record.commands:
+            record.first = False
+            record.commands = update
             self.client.update(session.id, update)
 
     def announced(self, session):
-        """Before a prompt's first update: the session's commands update went out first
-        (both wait for the preload; its waiters may resume in any order), and again if a
-        command file was added, changed or removed since."""
-        sent = getattr(session, "commands_sent", None)
-        if sent is not None:
-            sent.wait(ANNOUNCE_WAIT)
-            if sent.is_set():
-                self._announce_commands(session)
+        """Before a prompt's first update (the session layer waited for the preload in
+        ``admit``): the session's commands update went out first, and again if a command
+        file was added, changed or removed since."""
+        record = self._sessions.get(session.id)
+        if record is not None and record.session is session:
+            self._announce_commands(session)
 
     def setup_result(self, session, result):
         result["configOptions"] = wire_options(self.config_options.options(session), self.VERSION)

@@ -22,8 +22,6 @@ from term2acp.mcp.offer import MAX_TOOLS
 
 log = logging.getLogger(__name__)
 
-COMMANDS_WAIT = 30.0
-
 
 def connect(session, configs, call_timeout=CALL_TIMEOUT, data_dir=None):
     """Start ``configs`` for the session (the previous servers stop); returns at once.
@@ -46,11 +44,8 @@ def _start(session, call_timeout=CALL_TIMEOUT):
 
 
 def _commands_changed(session):
-    """The editor hears the session's commands again, never before the first list (sent
-    after the session/new answer, which must come first)."""
-    sent = getattr(session, "commands_sent", None)
-    if sent is not None:
-        sent.wait(COMMANDS_WAIT)
+    """The editor hears the session's commands again (the face sends nothing before the
+    start's first list, sent after the session/new answer, which must come first)."""
     session.emit(ev.CommandsChanged())
 
 

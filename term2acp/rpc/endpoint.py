@@ -1,13 +1,12 @@
-"""JSON-RPC 2.0 semantics: dispatch, batches, responses, outgoing requests.
+"""JSON-RPC 2.0 semantics: dispatch of what the other side sends, batches, responses.
 
-The endpoint is fed decoded lines by the reader and emits encoded lines through an
-injected ``send`` callable, so tests can drive it with plain lists. What the methods
-mean is the router's business (see ``Route`` in ``messages.py``, with the encoding and
-the envelope checks); our own requests are ``outgoing.py``'s. This package knows only
-JSON-RPC.
+The endpoint is built whole with its router (what the methods mean: ``Route`` in
+``messages.py``, with the encoding and the envelope checks) and its ``Peer``
+(``peer.py``: what we send, through an injected ``send`` callable, so tests can drive it
+with plain lists, and our own requests, ``outgoing.py``'s). It is fed decoded lines by
+the reader. This package knows only JSON-RPC.
 """
 
-import json
 import logging
 
 import gevent
@@ -25,110 +24,30 @@ from term2acp.rpc.errors import (
     RequestCancelledError,
     RpcError,
 )
-from term2acp.rpc.messages import (CANCEL_REQUEST, PARAMS_SHAPE, decode, encode,
-                                   envelope_error, error_response, id_key, nests_too_deep,
-                                   structured, valid_id)
-from term2acp.rpc.outgoing import OutgoingRequests
+from term2acp.rpc.messages import (CANCEL_REQUEST, PARAMS_SHAPE, decode, envelope_error,
+                                   error_response, id_key, nests_too_deep, structured,
+                                   valid_id)
 from term2acp.rpc.stream import Oversized
 
 log = logging.getLogger(__name__)
 wire_log = logging.getLogger("term2acp.wire")
 
 class Endpoint:
-    def __init__(self, router, send, pool=None, max_line=None, send_wait=None, backlogged=None,
-                 send_quick=None):
-        self.router = router
+    def __init__(self, router, peer, pool=None, max_line=None, backlogged=None, wire_mask=None):
+        self.router = router  # admit(method, batch_size), lookup(method) -> Route or None
+        self.peer = peer  # rpc/peer.py: what we send, our requests and their answers
         # backlogged() -> True while the outbox is full (the client is not reading): the
         # reader then drops its id-less error answers instead of queueing them without
         # bound (nobody can match them to a request anyway); answers with an id still go.
         self._backlogged = backlogged
         self.dropped_errors = 0
-        self._send_bytes = send  # never blocks: responses, errors, our requests
-        self._send_wait = send_wait  # (bytes, tag): may wait for room (notifications)
-        self._send_quick = send_quick or send  # answers of quick routes (reads)
         # wire_mask(message) -> the text the DEBUG wire log shows of an incoming message
         # that carries secrets (the editor's MCP env and header values), or None: as read.
-        self.wire_mask = lambda message: None
-        self._reader = None  # the greenlet feeding receive_line
+        self._wire_mask = wire_mask or (lambda message: None)
         self._pool = pool if pool is not None else Pool(256)
         self._active = {}  # id key -> greenlet of an incoming request
         self._collectors = Group()  # one per batch with spawned entries (bounded by the pool)
-        self._outgoing = OutgoingRequests()
         self.max_line = max_line
-
-    # ----------------------------------------------------------------- output
-    def send(self, message, tag=None):
-        """Queue one message. With a bounded outbox (``send_wait``) every greenlet but the
-        reader waits while it is full: request handlers and turns feel the back-pressure
-        (a client that stops reading cannot make us queue without bound, e.g. by asking
-        for many large answers), while the reader stays free to read a cancel."""
-        if wire_log.isEnabledFor(logging.DEBUG):
-            wire_log.debug("<- %s", json.dumps(message)[:4000])
-        send_wait = self._send_wait
-        if send_wait is None or gevent.getcurrent() is self._reader:
-            self._send_bytes(encode(message))
-        else:
-            send_wait(encode(message), tag)
-
-    def notify(self, method, params, tag=None):
-        """Send a notification. ``tag``: the writer may drop it while queued when the tag
-        says so (the writer's ``discard``; e.g. chunks of a cancelled turn)."""
-        self.send({"jsonrpc": "2.0", "method": method, "params": params}, tag)
-
-    def notifier(self, method, keys):
-        """``send(*values, tag=None)``: :meth:`notify` of ``method`` with the params
-        ``dict(zip(keys, values))``, as one call (``session/update``: every streamed chunk
-        goes through it)."""
-        head = {"jsonrpc": "2.0", "method": method}
-        send = self.send
-
-        def notify(*values, tag=None):
-            send({**head, "params": dict(zip(keys, values))}, tag)
-
-        return notify
-
-    def request(self, method, params):
-        """Send a request to the peer; returns ``(id, AsyncResult)``.
-
-        The result resolves to the peer's ``result`` or raises the peer's error as an
-        :class:`RpcError`; on disconnect it raises :class:`DisconnectedError`.
-        """
-        request_id, result = self._outgoing.start(method)
-        if not self.closed:
-            self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
-        return request_id, result
-
-    def call(self, method, params, timeout=None):
-        """Send a request and block until the peer answers; returns its ``result``.
-
-        The peer's error is raised as an :class:`RpcError` (:class:`DisconnectedError` when
-        it goes away first). When the waiting greenlet is killed (a cancelled turn) or
-        ``timeout`` seconds pass (``gevent.Timeout`` is raised), the request is withdrawn
-        here and the peer told with ``$/cancel_request``: no caller tracks that itself.
-        """
-        request_id, result = self.request(method, params)
-        try:
-            return result.get(timeout=timeout)
-        except BaseException:
-            if not result.ready():
-                self.cancel_outgoing(request_id)
-            raise
-
-    def cancel_outgoing(self, request_id):
-        """Give up on one of our requests and tell the peer with ``$/cancel_request``."""
-        if self._outgoing.withdraw(request_id):
-            self.notify(CANCEL_REQUEST, {"requestId": request_id})
-
-    def close(self):
-        """The peer stopped talking: fail every outstanding request of ours.
-
-        Answers to requests already received are still written while stdout accepts them.
-        """
-        self._outgoing.close()
-
-    @property
-    def closed(self):
-        return self._outgoing.closed
 
     def cancel_incoming(self):
         """Shutdown: abort every in-flight incoming request (each answers -32800)."""
@@ -147,7 +66,7 @@ class Endpoint:
     # ------------------------------------------------------------------ input
     def receive_line(self, line):
         """Handle one framed line (bytes) or an :class:`Oversized` marker."""
-        self._reader = gevent.getcurrent()
+        self.peer.reader = gevent.getcurrent()
         if isinstance(line, Oversized):
             limit = f" of {self.max_line} bytes" if self.max_line else ""
             self._send_error(None, InvalidRequestError(
@@ -167,7 +86,7 @@ class Endpoint:
             self._send_error(None, ParseError(f"Parse error: {str(exc)[:200]}"))
             return
         if wire_log.isEnabledFor(logging.DEBUG):
-            wire_log.debug("-> %s", (self.wire_mask(message) or text)[:4000])
+            wire_log.debug("-> %s", (self._wire_mask(message) or text)[:4000])
         if nests_too_deep(line, message):
             self._refuse_deep(message)
             return
@@ -182,7 +101,7 @@ class Endpoint:
             msg_id = None
         if isinstance(message, dict) and "method" not in message and msg_id is not None:
             # an answer to one of our requests: it fails (a permission request denies)
-            self._outgoing.answer({"id": msg_id, "error": error.to_wire()})
+            self.peer.answered({"id": msg_id, "error": error.to_wire()})
             return
         if isinstance(message, dict) and "method" in message and "id" not in message:
             self._drop(str(message.get("method"))[:100], error)
@@ -196,7 +115,7 @@ class Endpoint:
         elif isinstance(message, dict):
             outcome = self._receive_message(message, batch_size=1)
             if isinstance(outcome, dict):
-                self.send(outcome)
+                self.peer.send(outcome)
         else:
             self._send_error(None, InvalidRequestError("a JSON-RPC message must be an object or a batch array"))
 
@@ -217,7 +136,7 @@ class Endpoint:
         if not outcomes:
             return
         if all(isinstance(o, dict) for o in outcomes):
-            self.send(outcomes)
+            self.peer.send(outcomes)
             return
         # not from the pool: its entries may have filled it, and the reader must not wait
         self._collectors.spawn(self._collect, outcomes).name = "rpc-batch"
@@ -232,7 +151,7 @@ class Endpoint:
                 if isinstance(outcome.value, dict):
                     responses.append(outcome.value)
         if responses:
-            self.send(responses)
+            self.peer.send(responses)
 
     def _receive_message(self, msg, batch_size, batched=False):
         """One message object, handed to the function for its kind: a response to one of
@@ -251,7 +170,7 @@ class Endpoint:
     # ------------------------------------------------------------ responses
     def _receive_response(self, msg):
         if "id" in msg and ("result" in msg or "error" in msg):
-            self._outgoing.answer(msg)
+            self.peer.answered(msg)
             return None
         return error_response(None, InvalidRequestError("message has neither a method nor a result or error"))
 
@@ -302,11 +221,9 @@ class Endpoint:
         if batched:
             return response
         if route.quick:
-            if wire_log.isEnabledFor(logging.DEBUG):
-                wire_log.debug("<- %s", json.dumps(response)[:4000])
-            self._send_quick(encode(response))
+            self.peer.send_quick(response)
         else:
-            self.send(response)
+            self.peer.send(response)
         return None
 
     @staticmethod
@@ -380,6 +297,6 @@ class Endpoint:
                 log.warning("the client is not reading; %d id-less error answers dropped so far "
                             "(last: %s)", self.dropped_errors, error.message[:200])
             return
-        self.send(error_response(msg_id, error))
+        self.peer.send(error_response(msg_id, error))
 
 

@@ -41,7 +41,8 @@ class SessionManager:
     are its :class:`Prompts`', the ones closed but remembered its :class:`DormantSessions`'.
     The faces ask the manager: what the prompts answer are their bound methods."""
 
-    def __init__(self, settings, catalog, tools, sandbox_note="available", store=None):
+    def __init__(self, settings, catalog, tools, sandbox_note="available", store=None,
+                 turns_ready=None):
         self.settings = settings
         self.catalog = catalog
         self.tools = tools  # callable() -> dict name -> Tool (loaded once, lazily)
@@ -50,14 +51,14 @@ class SessionManager:
         self._scratch = None
         self._creating = {}  # greenlet -> ids it created inside undo_new_on_failure()
         prompts = self.prompts = Prompts(settings, catalog, tools, self.store, self.live,
-                                         self.get, sandbox_note)
+                                         self.get, sandbox_note, turns_ready)
         dormant = self.dormant = DormantSessions(settings, self.store, self.live, self._locks,
                                                  self._attach, self._load_history,
                                                  self._release, prompts.cancel)
         self.prompt_read, self.admit, self.steer = prompts.prompt_read, prompts.admit, prompts.steer
         self.prepare, self.start, self.cancel = prompts.prepare, prompts.start, prompts.cancel
         self.mark_closing, self.taken_over_once = prompts.mark_closing, dormant.taken_over_once
-        self.yield_requested = dormant.yield_requested
+        self.yield_requested, self.turns_ready = dormant.yield_requested, prompts.turns_ready
         self._prepare_dirs()
 
     def _prepare_dirs(self):

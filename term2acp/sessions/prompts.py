@@ -41,7 +41,8 @@ class Prompts:
     """The prompts of the manager's live sessions; its own state is the tickets of prompts
     read and not yet admitted."""
 
-    def __init__(self, settings, catalog, tools, store, live, lookup, sandbox_note):
+    def __init__(self, settings, catalog, tools, store, live, lookup, sandbox_note,
+                 turns_ready=None):
         self.settings = settings
         self.catalog = catalog
         self.tools = tools  # callable() -> dict name -> Tool
@@ -50,6 +51,14 @@ class Prompts:
         self._lookup = lookup  # id -> the session, reopened if dormant (SessionManager.get)
         self._sandbox_note = sandbox_note  # the shell sandbox's state (or a callable saying it)
         self._read_prompts = {}  # session id -> tickets of prompts read, not yet admitted
+        self._turns_ready = turns_ready  # () -> once the preload is done (preload.py)
+
+    def turns_ready(self):
+        """Wait (cooperatively, bounded) until what only turns need is prepared: the tools,
+        the providers' HTTP client, the command plug-ins (``term2acp/preload.py``). A
+        prompt's ``admit`` waits first; so does a face before a session's first commands."""
+        if self._turns_ready is not None:
+            self._turns_ready()
 
     def prompt_read(self, session_id):
         """A session/prompt was read (runs in the reader, before the next line): returns
@@ -75,7 +84,9 @@ class Prompts:
         return ticket.cancelled
 
     def admit(self, session_id, ticket=None):
-        """Reserve the foreground slot (the first thing a prompt does): idle -> preparing."""
+        """Reserve the foreground slot (the first thing a prompt does): idle -> preparing,
+        once what turns need is prepared (a cancel read meanwhile is kept by the ticket)."""
+        self.turns_ready()
         cancelled = self._take_ticket(session_id, ticket)
         session = self._live.get(session_id)
         if session is not None and session.busy:

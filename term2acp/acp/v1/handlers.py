@@ -11,7 +11,6 @@ import logging
 import gevent
 from gevent.event import Event
 
-from term2acp.acp import elicitation
 from term2acp.acp.errors import domain_errors
 from term2acp.acp.handlers import BaseHandlers, shared_updates, steered
 from term2acp.acp.v1 import permissions, translate
@@ -43,35 +42,33 @@ class _Held:
 
 class V1Handlers(BaseHandlers):
     VERSION = 1
-    compaction = False  # the client advertised clientCapabilities.session.compaction
-    questions = elicitation.NONE  # the client's elicitation modes (connection.py)
-    terminal_meta = False  # ... clientCapabilities._meta.terminal_output (Zed's terminal)
 
-    def __init__(self, manager, client, settings, files):
-        self.manager = manager
-        self.client = client
-        self.settings = settings
-        self.files = files  # acp.connection.ClientFiles: what the client's fs/* can do
-        self._views = {}  # session id -> translate.SessionView
+    def __init__(self, manager, client, settings, capabilities):
+        super().__init__(manager, client, settings, capabilities)
+        self.files = capabilities.files  # what the client's fs/* can do
+        self.terminal_meta = capabilities.terminal_meta  # Zed's terminal (_meta)
         self._held = {}  # session id -> [_Held], oldest first
 
     # ------------------------------------------------------------ plumbing
     def _attach(self, session, mcp_servers):
         session.sink = self._sink
         session.failures_as_errors = True  # a failed turn: said once, as the prompt's error
-        view = self._views.setdefault(session.id, translate.SessionView(session.root))
-        view.compaction, view.terminal_meta = self.compaction, self.terminal_meta
+        record = self._face_session(session.id)
+        if record.view is None:
+            record.view = translate.SessionView(session.root, self.compaction,
+                                                self.terminal_meta)
         if self.files.read or self.files.write:  # the tools read/write through fs/*
             session.editor = EditorFiles(self.client, session.id, self.files.read,
                                          self.files.write, self.settings.approval_timeout)
         self.manager.connect_mcp(session, mcp_servers)
 
     def _sink(self, session, event):
-        view = self._views.get(session.id)
+        record = self._sessions.get(session.id)
+        view = record.view if record is not None else None
         if view is None:
             return
         if type(event) is ev.CommandsChanged:  # the MCP servers' prompts or sign-in
-            self._announce_commands(session)
+            self._commands_changed(session)
             return
         shared = shared_updates(session, event, 1)  # config options, modes, plans
         if shared is not None:
@@ -96,7 +93,7 @@ class V1Handlers(BaseHandlers):
             self.client.update(session_id, update)
 
     def _release(self, session_id):
-        self._views.pop(session_id, None)
+        self._forget(session_id)
         self._cancel_held(session_id)
 
     # ------------------------------------------------------------ lifecycle

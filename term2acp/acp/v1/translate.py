@@ -130,11 +130,10 @@ def tool_fields(update, fields, terminals=None, shown=None):
 class SessionView:
     """What one session's client has been told: which calls it knows, running commands."""
 
-    compaction = False  # the client advertised clientCapabilities.session.compaction
-    terminal_meta = False  # ... clientCapabilities._meta.terminal_output (Zed's terminal)
-
-    def __init__(self, cwd=None):
+    def __init__(self, cwd=None, compaction=False, terminal_meta=False):
         self.cwd = cwd  # the session's root, where its commands run
+        self.compaction = compaction  # the client advertised clientCapabilities.session.compaction
+        self.terminal_meta = terminal_meta  # ... _meta.terminal_output (Zed's terminal)
         self.reported = set()  # call ids announced with tool_call
         self.running = []  # in-progress call ids, innermost last (owners of terminals)
         self.terminals = {}  # terminal id -> TerminalView

@@ -8,7 +8,6 @@ import logging
 
 import gevent
 
-from term2acp.acp.elicitation import ElicitationSupport
 from term2acp.acp.errors import domain_errors
 from term2acp.acp.handlers import (BaseHandlers, fork_point, replay_plan, shared_updates,
                                    steered)
@@ -27,14 +26,6 @@ log = logging.getLogger(__name__)
 class V2Handlers(BaseHandlers):
     VERSION = 2
 
-    def __init__(self, manager, client, settings):
-        self.manager = manager
-        self.client = client
-        self.settings = settings
-
-    compaction = False  # the client advertised capabilities.session.compaction (agent.py)
-    questions = ElicitationSupport(None)  # the client's elicitation modes (connection.py)
-
     def _sink(self, session, event):
         """Every runtime event of this face's sessions (``LiveSession.emit``) -> its update."""
         kind = type(event)
@@ -44,7 +35,7 @@ class V2Handlers(BaseHandlers):
             self.client.update(session.id, build(event), tag=tag)
             return
         if type(event) is ev.CommandsChanged:  # the MCP servers' prompts or sign-in
-            self._announce_commands(session)
+            self._commands_changed(session)
             return
         updates = shared_updates(session, event, 2)  # config options, plans
         if updates is None:
@@ -138,8 +129,12 @@ class V2Handlers(BaseHandlers):
 
     @domain_errors
     def close_session(self, params):
-        if not self.manager.close(params["session_id"], self.settings.shutdown_timeout):
-            raise InternalError("cancelling the session's work failed; the session was closed")
+        try:
+            if not self.manager.close(params["session_id"], self.settings.shutdown_timeout):
+                raise InternalError("cancelling the session's work failed; the session was "
+                                    "closed")
+        finally:
+            self._forget(params["session_id"])
         return {}
 
     @domain_errors
@@ -167,4 +162,6 @@ class V2Handlers(BaseHandlers):
             self.manager.delete(params["session_id"])
         except SessionNotFound:
             pass
+        finally:
+            self._forget(params["session_id"])
         return {}

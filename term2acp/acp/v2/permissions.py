@@ -2,7 +2,7 @@
 
 Fail closed, always: only a well-formed ``selected`` outcome naming an offered allow
 option approves. Cancelled, malformed, unknown, errors, disconnects, timeouts and a
-cancelled turn all deny. The turn greenlet blocks in ``Endpoint.call``, which withdraws
+cancelled turn all deny. The turn greenlet blocks in ``Peer.call``, which withdraws
 the outstanding request with ``$/cancel_request`` when the turn is cancelled (the greenlet
 is killed) or the optional timeout passes.
 

@@ -26,16 +26,18 @@ _SCHEMAS = {
 
 def routes(face, route):
     """The v2 route table of ``face`` (a V2Handlers): ``route(bound method, schema,
-    inline=False)`` builds each (see acp/connection.py; v1's is ``acp/v1/routes.py``)."""
+    inline=False, quick=False, mark=None, wrap=None)`` builds each as declared here (see
+    ``acp/connection.py``'s ``_route``; v1's table is ``acp/v1/routes.py``)."""
     s = _SCHEMAS
     return {
-        m.SESSION_NEW: route(face.new_session, s[m.SESSION_NEW]),
+        m.SESSION_NEW: route(face.new_session, s[m.SESSION_NEW], wrap=face.creating),
         m.SESSION_LIST: route(face.list_sessions, s[m.SESSION_LIST], quick=True),
         m.SESSION_RESUME: route(face.resume_session, s[m.SESSION_RESUME]),
-        m.SESSION_PROMPT: route(face.prompt, s[m.SESSION_PROMPT]),
+        m.SESSION_PROMPT: route(face.prompt, s[m.SESSION_PROMPT], mark=face.mark_prompt),
         m.SESSION_STEERING: route(face.steering, s[m.SESSION_STEERING]),
         m.SESSION_CANCEL: route(face.cancel, s[m.SESSION_CANCEL], inline=True),
-        m.SESSION_CLOSE: route(face.close_session, s[m.SESSION_CLOSE]),
+        m.SESSION_CLOSE: route(face.close_session, s[m.SESSION_CLOSE],
+                                 mark=face.mark_closing),
         m.SESSION_FORK: route(face.fork_session, s[m.SESSION_FORK]),
         m.SESSION_DELETE: route(face.delete_session, s[m.SESSION_DELETE]),
         m.SESSION_SET_CONFIG_OPTION: route(face.set_config_option,

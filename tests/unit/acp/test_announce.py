@@ -1,7 +1,8 @@
 """A prompt's first update never overtakes its session's commands update (acp/handlers.py).
 
-Both wait for the preload (term2acp/preload.py); when it is ready their greenlets may resume in
-either order, and transcripts (and editors) expect the commands update first."""
+Both wait for the preload (term2acp/preload.py, through the session layer's
+``turns_ready``); when it is ready their greenlets may resume in either order, and
+transcripts (and editors) expect the commands update first."""
 
 import gevent
 import gevent.pool
@@ -25,15 +26,24 @@ class ConfigOptions:
         pass
 
 
+class Manager:
+    def __init__(self, ready):
+        self._ready = ready
+
+    def turns_ready(self):
+        return self._ready.wait(10)
+
+
+class Capabilities:
+    compaction = False
+    elicitation = None
+
+
 class Face(BaseHandlers):
     def __init__(self, turns_ready, sent):
+        super().__init__(Manager(turns_ready), self, Settings(), Capabilities())
         self._config_options = ConfigOptions()
-        self.settings = Settings()
-        self.client = self
-        self._turns_ready, self._sent = turns_ready, sent
-
-    def wait_turns(self):
-        return self._turns_ready.wait(10)
+        self._sent = sent
 
     def update(self, session_id, update, tag=None):
         self._sent.append(update["sessionUpdate"])
@@ -45,7 +55,8 @@ def test_a_prompt_waits_for_the_commands_update_of_its_session():
     session = Session()
     face.started(session)  # session/new: the commands update waits for the turn layer
 
-    def prompt():  # a prompt that found the turn layer ready first
+    def prompt():  # a prompt that found the turn layer ready first (its admit waited)
+        face.manager.turns_ready()
         face.announced(session)
         sent.append("state_update")
 

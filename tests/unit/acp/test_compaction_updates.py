@@ -1,7 +1,7 @@
 """Compaction on the wire: compaction_update only for clients that advertise it."""
 
 from term2acp.acp.v2 import translate
-from term2acp.acp.connection import advertises_compaction
+from term2acp.acp.capabilities import advertises_compaction
 from term2acp.acp.v1 import translate as v1
 from term2acp.core import events as ev
 from term2acp.testing import schema

@@ -36,30 +36,23 @@ class Client:
 
 
 @pytest.mark.parametrize("version", [1, 2])
-def test_a_face_method_before_the_face_is_built_waits_in_its_own_greenlet(tmp_path, version):
+def test_a_face_method_before_the_store_is_open_waits_in_its_own_greenlet(tmp_path, version):
     settings = Settings.load(env={"TERM2ACP_HOME": str(tmp_path / "home"),
                                   "TERM2ACP_CONFIG": str(tmp_path / "none.toml")})
-    managers = []
-
-    def manager():
-        managers.append(SessionManager(settings, Catalog(settings), dict))
-        return managers[-1]
-
+    manager = SessionManager(settings, Catalog(settings), dict)
     warm = Event()  # the session store, still opening
-    acp = connection.Connection(manager, Client(), settings)
-    acp.before_sessions = lambda: warm.wait(10)
+    acp = connection.Connection(manager, Client(), settings, Catalog(settings),
+                                sessions_ready=lambda: warm.wait(10))
     acp.initialize(acp.routes[methods.INITIALIZE].load(INIT[version]))
     try:
         with gevent.Timeout(1):  # the reader's lookups return at once
             pending = acp.lookup(methods.SESSION_LIST)
             assert acp.lookup("$/term2/unknown") is None
-        assert pending is not None and not pending.inline and acp.face is None
-        served = gevent.spawn(pending.handler, {})
+        assert pending is not None and not pending.inline
+        served = gevent.spawn(pending.handler, pending.load({}))
         gevent.sleep(0.01)
         assert not served.ready()  # it waits for the session layer, not the reader
         warm.set()
         assert served.get(timeout=10) == {"sessions": []}
-        assert acp.lookup(methods.SESSION_LIST) is not pending  # the face's own route now
     finally:
-        for each in managers:
-            each.shutdown(1)
+        manager.shutdown(1)

@@ -4,7 +4,7 @@ other clients keep the text view. Every update validates against the v1 schema."
 
 import base64
 
-from term2acp.acp.connection import terminal_output_meta
+from term2acp.acp.capabilities import terminal_output_meta
 from term2acp.acp.v1 import translate as v1
 from term2acp.core import events as ev
 from term2acp.testing import schema

@@ -7,6 +7,7 @@ import pytest
 from gevent.event import Event
 
 from term2acp.rpc.endpoint import Endpoint
+from term2acp.rpc.peer import Peer
 from term2acp.rpc.messages import Route
 from term2acp.rpc.errors import DisconnectedError, InvalidParamsError, InvalidRequestError
 
@@ -51,7 +52,7 @@ class Router:
 def make():
     out = []
     router = Router()
-    endpoint = Endpoint(router, lambda data: out.append(json.loads(data)))
+    endpoint = Endpoint(router, Peer(lambda data: out.append(json.loads(data))))
     return endpoint, router, out
 
 
@@ -102,11 +103,11 @@ def test_endpoint_cancel_request_answers_32800():
 
 def test_endpoint_outgoing_request_resolves_with_result_and_error():
     endpoint, _, out = make()
-    rid, result = endpoint.request("client/thing", {"q": 1})
+    rid, result = endpoint.peer.request("client/thing", {"q": 1})
     assert out[-1] == {"jsonrpc": "2.0", "id": rid, "method": "client/thing", "params": {"q": 1}}
     endpoint.receive({"jsonrpc": "2.0", "id": rid, "result": {"ok": True}})
     assert result.get(timeout=1) == {"ok": True}
-    rid2, result2 = endpoint.request("client/thing", {})
+    rid2, result2 = endpoint.peer.request("client/thing", {})
     endpoint.receive({"jsonrpc": "2.0", "id": rid2, "error": {"code": -32601, "message": "nope"}})
     err = result2.exception
     assert err.code == -32601
@@ -114,17 +115,17 @@ def test_endpoint_outgoing_request_resolves_with_result_and_error():
 
 def test_endpoint_disconnect_fails_pending_outgoing_requests():
     endpoint, _, _ = make()
-    _, result = endpoint.request("client/thing", {})
-    endpoint.close()
+    _, result = endpoint.peer.request("client/thing", {})
+    endpoint.peer.close()
     assert isinstance(result.exception, DisconnectedError)
-    _, late = endpoint.request("client/thing", {})
+    _, late = endpoint.peer.request("client/thing", {})
     assert isinstance(late.exception, DisconnectedError)
 
 
 def test_endpoint_cancel_outgoing_sends_cancel_request():
     endpoint, _, out = make()
-    rid, result = endpoint.request("client/thing", {})
-    endpoint.cancel_outgoing(rid)
+    rid, result = endpoint.peer.request("client/thing", {})
+    endpoint.peer.cancel_outgoing(rid)
     assert result.exception.code == -32800
     assert out[-1] == {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": rid}}
     endpoint.receive({"jsonrpc": "2.0", "id": rid, "result": {}})  # late answer: ignored
@@ -132,12 +133,12 @@ def test_endpoint_cancel_outgoing_sends_cancel_request():
 
 def test_endpoint_call_returns_the_answer_and_raises_the_peers_error():
     endpoint, _, out = make()
-    waiter = gevent.spawn(endpoint.call, "client/thing", {"x": 1})
+    waiter = gevent.spawn(endpoint.peer.call, "client/thing", {"x": 1})
     gevent.sleep(0)
     rid = out[-1]["id"]
     endpoint.receive({"jsonrpc": "2.0", "id": rid, "result": {"ok": True}})
     assert waiter.get(timeout=5) == {"ok": True}
-    failing = gevent.spawn(endpoint.call, "client/thing", {})
+    failing = gevent.spawn(endpoint.peer.call, "client/thing", {})
     gevent.sleep(0)
     endpoint.receive({"jsonrpc": "2.0", "id": out[-1]["id"],
                       "error": {"code": -32601, "message": "no"}})
@@ -151,7 +152,7 @@ def test_endpoint_call_withdraws_when_its_caller_stops_waiting(how):
     """A cancelled turn (the greenlet killed) or a timeout withdraws the request and tells
     the peer; the late answer is ignored."""
     endpoint, _, out = make()
-    waiter = gevent.spawn(endpoint.call, "client/thing", {}, 0.01 if how == "timeout" else None)
+    waiter = gevent.spawn(endpoint.peer.call, "client/thing", {}, 0.01 if how == "timeout" else None)
     gevent.sleep(0)
     rid = out[-1]["id"]
     if how == "killed":
@@ -190,7 +191,7 @@ def test_endpoint_lone_surrogates_are_encoded_safely():
     """Neither raw (invalid UTF-8) nor as an escape (strict parsers refuse a lone surrogate
     escape): a lone surrogate goes out as U+FFFD; a real pair is untouched."""
     raw = []
-    endpoint = Endpoint(Router(), raw.append)
+    endpoint = Endpoint(Router(), Peer(raw.append))
     endpoint.receive({"jsonrpc": "2.0", "id": 1, "method": "echo",
                       "params": {"s": "a\ud800b", "\udcff": "\U0001F600"}})
     settle(endpoint)
@@ -222,7 +223,7 @@ def test_endpoint_refuses_messages_nesting_deeper_than_64_levels():
 
 def test_endpoint_a_deep_answer_fails_our_request():
     endpoint, _, out = make()
-    rid, result = endpoint.request("client/thing", {})
+    rid, result = endpoint.peer.request("client/thing", {})
     endpoint.receive_line(f'{{"jsonrpc":"2.0","id":{rid},"result":{_deep(100)}}}'.encode())
     with pytest.raises(InvalidRequestError):
         result.get(timeout=1)
@@ -241,13 +242,13 @@ def test_endpoint_route_mark_runs_in_the_reader_before_the_next_line():
 
 def test_endpoint_everything_but_the_reader_waits_for_room():
     waited, plain = [], []
-    endpoint = Endpoint(Router(), plain.append,
-                        send_wait=lambda data, tag: waited.append((json.loads(data), tag)))
-    gevent.spawn(endpoint.notify, "n", {}, "t1").join()
+    endpoint = Endpoint(Router(), Peer(plain.append,
+                        send_wait=lambda data, tag: waited.append((json.loads(data), tag))))
+    gevent.spawn(endpoint.peer.notify, "n", {}, "t1").join()
     assert [tag for _, tag in waited] == ["t1"] and plain == []
     endpoint.receive_line(b'{"jsonrpc":"2.0","id":1,"method":"echo"}')  # this greenlet reads
     endpoint.receive_line(b'{"jsonrpc":"2.0","id":2,"method":"nope"}')
-    endpoint.notify("n", {}, "t2")
+    endpoint.peer.notify("n", {}, "t2")
     assert [json.loads(p).get("id") for p in plain] == [2, None]  # the reader's own: no wait
     settle(endpoint)
     assert waited[-1] == ({"jsonrpc": "2.0", "id": 1, "result": {"echo": {}}}, None)
@@ -258,7 +259,7 @@ def test_endpoint_a_full_request_pool_is_refused_without_blocking_the_reader():
 
     out = []
     router = Router()
-    endpoint = Endpoint(router, lambda data: out.append(json.loads(data)), pool=Pool(1))
+    endpoint = Endpoint(router, Peer(lambda data: out.append(json.loads(data))), pool=Pool(1))
     endpoint.receive({"jsonrpc": "2.0", "id": 1, "method": "block"})
     endpoint.receive({"jsonrpc": "2.0", "id": 2, "method": "block"})  # returns at once
     endpoint.receive([{"jsonrpc": "2.0", "id": 3, "method": "echo"}])
@@ -274,7 +275,7 @@ def test_endpoint_a_full_request_pool_is_refused_without_blocking_the_reader():
 def test_endpoint_a_backlogged_outbox_drops_id_less_errors_only():
     out = []
     backlog = [True]
-    endpoint = Endpoint(Router(), lambda data: out.append(json.loads(data)),
+    endpoint = Endpoint(Router(), Peer(lambda data: out.append(json.loads(data))),
                         backlogged=lambda: backlog[0])
     for _ in range(100):
         endpoint.receive_line(b"not json")
