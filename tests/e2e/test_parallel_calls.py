@@ -96,7 +96,10 @@ def test_cancel_ends_every_call_of_the_round(acp_agent, acp_workspace, server, p
         if update.get("toolCallId") in running and "status" in update:
             finals[update["toolCallId"]] = update["status"]
     assert set(finals.values()) <= {"cancelled", "failed"} and len(finals) == 3
-    time.sleep(2.5)  # past the commands' own end: nothing of theirs may still run
+    deadline = time.monotonic() + 2.5  # past the commands' own end: nothing of theirs ran on
+    while time.monotonic() < deadline:
+        assert not any(os.path.exists(m) for m in markers)
+        time.sleep(0.05)
     assert not any(os.path.exists(m) for m in markers)
     assert agent.close() == 0
 

@@ -20,11 +20,23 @@ from term2acp.sessions.errors import StoreError
 # releases the GIL).
 _start_thread = monkey.get_original("_thread", "start_new_thread")
 _native_lock = monkey.get_original("_thread", "allocate_lock")
+_native_id = monkey.get_original("_thread", "get_native_id")
 try:
     from _queue import SimpleQueue as _NativeQueue
 except ImportError:  # pragma: no cover - CPython always has it
     from queue import SimpleQueue as _NativeQueue  # noqa: N813
 
+
+THREAD_NAME = "term2-store"  # what ps -L, top -H and /proc/<pid>/task/*/comm show
+
+
+def _name_this_thread(name):
+    """Linux names the thread (its ``comm``) for whoever looks at the process."""
+    try:
+        with open(f"/proc/self/task/{_native_id()}/comm", "w") as fh:
+            fh.write(name)
+    except OSError:
+        pass
 
 
 class Job:
@@ -122,6 +134,7 @@ class Worker:
     # ------------------------------------------------------------ thread side
     def _serve(self):
         try:
+            _name_this_thread(THREAD_NAME)
             self._loop()
         finally:
             self.exited.release()

@@ -186,7 +186,7 @@ def test_cancel_during_a_nested_call_kills_everything(tree):
     started = time.monotonic()
     worker.kill(Cancelled, block=True, timeout=5)
     assert worker.dead and isinstance(worker.value, Cancelled)
-    assert time.monotonic() - started < within(0.5)
+    assert time.monotonic() - started < within(1.0)  # promptly: not after the tool's 60 s
     assert isinstance(events[-1], TerminalExited) and events[-1].signal == "SIGKILL"
 
 

@@ -147,7 +147,7 @@ def test_output_streams_before_exit_and_cancel_kills_grandchildren(tree):
     assert wait_until(lambda: len(host_pids_with(token)) == 2, timeout=5)
     started = time.monotonic()
     worker.kill(Cancelled, block=True, timeout=5)
-    assert time.monotonic() - started < within(0.1)
+    assert time.monotonic() - started < within(1.0)  # promptly: no grace for trapped TERM
     assert isinstance(worker.value, Cancelled)
     assert isinstance(events[-1], TerminalExited) and events[-1].signal == "SIGKILL"
     assert wait_until(lambda: not host_pids_with(token), timeout=1)

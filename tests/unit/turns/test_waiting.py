@@ -1,9 +1,21 @@
 """turns/waiting.py: one word after a silence of the model, and nothing when it speaks."""
 
+import time
+
 import gevent
 from gevent.event import Event
 
 from term2acp.turns.waiting import watch
+
+
+def stays(predicate, seconds):
+    """True if ``predicate`` holds at every look for ``seconds`` (absence, polled)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not predicate():
+            return False
+        gevent.sleep(0.005)
+    return predicate()
 
 
 def test_waiting_notice_comes_once_per_request_however_long_the_silence():
@@ -20,7 +32,7 @@ def test_waiting_notice_comes_once_per_request_however_long_the_silence():
 
     reader = gevent.spawn(list, watch(silent_then_one(), 0.02, notify))
     assert noticed.wait(5)
-    gevent.sleep(0.1)  # five more silences' worth: still one notice
+    assert stays(lambda: len(said) == 1, 0.1)  # five more silences' worth: still one notice
     release.set()
     assert reader.get(timeout=5) == ["answer"]
     assert said == ["Still waiting for the model: nothing from it for 0.02 s. "
@@ -50,8 +62,7 @@ def test_waiting_clock_ends_with_the_stream_it_watches():
     reader = gevent.spawn(list, watch(held(), 0.05, said.append))
     gevent.sleep(0)
     reader.kill()  # a cancelled turn: the generator closes, the clock with it
-    gevent.sleep(0.1)
-    assert said == []
+    assert stays(lambda: said == [], 0.1)  # two silences' worth: nothing
 
 
 def test_something_is_said_within_two_seconds_when_nothing_has_come(monkeypatch):
