@@ -3,19 +3,25 @@ a cheap look at them before every prompt.
 
 A folder is listed and each file stat-ed (size, mtime); a file is read and parsed again
 only when that changed, so a prompt costs a ``scandir`` and a ``stat`` per file
-(``bench/extend``). A project file that belongs, or whose folder belongs, to another user
-is left out and named in ``foreign`` (``core/trust.py`` tells the user).
+(``bench/extend``); a first look at hundreds of files reads and parses them in slices of a
+few milliseconds, the hub answering between them. A project file that belongs, or whose
+folder belongs, to another user is left out and named in ``foreign`` (``core/trust.py``
+tells the user).
 """
 
 import logging
 import os
 import stat
+import time
+
+import gevent
 
 from term2acp.core.trust import foreign_owner
 
 log = logging.getLogger(__name__)
 
 FILE_CAP = 256 * 1024  # bytes of one command or skill file that are read
+SLICE = 0.005  # seconds of reading and parsing before the hub gets its turn
 _FENCE = "---"
 
 
@@ -111,6 +117,7 @@ class Folder:
             return [], [self.path]
         trusted = (os.geteuid(), 0)
         items, foreign, seen = [], [], {}
+        began = time.monotonic()
         for entry in entries:
             path = self.pick(entry)
             if path is None:
@@ -131,6 +138,9 @@ class Folder:
                 data = read(path)
                 item = None if data is None else self._parse(path, data)
                 cached = (signature, item)
+                if time.monotonic() - began > SLICE:  # hundreds of new files: in slices
+                    gevent.idle()  # I/O and timers run here too (sleep(0) would not)
+                    began = time.monotonic()
             seen[path] = cached
             if cached[1] is not None:
                 items.append(cached[1])
