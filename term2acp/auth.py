@@ -94,8 +94,7 @@ def keys_locked(path):
 def apply_stored_keys(settings):
     """Put stored keys into ``settings.env`` where the real environment has none; forget
     ones applied earlier that are no longer stored (after a logout)."""
-    applied = getattr(settings, "stored_keys", set())
-    for var in applied:
+    for var in settings.stored_keys:
         settings.env.pop(var, None)
     stored = load_keys(credentials_path(settings))
     settings.stored_keys = set()

@@ -103,7 +103,8 @@ class LspSettings:
 
 
 class Settings:
-    """Plain attributes (no dataclass: this is on the start-up path)."""
+    """Plain attributes (no dataclass: this is on the start-up path), every one made here:
+    nothing reads the settings with a default, so a misspelt name fails."""
 
     def __init__(self, data_dir="", config_path="", env=None):
         self.provider = None
@@ -137,6 +138,11 @@ class Settings:
         self.prices = {}  # model id -> {input, output, cache_read, cache_write} (USD / Mtok)
         self.hooks = {}  # event -> [{matcher, hooks: [{type, command, timeout}]}] (turns/hooks.py)
         self.env = dict(env or {})
+        self.stored_keys = set()  # env variables filled from term2-acp --login's keys (auth.py)
+        # ``term2acp exec`` (headless/exec.py): the idle update says the turn's requests and
+        # cost; the USD a run may spend (None: no bound).
+        self.report_runs = False
+        self.max_cost = None
 
     @classmethod
     def load(cls, flags=None, env=None):

@@ -148,7 +148,7 @@ class SessionTrust:
 
 
 def of(session):
-    state = getattr(session, "trust", None)
+    state = session.trust
     if state is None:
         state = session.trust = SessionTrust()
     return state
@@ -192,7 +192,7 @@ def decide(session, settings, path, content, ask, purpose=""):
     key = (path, digest)
     if key in state.answers:
         return state.answers[key]
-    store = remembered(getattr(settings, "data_dir", ""))
+    store = remembered(settings.data_dir)
     if store.allowed(path, digest):
         state.answers[key] = True
         return True

@@ -19,6 +19,7 @@ from term2acp.core import events as ev
 from term2acp.mcp.client import CALL_TIMEOUT
 from term2acp.mcp.hub import CLOSE_TIMEOUT, READY_TIMEOUT, McpHub
 from term2acp.mcp.offer import MAX_TOOLS
+from term2acp.settings import McpSettings
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +36,7 @@ def connect(session, configs, call_timeout=CALL_TIMEOUT, data_dir=None):
 def _start(session, call_timeout=CALL_TIMEOUT):
     if session.mcp_servers:
         hub = McpHub(session.mcp_servers, session.root, call_timeout=call_timeout,
-                     data_dir=getattr(session, "mcp_data_dir", None))
+                     data_dir=session.mcp_data_dir)
         hub.on_commands = lambda: hub.group.spawn(_commands_changed, session)
         hub.gate = lambda: session.lifecycle.gate
         session.mcp = hub.start()
@@ -57,14 +58,14 @@ def turn_tools(session, builtin, new_id, ready_timeout=READY_TIMEOUT, call_timeo
 
     A session whose servers were stopped while it idled (and is used again) restarts them.
     """
-    if not getattr(session, "mcp_servers", None):
+    if not session.mcp_servers:
         return builtin
     if session.mcp is None:
         _start(session, call_timeout)
     hub = session.mcp
     hub.wait_ready(ready_timeout)
-    tools = hub.merged(builtin, getattr(settings, "tools", None),
-                       getattr(settings, "max_tools", None) or MAX_TOOLS)
+    settings = settings or McpSettings()
+    tools = hub.merged(builtin, settings.tools, settings.max_tools or MAX_TOOLS)
     notices = hub.notices()
     left_out = tools.offer().notice()
     if left_out != hub.told_left_out:
@@ -79,7 +80,7 @@ def turn_tools(session, builtin, new_id, ready_timeout=READY_TIMEOUT, call_timeo
 def close(session):
     """Stop the session's servers (``mcp_servers`` is kept: an idle-closed session that is
     used again restarts them)."""
-    hub = getattr(session, "mcp", None)
+    hub = session.mcp
     session.mcp = None
     if hub:
         try:
@@ -92,7 +93,7 @@ def close_all(sessions, timeout=CLOSE_TIMEOUT):
     """Stop the servers of many sessions in parallel (shutdown, disconnect), bounded."""
     group = Group()
     for session in sessions:
-        if getattr(session, "mcp", None):
+        if session.mcp:
             group.spawn(close, session)
     group.join(timeout=timeout)
     group.kill(block=True, timeout=1)

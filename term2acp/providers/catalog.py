@@ -291,8 +291,8 @@ class Catalog:
                 found = ModelInfo(model, provider, cfg.get("context_window") or known[1],
                                   known[2], known[3] if cfg.get("images") is None
                                   else cfg.get("images"))
-        window = getattr(self.settings, "context_window", None)
-        images = getattr(self.settings, "images", None)
+        window = self.settings.context_window
+        images = self.settings.images
         if window:
             found = found._replace(context_window=window)
         if images is not None:

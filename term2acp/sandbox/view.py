@@ -37,7 +37,6 @@ import time
 
 from term2acp.core import sensitive
 from term2acp.sandbox import scan
-from term2acp.settings import SandboxSettings
 
 log = logging.getLogger(__name__)
 
@@ -273,16 +272,14 @@ def homes_of(settings):
 
 
 def toolchains_of(settings):
-    config = getattr(settings, "sandbox", None)
-    return list(getattr(config, "toolchains", SandboxSettings.TOOLCHAINS))
+    return list(settings.sandbox.toolchains)
 
 
 def read_paths_of(settings):
     """Extra read-only paths, absolute, ``~`` meaning the agent's ``$HOME``."""
-    config = getattr(settings, "sandbox", None)
     home = settings.env.get("HOME") or passwd_home() or ""
     out = []
-    for raw in getattr(config, "read_paths", ()):
+    for raw in settings.sandbox.read_paths:
         path = home + raw[1:] if raw == "~" or raw.startswith("~/") else raw
         if os.path.isabs(path):
             out.append(os.path.normpath(path))

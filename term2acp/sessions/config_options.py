@@ -213,7 +213,7 @@ def hold_processes(session):
     it leaves; the user is told either way."""
     from term2acp.tools import processes  # with the sandbox: off the start-up path
 
-    held = getattr(session, "held_processes", None)
+    held = session.held_processes
     if session.mode in (READ_ONLY, PLAN) and held is None:
         running = processes.running(session.id)
         if not running:

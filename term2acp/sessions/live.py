@@ -51,11 +51,33 @@ class SessionLock:
 
 
 class LiveSession:
+    """A session live here. Every attribute is declared (``__slots__``) and made in the
+    constructor: what the turn layer may touch of it is ``turns/session.py``'s
+    ``TurnSession``; the rest is the session layer's. Setting a name not declared fails."""
+
+    __slots__ = (
+        # TurnSession's (turns/session.py)
+        "id", "root", "extra_roots", "workdir", "access", "store", "lifecycle", "recording",
+        "group", "provider", "provider_id", "config_options", "editor", "images",
+        "context_window", "prompt_message_id", "sandbox_note", "mcp_servers", "mcp", "model",
+        "effort", "mode", "title", "title_manual", "history", "history_rows", "cost",
+        "interaction_seq", "window_learned", "steering", "checkpoint", "context_size",
+        "request_view", "notes_told", "instructions", "skills", "file_commands", "hooks",
+        "project_mcp", "trust",
+        # the session layer's (sessions/, mcp/session.py); what the session owns and closes
+        "shell", "language_servers", "lock", "recorder", "sink", "last_used", "title_words", "mcp_stored", "mcp_data_dir",
+        "failure_text", "failures_as_errors", "held_processes",
+        # the protocol face's, until it keeps them in its own per-session record
+        "commands_sent", "commands_announced",
+    )
+
     def __init__(self, row, store, lock, workdir):
         self.id = row["id"]
         self.root = row["cwd"]
         executables.note_root(self.root)  # no program the agent starts may come from here
         self.title = row.get("title")
+        self.title_manual = False  # the user named it (/title): no model title (turns/titles.py)
+        self.title_words = None  # the first prompt's words, for the model's title
         self.provider_id = row.get("provider")
         self.model = row.get("model")
         self.effort = row.get("effort") or "default"
@@ -63,6 +85,7 @@ class LiveSession:
         self.config_options = None  # sessions.config_options.ConfigOptions, set by the front end
         self.context_window = None
         self.window_learned = None  # tokens, from an overflow error (turns/context.py)
+        self.images = False  # the model takes images (sessions/prompts.py, each prompt)
         self.store = store
         self.lock = lock
         self.workdir = workdir
@@ -70,21 +93,33 @@ class LiveSession:
         self.extra_roots = ()  # additionalDirectories: canonical, each a workspace too
         self.steering = []  # prompts sent during the turn: they join it (turns/steering.py)
         self.mcp_servers = []  # mcp.config.ServerConfig the client sent (new/resume/load)
+        self.mcp_stored = row.get("mcp_servers") or []  # what the store says (describe())
         self.mcp = None  # their running mcp.hub.McpHub (term2acp/mcp/session.py)
+        self.mcp_data_dir = None  # where their sign-ins are kept (mcp/session.py)
         self.recorder = Recorder(store, self.id)
         self.recording = Recording(store, self.id, self.root)  # for export
         self.history = []
         self.history_rows = 0  # rows of this session in the store's history (seq 1..n)
         self.checkpoint = None  # the running turn's sessions.checkpoints.TurnCheckpoint
+        self.prompt_message_id = None  # the running prompt's user message id
         self.group = Group()
         self.sink = None  # callable(session, event), set by the front end
         self.editor = None  # the editor's file access (v1 fs/*), set by the front end
+        self.failures_as_errors = False  # the face says a failed turn as the prompt's error
+        self.failure_text = None  # the last failed turn's explanation (sessions/prompts.py)
+        self.commands_sent = None  # the face's: its first commands list was sent
+        self.commands_announced = None  # the face's: the commands list last sent
         self.provider = None
         self.lifecycle = Lifecycle(self.id, self.emit)  # the prompt state machine
         self.interaction_seq = 0
         self.cost = 0.0  # USD, the sum of the history's priced requests (turns/turn.py)
         self.sandbox_note = None  # the shell sandbox's state, for the context notes
+        self.held_processes = None  # the freeze of its processes in read-only or plan mode
         self.last_used = time.monotonic()
+        # The turn layer's, each made by its module on first use (turns/session.py).
+        self.context_size = self.request_view = self.notes_told = None
+        self.instructions = self.skills = self.file_commands = self.hooks = None
+        self.project_mcp = self.trust = None
 
     def set_roots(self, extra_roots):
         """The session's additional roots (the complete list the client sent with
@@ -118,7 +153,7 @@ class LiveSession:
         self.recorder.record(event)
         kind = type(event)
         if kind is ev.ToolCallReported and (event.locations or event.content):
-            self.recording.observe(getattr(self, "prompt_message_id", None), event)  # files
+            self.recording.observe(self.prompt_message_id, event)  # files
         if self.sink is not None:
             if (kind is ev.TextChunk or kind is ev.ThoughtChunk) and self.lifecycle.stopping:
                 return  # recorded for replay; a cancelled turn streams no more chunks

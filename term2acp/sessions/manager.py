@@ -108,8 +108,7 @@ class SessionManager:
             lock.release()
             raise
         session.effort = row.get("effort") or self.settings.effort  # a stored choice wins
-        session.mode = row.get("mode") or getattr(self.settings, "mode", "auto")
-        session.mcp_stored = row.get("mcp_servers") or []  # what the store says (describe())
+        session.mode = row.get("mode") or self.settings.mode
         self.live[session.id] = session
         self.dormant.arm_idle_timer()
         return session

@@ -105,7 +105,7 @@ class Prompts:
         if not session.busy or lifecycle.stopping:
             return None
         content.validate(blocks)
-        text = content.to_model(blocks, session.root, images=getattr(session, "images", False),
+        text = content.to_model(blocks, session.root, images=session.images,
                                 model=session.model)
         self._take_ticket(session_id, ticket)
         steering.queue(session, new_id("user"), blocks, text)
@@ -214,7 +214,7 @@ class Prompts:
         try:
             provider = getattr(session.provider, "name", None) or session.provider_id
             session.failure_text = failures.explain(exc, provider)
-            if getattr(session, "failures_as_errors", False):
+            if session.failures_as_errors:
                 return
             session.emit(ev.Notice(new_id("msg"), failures.message(exc, provider)))
         except Exception:  # noqa: BLE001 - the stop reason still carries the error
@@ -227,7 +227,7 @@ class Prompts:
                 checkpoint.finish()
         except Exception:  # noqa: BLE001 - /undo then says what the turn left is unknown
             log.exception("session %s: could not finish the turn's checkpoint", session.id)
-        words, session.title_words = getattr(session, "title_words", None), None
+        words, session.title_words = session.title_words, None
         if words and checkpoint is not None and outcome.reason != FAILED:
             request_model_title(session, words, self.settings)  # off the next prompt's path
         try:
@@ -235,15 +235,13 @@ class Prompts:
                 if turn.tokens is not None:
                     outcome = Outcome(outcome.reason, outcome.error, dict(zip(
                         ("input", "output", "thought", "cached", "cache_write"), turn.tokens)))
-                if getattr(self.settings, "report_runs", False):  # exec's result (headless/)
+                if self.settings.report_runs:  # exec's result (headless/)
                     outcome = outcome._replace(run={"requests": turn.requests,
                                                     "cost": round(turn.cost, 8)})
                 turn.close_open_calls("cancelled" if outcome.reason == CANCELLED else "failed")
                 session.cost += turn.cost
-                recording = getattr(session, "recording", None)  # (a test's session has none)
-                if recording is not None:
-                    recording.outcome(getattr(session, "prompt_message_id", None),
-                                      outcome.reason, outcome.error)
+                session.recording.outcome(session.prompt_message_id, outcome.reason,
+                                          outcome.error)
             stamp = self.store.touch(session.id)
             session.emit(ev.SessionInfoChanged(updated_at=stamp))
         except Exception:  # noqa: BLE001

@@ -49,7 +49,7 @@ def editor_of(session):
     sets: the v1 face's ``fs/*`` methods), or None: then all tool I/O is local. An editor
     object has ``can_read``, ``can_write``, ``read_text(path) -> str`` and
     ``write_text(path, text)``; the last two raise EditorError."""
-    return getattr(session, "editor", None)
+    return session.editor
 
 
 @dataclass

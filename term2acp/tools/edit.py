@@ -31,8 +31,9 @@ EDIT_CAP = 64 * 1024 * 1024  # bytes: the default of [tools] edit_max_mb (edit_l
 
 def edit_limit(ctx):
     """Bytes: the largest file the editing tools change (``[tools] edit_max_mb``)."""
-    tools = getattr(ctx.settings, "tools", None)
-    return int(getattr(tools, "edit_max_mb", EDIT_CAP / 2**20) * 2**20)
+    if ctx.settings is None:  # a context made without settings (a test's)
+        return EDIT_CAP
+    return int(ctx.settings.tools.edit_max_mb * 2**20)
 
 
 def over_limit(shown, size, limit, where=""):

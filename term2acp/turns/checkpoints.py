@@ -39,8 +39,6 @@ from term2acp.turns.snapshots import GitSnapshots, SnapshotError, repository_of
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MAX_MB = 256
-
 
 def fingerprint(path):
     """What is at ``path`` now: None (absent), ``sha256:<hex>`` of a regular file,
@@ -75,7 +73,7 @@ def digest_of(state, content):
 
 
 def max_bytes(settings):
-    return int(float(getattr(settings, "checkpoint_max_mb", DEFAULT_MAX_MB)) * 2**20)
+    return int(float(settings.checkpoint_max_mb) * 2**20)
 
 
 def private_dir(settings, session_id):

@@ -58,7 +58,7 @@ class CommandContext:
         self.turn = turn
         self.session = turn.session
         self.root = turn.session.root
-        self.config_options = getattr(turn.session, "config_options", None)
+        self.config_options = turn.session.config_options
 
 
 class Command:
@@ -111,7 +111,7 @@ class InitCommand(Command):
     description = "Ask the agent to write or update AGENTS.md for this project"
 
     def run(self, argument, ctx):
-        mode = getattr(ctx.session, "mode", modes.AUTO)
+        mode = ctx.session.mode
         if mode in (modes.READ_ONLY, modes.PLAN):
             return (f"/init writes AGENTS.md, and the session is in {mode} mode: switch the "
                     "mode to ask or auto (/mode ask) and run /init again.")
@@ -196,7 +196,7 @@ class SkillsCommand(Command):
     in_history = False
 
     def run(self, argument, ctx):
-        skills = getattr(ctx.session, "skills", None)
+        skills = ctx.session.skills
         found = skills.found if skills is not None else {}
         if not found:
             return ("No skills: put a folder with a SKILL.md in .term2acp/skills, .claude/skills "
@@ -274,7 +274,7 @@ class _Hosted(Command):
 def for_session(session):
     """``name -> Command``: :func:`available`, then what the session's MCP servers bring."""
     commands = available()
-    hub = getattr(session, "mcp", None) if session is not None else None
+    hub = session.mcp if session is not None else None
     extra = hub.commands() if hub else ()
     if not extra:
         return commands

@@ -97,14 +97,10 @@ def compact(session, provider=None, system="", settings=None, reason="manual", w
         raise CompactionFailed(f"compacting failed because {why}") from None
     folded = sum(len(unit) for unit in older)
     marker = {"role": MARKER, "id": compaction_id, "summary": summary, "folded": folded,
-              "window": getattr(session, "window_learned", None)}
+              "window": session.window_learned}
     kept = [message for unit in keep for message in unit]
-    store = getattr(session, "store_history", None)  # counts the session's stored rows
     for message in [marker] + kept:
-        if store is not None:
-            store(message)
-        else:
-            session.store.append_history(session.id, message)
+        session.store_history(message)  # counts the session's stored rows
     session.history = [marker] + kept
     after = estimate(system, session.history)
     session.emit(ev.CompactionReported(
@@ -269,9 +265,9 @@ def _ask(session, provider, text, max_tokens, stats, window=None):
     if window:
         budget = min(budget, max(max_tokens, window - estimate(SUMMARY_SYSTEM, messages) - 64))
     request = pb.ModelRequest(model=session.model, system=SUMMARY_SYSTEM, messages=messages,
-                              tools=[], effort=getattr(session, "effort", "default"),
+                              tools=[], effort=session.effort,
                               max_output_tokens=budget, purpose="compaction",
-                              cache_key=getattr(session, "id", None))
+                              cache_key=session.id)
     parts = []
     stats[0] += 1
     for item in provider.stream(request):

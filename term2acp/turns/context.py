@@ -78,11 +78,11 @@ def estimate(system, messages):
 
 def window_of(session, provider=None, settings=None):
     """The context window in tokens (None: unknown)."""
-    configured = getattr(settings, "context_window", None)
+    configured = settings.context_window if settings is not None else None
     if not configured and provider is not None:
         configured = provider.context_window(session.model)  # e.g. a local model's context
     configured = configured or session.context_window  # the catalog's
-    learned = getattr(session, "window_learned", None)
+    learned = session.window_learned
     if learned and configured:
         return min(learned, configured)
     return learned or configured or None
@@ -103,17 +103,17 @@ def learn_window(session, error, sent_estimate):
         learned = int(sent_estimate * 0.9) if sent_estimate else None
     if learned:
         learned = max(MIN_WINDOW, learned)
-        previous = getattr(session, "window_learned", None)
+        previous = session.window_learned
         session.window_learned = min(previous, learned) if previous else learned
         log.info("session %s: context window learned from an overflow: %d tokens",
                  session.id, session.window_learned)
-    return getattr(session, "window_learned", None)
+    return session.window_learned
 
 
 def forget_window(session, request):
     """A request larger than the learned window went through: that window was a misreading
     (an error about something else, a count of another kind); forget it."""
-    learned = getattr(session, "window_learned", None)
+    learned = session.window_learned
     if learned:
         sent = estimate(request.system + schema_text(request.tools), request.messages)
         if sent > learned:
@@ -149,14 +149,14 @@ def history_tokens(session, system):
     appends between compactions, so only messages added since the last call are measured
     (a replaced or rewritten list is measured again in full)."""
     history = session.history
-    cached = getattr(session, "_context_size", None)
+    cached = session.context_size
     count = len(history)
     if cached is not None and cached[0] is history and cached[1] <= count and (
             cached[1] == 0 or history[cached[1] - 1] is cached[2]):
         chars = cached[3] + sum(map(message_chars, history[cached[1]:]))
     else:
         chars = sum(map(message_chars, history))
-    session._context_size = (history, count, history[-1] if history else None, chars)
+    session.context_size = (history, count, history[-1] if history else None, chars)
     return tokens_of_chars(len(system or "") + chars)
 
 

@@ -183,7 +183,7 @@ class FileCommands:
 
 def of(session, settings):
     """The session's :class:`FileCommands` (made on first use, again if its root moved)."""
-    state = getattr(session, "file_commands", None)
+    state = session.file_commands
     if state is None or state.root != session.root:
         state = session.file_commands = FileCommands(session.root, settings)
     return state

@@ -105,7 +105,7 @@ class Hooks:
 
     def __init__(self, session, settings):
         self.session, self.settings = session, settings
-        self.configured = hooks_of(getattr(settings, "hooks", None) or {}, "config.toml")
+        self.configured = hooks_of(settings.hooks, "config.toml")
         self.path = os.path.join(session.root, *PROJECT_FILE)
         self._seen = None  # (size, mtime) of the project file last looked at
         self._project = []  # its hooks, once trusted
@@ -204,7 +204,7 @@ def run(hook, data, cwd, settings):
     """``(exit code, stdout, stderr)`` of one hook, or None (failed or timed out: logged)."""
     from term2acp.sandbox import process  # with sh: only sessions with hooks
 
-    env = dict(getattr(settings, "env", None) or os.environ)
+    env = dict(settings.env or os.environ)
     env.update(CLAUDE_PROJECT_DIR=cwd)  # as Claude Code sets it
     out = bytearray()
 
@@ -242,7 +242,7 @@ def run(hook, data, cwd, settings):
 def of(turn):
     """The session's :class:`Hooks`, its workspace file looked at (once a prompt)."""
     session = turn.session
-    hooks = getattr(session, "hooks", None)
+    hooks = session.hooks
     if hooks is None or hooks.path != os.path.join(session.root, *PROJECT_FILE):
         hooks = session.hooks = Hooks(session, turn.settings)
     hooks.refresh(turn)
@@ -277,7 +277,7 @@ def at_prompt(turn, text):
 
 def before_tool(session, name, tool_input):
     """``PreToolUse``: its :class:`Answer` (``permission``, ``reason``), or None."""
-    hooks = getattr(session, "hooks", None)
+    hooks = session.hooks
     if hooks is None or not hooks.of("PreToolUse", name):
         return None
     return hooks.fire("PreToolUse", name, tool_input=tool_input)
@@ -285,7 +285,7 @@ def before_tool(session, name, tool_input):
 
 def after_tool(session, name, tool_input, result):
     """``PostToolUse``: what the hooks add to the result the model sees ("" for nothing)."""
-    hooks = getattr(session, "hooks", None)
+    hooks = session.hooks
     if hooks is None or not hooks.of("PostToolUse", name):
         return ""
     said = hooks.fire("PostToolUse", name, tool_input=tool_input,
@@ -298,7 +298,7 @@ def after_tool(session, name, tool_input, result):
 
 def at_stop(turn, active):
     """``Stop``: the reason to go on (a hook blocked the stop), or None."""
-    hooks = getattr(turn.session, "hooks", None)
+    hooks = turn.session.hooks
     if hooks is None or not hooks.of("Stop"):
         return None
     said = hooks.fire("Stop", stop_hook_active=active)

@@ -45,7 +45,7 @@ MODE_TEXT = {
 def facts(session, keys=None):
     """``key -> (fingerprint, line)`` of what the model should know now (``keys``: only
     those)."""
-    mode = modes.normal(getattr(session, "mode", None))
+    mode = modes.normal(session.mode)
     system = f"{platform.system()} {platform.release()}"
     today = date.today().isoformat()
     out = {
@@ -54,11 +54,11 @@ def facts(session, keys=None):
         "date": (today, f"Today's date: {today}"),
         "mode": (mode, MODE_TEXT.get(mode, MODE_TEXT[modes.AUTO])),
     }
-    extra = getattr(session, "extra_roots", ())  # additionalDirectories: workspaces too
+    extra = session.extra_roots  # additionalDirectories: workspaces too
     out["roots"] = ("\n".join(extra), "Other workspace roots (read and change files there as "
                     "in the root; give their paths absolute): " + ", ".join(extra) if extra
                     else "No other workspace roots any more.")
-    sandbox = getattr(session, "sandbox_note", None)
+    sandbox = session.sandbox_note
     if sandbox:  # the shell sandbox's state: it can differ after a restart
         out["sandbox"] = (sandbox, f"Shell sandbox: {sandbox}")
     if keys is not None:
@@ -66,7 +66,7 @@ def facts(session, keys=None):
     rules = _instructions(session)
     digest = hashlib.sha256(rules.encode()).hexdigest()[:16] if rules else ""
     out["instructions"] = (digest, rules.strip())
-    skills = getattr(session, "skills", None)  # turns/skills.py, looked at once a prompt
+    skills = session.skills  # turns/skills.py, looked at once a prompt
     listing = skills.listing() if skills is not None else ""
     out["skills"] = (skills.fingerprint() if listing else "", listing)
     return out
@@ -74,8 +74,8 @@ def facts(session, keys=None):
 
 def _instructions(session):
     """The AGENTS.md text; the user is told (a thought) the first time and on changes."""
-    state = getattr(session, "instructions", None)
-    extra = getattr(session, "extra_roots", ())
+    state = session.instructions
+    extra = session.extra_roots
     if state is None or state.root != session.root or state.extra != tuple(extra):
         state = session.instructions = instructions.Instructions(session.root, extra=extra)
     text, notice = state.load()
@@ -113,7 +113,7 @@ def in_system(session):
     """For a small in-process model (a provider's ``brief_prompt``; no prompt cache to
     keep, and its greedy output depends on every token it was tuned on): the mode and the
     AGENTS.md text go at the end of its system prompt, as before the notes, instead."""
-    mode = modes.normal(getattr(session, "mode", None))
+    mode = modes.normal(session.mode)
     text = "" if mode == modes.AUTO else "\n\n" + MODE_TEXT[mode]
     return text + _instructions(session)
 
@@ -121,7 +121,7 @@ def in_system(session):
 def add_pending(session, keys=None):
     """Put the pending note, if any, into the session's history (never for a provider
     with a ``brief_prompt``: see :func:`in_system`)."""
-    if getattr(getattr(session, "provider", None), "brief_prompt", False):
+    if getattr(session.provider, "brief_prompt", False):
         return None
     note = pending(session, keys)
     if note is not None:

@@ -71,7 +71,7 @@ def refresh(turn):
     """Before a prompt: the workspace's servers join the session's (asking first when the
     file is new or changed). Returns True when the session's servers changed."""
     session = turn.session
-    state = getattr(session, "project_mcp", None)
+    state = session.project_mcp
     if state is None or state.path != os.path.join(session.root, NAME):
         state = session.project_mcp = ProjectServers(session.root)
     try:
@@ -83,7 +83,7 @@ def refresh(turn):
         state.seen, state.configs = signature, []
         if signature is not None:
             state.configs = _read(turn, state.path)
-    current = list(getattr(session, "mcp_servers", None) or ())
+    current = list(session.mcp_servers)
     if state.merged is None or current != state.merged:
         state.editor = current  # the editor sent its servers again (or this is the first look)
     taken = {c.name for c in state.editor}

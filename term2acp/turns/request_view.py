@@ -61,7 +61,7 @@ class _View(_Grown):
 def _kept(session, attr, kind):
     """The session's ``kind`` kept in ``attr``, brought up to its history."""
     history = session.history
-    kept = getattr(session, attr, None)
+    kept = getattr(session, attr)
     if kept is None or not kept.fits(history):
         kept = kind(history)
         setattr(session, attr, kept)
@@ -71,7 +71,7 @@ def _kept(session, attr, kind):
 
 def request_messages(session):
     """The messages of the session's next model request (module docstring)."""
-    view = _kept(session, "_request_view", _View)
+    view = _kept(session, "request_view", _View)
     return image_budget.bound(view.sent, indices=view.images)
 
 
@@ -89,4 +89,4 @@ class _Told(_Grown):
 
 def told(session):
     """``key -> fingerprint`` the session's history told the model (the latest wins)."""
-    return dict(_kept(session, "_told", _Told).told)
+    return dict(_kept(session, "notes_told", _Told).told)

@@ -96,7 +96,7 @@ class Skills:
 def refresh(session, settings, tell=True):
     """Look at the session's skill folders; its :class:`Skills` (``tell``: a workspace
     skill another user owns is named to the user, once)."""
-    skills = getattr(session, "skills", None)
+    skills = session.skills
     if skills is None or skills.root != session.root:
         skills = session.skills = Skills(session.root, settings)
     skills.scan()

@@ -28,13 +28,13 @@ _FENCE = "---"
 def home(settings):
     """Whose ``~/.claude``, ``~/.codex``, ``~/.gemini`` and ``~/.agents`` count:
     ``TERM2ACP_PEERS_HOME`` (the test kit's is empty), else ``HOME``."""
-    env = getattr(settings, "env", None) or {}
+    env = settings.env
     return env.get("TERM2ACP_PEERS_HOME") or env.get("HOME") or os.path.expanduser("~")
 
 
 def config_dir(settings):
     """The user's config dir: the folder of ``config.toml``."""
-    return os.path.dirname(getattr(settings, "config_path", "") or "") or None
+    return os.path.dirname(settings.config_path) or None
 
 
 def front_matter(text):

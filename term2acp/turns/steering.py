@@ -16,12 +16,12 @@ def queue(session, message_id, blocks, text):
 
 
 def pending(session):
-    return bool(getattr(session, "steering", None))
+    return bool(session.steering)
 
 
 def take(session):
     """Put the queued steering prompts into the conversation; True when there were some."""
-    queued, session.steering = getattr(session, "steering", None) or [], []
+    queued, session.steering = session.steering, []
     for message_id, blocks, text in queued:
         session.emit(ev.UserMessage(message_id, blocks))
         message = {"role": "user", "content": text, "message_id": message_id}

@@ -52,7 +52,7 @@ def rename(session, text):
 
 def request_model_title(session, prompt, settings):
     """After the session's first turn: ask the model for a title in the background."""
-    if not getattr(settings, "model_titles", True) or session.provider is None \
+    if not settings.model_titles or session.provider is None \
             or getattr(session.provider, "serial", False):
         return  # an in-process model would make the next prompt wait: the words stay
     answer = next((m.get("content") for m in reversed(session.history)
@@ -82,7 +82,7 @@ def _make_title(session, provider, prompt, answer):
         log.info("session %s: no model title (%s); keeping the user's words", session.id, exc)
         return
     title = clean("".join(parts))
-    if not title or getattr(session, "title_manual", False) or session.closed:
+    if not title or session.title_manual or session.closed:
         return
     try:
         set_title(session, title)

@@ -34,8 +34,8 @@ _LINK = re.compile(r"https?://[^\s\x00-\x1f\x7f]+\Z")
 def option(settings, provider):
     """The request's ``web_search`` (``{"max_uses": n}``), or None when it is off or the
     provider cannot search."""
-    conf = getattr(settings, "web_search", None)
-    if conf is None or not conf.enabled:
+    conf = settings.web_search
+    if not conf.enabled:
         return None
     if getattr(provider, "web_search", False):
         return {"max_uses": conf.max_uses}

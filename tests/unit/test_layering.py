@@ -290,3 +290,85 @@ def test_layering_one_sse_decoder():
              for rel, text in _sources() if rel != "net/sse.py"
              for m in SSE_FIELD.finditer(text)]
     assert not found, found
+
+
+def _a_session(node, names=("session",)):
+    """``session``, ``x.session`` (or another of ``names``)."""
+    import ast
+
+    return (isinstance(node, ast.Name) and node.id in names) or \
+        (isinstance(node, ast.Attribute) and node.attr in names)
+
+
+def test_layering_a_live_session_declares_every_attribute_set_on_it():
+    """``LiveSession`` declares its attributes (``__slots__``, so setting another fails at
+    run time), among them every name of the turn layer's ``TurnSession``; and no module
+    sets a name on a session that the class does not declare."""
+    import ast
+
+    from term2acp.sessions.live import LiveSession
+    from term2acp.turns.session import TurnSession
+
+    declared = set(LiveSession.__slots__)
+    members = declared | {name for name in vars(LiveSession) if not name.startswith("__")}
+    assert set(TurnSession.__annotations__) <= members, \
+        set(TurnSession.__annotations__) - members
+    undeclared = []
+    for rel, text in _sources():
+        if rel == "turns/agents/child.py":  # ChildSession's own (its class sets them)
+            continue
+        for node in ast.walk(ast.parse(text)):
+            name = None
+            if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) \
+                    and _a_session(node.value):
+                name = node.attr
+            elif isinstance(node, ast.Call) and getattr(node.func, "id", "") == "setattr" \
+                    and _a_session(node.args[0]) and isinstance(node.args[1], ast.Constant):
+                name = node.args[1].value
+            if name is not None and name not in declared:
+                undeclared.append(f"{rel}:{node.lineno} session.{name}")
+    assert not undeclared, undeclared
+
+
+def test_layering_the_turn_layer_touches_only_what_the_turn_session_names():
+    """``turns/`` reads and writes a session only through ``turns/session.py``'s
+    ``TurnSession`` (a child session's own names aside)."""
+    import ast
+
+    from term2acp.turns.session import TurnSession
+
+    allowed = set(TurnSession.__annotations__) | {"call_id", "progress"}  # ChildSession's
+    outside = []
+    for rel, text in _sources():
+        if not rel.startswith("turns/"):
+            continue
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Attribute) and _a_session(node.value) \
+                    and node.attr not in allowed:
+                outside.append(f"{rel}:{node.lineno} session.{node.attr}")
+    assert not outside, outside
+
+
+# Reads of a session or the settings with a default still to go, in modules other
+# developers are rewriting this wave (issue 35: theirs to clean as they land).
+DEFAULT_READS_LEFT = {"sandbox/bwrap.py", "lsp/diagnostics.py", "acp/handlers.py",
+                      "turns/turn.py", "turns/calls.py", "turns/agents/child.py",
+                      "mcp/session.py"}
+
+
+def test_layering_no_session_or_settings_read_with_a_default():
+    """``getattr(session, "name", default)`` and ``getattr(settings, ...)`` hide a misspelt
+    name: every attribute of a live session and of the settings exists (declared, built
+    whole), so they are read plainly."""
+    import ast
+
+    found = []
+    for rel, text in _sources():
+        if rel in DEFAULT_READS_LEFT:
+            continue
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "getattr" \
+                    and len(node.args) == 3 \
+                    and _a_session(node.args[0], ("session", "settings", "_settings")):
+                found.append(f"{rel}:{node.lineno} {ast.unparse(node)}")
+    assert not found, found

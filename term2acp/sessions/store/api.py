@@ -62,7 +62,7 @@ def store_path(settings):
 
 def store_for(settings):
     """The session store the settings name (not opened yet)."""
-    return Store(store_path(settings), getattr(settings, "store_busy_timeout", BUSY_WAIT))
+    return Store(store_path(settings), settings.store_busy_timeout)
 
 
 # Thread-side operations: op(worker, *args) -> value.

@@ -57,7 +57,7 @@ class ChildSession:
         self.history = []
         self.history_rows = 0
         self.window_learned = None
-        self._context_size = None
+        self.context_size = self.request_view = self.notes_told = None  # of its history
         self.instructions = None
         self.store = _ChildStore(parent.store)
         self.root = root or parent.root
@@ -198,7 +198,7 @@ def run_child(turn, call_id, kind, prompt, root=None):
     tools = kind.offered(turn.tools)
     system = turn.system if tools is turn.tools else system_prompt(
         tools, getattr(turn.provider, "brief_prompt", False), session.root,
-        getattr(session, "sandbox_note", "") or "")
+        session.sandbox_note or "")
     child = ChildTurn(turn, session, tools, system, kind)
     with slots(turn):
         answer = child.run(prompt)

@@ -10,15 +10,13 @@ from gevent.event import Event
 
 from term2acp.acp.handlers import BaseHandlers
 from term2acp.settings import Settings
+from tests.support.turnsession import TurnSessionStub
 
 
-class Session:
-    id = "s1"
-    provider_id = "scripted"
-    root = "/nonexistent/workspace"  # no command files
-
+class Session(TurnSessionStub):
     def __init__(self):
-        self.group = gevent.pool.Group()
+        super().__init__("/nonexistent/workspace")  # no command files
+        self.provider_id = "scripted"
 
 
 class ConfigOptions:

@@ -13,22 +13,14 @@ from term2acp.turns.checkpoints import TurnCheckpoint
 from term2acp.turns.undo import undo_last
 from term2acp.sessions.store import Store
 from term2acp.settings import Settings
+from tests.support.turnsession import TurnSessionStub
 
 
-class Session:
+class Session(TurnSessionStub):
     def __init__(self, store, root):
-        self.id, self.root, self.store = str(uuid.uuid4()), root, store
-        self.history, self.history_rows = [], 0
-        self.extra_roots = ()
+        super().__init__(root, store)
+        self.id = str(uuid.uuid4())
         store.create_session(self.id, root, "scripted", "scripted")
-
-    def commit(self):
-        self.store.commit(self.id)
-
-    def append_history(self, message):
-        self.history.append(message)
-        self.history_rows += 1
-        self.store.append_history(self.id, message)
 
 
 @pytest.fixture

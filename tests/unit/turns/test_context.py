@@ -6,6 +6,7 @@ import pytest
 from term2acp.turns import context as c
 from term2acp.providers import base as pb
 from term2acp.providers.errors import ContextOverflow
+from tests.support.turnsession import TurnSessionStub
 
 
 class Store:
@@ -16,18 +17,11 @@ class Store:
         self.rows.append(message)
 
 
-class Session:
+class Session(TurnSessionStub):
     def __init__(self, history, window=None):
-        self.id, self.model = "s1", "m"
+        super().__init__(store=Store())
         self.history = list(history)
         self.context_window = window
-        self.window_learned = None
-        self.store = Store()
-        self.events = []
-        self.provider = None
-
-    def emit(self, event):
-        self.events.append(event)
 
 
 class Summarizer(pb.Provider):

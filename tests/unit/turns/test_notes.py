@@ -2,17 +2,13 @@
 message, never as a change of the system prompt."""
 
 from term2acp.turns import notes
+from tests.support.turnsession import TurnSessionStub
 
 
-class Session:
+class Session(TurnSessionStub):
     def __init__(self, root, mode="auto"):
-        self.root, self.mode, self.history, self.events = root, mode, [], []
-
-    def emit(self, event):
-        self.events.append(event)
-
-    def append_history(self, message):
-        self.history.append(message)
+        super().__init__(root)
+        self.mode = mode
 
 
 def test_the_first_note_tells_everything_then_only_what_changed(tmp_path):

@@ -5,10 +5,12 @@ import random
 
 from term2acp.turns import image_budget, request_view
 from term2acp.turns.context import model_messages
+from tests.support.turnsession import TurnSessionStub
 
 
-class Session:
+class Session(TurnSessionStub):
     def __init__(self, history):
+        super().__init__()
         self.history = history
 
 
