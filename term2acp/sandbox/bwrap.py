@@ -22,7 +22,6 @@ from dataclasses import dataclass, replace
 
 from term2acp.core import executables, reaper, scratch
 from term2acp.sandbox import cgroup, process, view
-from term2acp.settings import SandboxSettings
 
 log = logging.getLogger(__name__)
 
@@ -219,7 +218,7 @@ def _prepare(argv, root, settings, network, loopback, tty, roots=()):
         argv = [CHECK_SHELL, "-c", _CHECK.format(fd=fds[0]), "term2-sandbox", *argv]
     full = _for_settings(argv, root, settings, availability, network, enter is not None, tty,
                          roots)
-    data_dir = getattr(settings, "data_dir", "")
+    data_dir = settings.data_dir
     options = {"lifeline": fds, "cwd": root, "env": scrub_env(settings.env, tty), "limits": limits_of(settings),
                "stdin": process.TTY if tty else process.NULL,
                "on_launch": lambda pid: reaper.record(data_dir, pid)}
@@ -247,17 +246,13 @@ def build_argv(argv, root, settings, network=None, tty=False):
 
 def limits_of(settings):
     """The tasks and memory one command may use (``[sandbox] memory_mb``)."""
-    memory_mb = _sandbox_settings(settings).memory_mb
+    memory_mb = settings.sandbox.memory_mb
     return cgroup.Limits(PIDS_MAX, memory_mb * MIB if memory_mb else None)
 
 
 def tmpfs_bytes(settings):
     """The size of each sandbox tmpfs (``[sandbox] tmpfs_mb``)."""
-    return _sandbox_settings(settings).tmpfs_mb * MIB
-
-
-def _sandbox_settings(settings):
-    return getattr(settings, "sandbox", None) or SandboxSettings()
+    return settings.sandbox.tmpfs_mb * MIB
 
 
 def _for_settings(argv, root, settings, availability, network, joined=False, tty=False,
