@@ -64,11 +64,12 @@ class LiveSession:
         "interaction_seq", "window_learned", "steering", "checkpoint", "context_size",
         "request_view", "notes_told", "instructions", "skills", "file_commands", "hooks",
         "project_mcp", "trust",
-        # the session layer's (sessions/, mcp/session.py); what the session owns and closes
-        "shell", "language_servers", "lock", "recorder", "sink", "last_used", "title_words", "mcp_stored", "mcp_data_dir",
+        # what the session owns and closes with itself
+        "shell", "language_servers", "lock",
+        # the session layer's (sessions/, mcp/session.py; the face sets sink and
+        # failures_as_errors, and editor above)
+        "recorder", "sink", "last_used", "title_words", "mcp_stored", "mcp_data_dir",
         "failure_text", "failures_as_errors", "held_processes",
-        # the protocol face's, until it keeps them in its own per-session record
-        "commands_sent", "commands_announced",
     )
 
     def __init__(self, row, store, lock, workdir):
@@ -107,8 +108,6 @@ class LiveSession:
         self.editor = None  # the editor's file access (v1 fs/*), set by the front end
         self.failures_as_errors = False  # the face says a failed turn as the prompt's error
         self.failure_text = None  # the last failed turn's explanation (sessions/prompts.py)
-        self.commands_sent = None  # the face's: its first commands list was sent
-        self.commands_announced = None  # the face's: the commands list last sent
         self.provider = None
         self.lifecycle = Lifecycle(self.id, self.emit)  # the prompt state machine
         self.interaction_seq = 0
