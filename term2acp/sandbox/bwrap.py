@@ -44,11 +44,18 @@ PROBE_TMPFS = 1 * MIB
 # gone. Found at the start, nothing runs; found later, by a watcher beside the command,
 # everything in the sandbox's PID namespace is killed (its init then ends, and bwrap with
 # it). The command runs in the foreground (its stdin and terminal are its own) as the
-# keeper's only other child, without the lifeline; its exit status is the sandbox's.
+# keeper's only other child, without the lifeline; its exit status is the sandbox's. A
+# SIGTERM for the command's processes (shell_kill's grace) waits in the keeper for the
+# command's end (a trap, not an ignored signal: the command gets the default) and is
+# ignored by the watcher, which is ended with SIGKILL. What the keeper itself would say
+# (bash's "Terminated" for a command a signal ended) goes nowhere; the command's
+# standard error is its own.
 CHECK_SHELL = "/bin/bash"
 _CHECK = ('read -t 0 -u {fd} && exit 125; '
-          '{{ read -u {fd}; if [ "$PPID" = 1 ]; then kill -KILL -1; else kill -KILL 0; fi; }} & '
-          'exec {fd}<&-; "$@"; s=$?; kill $! 2>/dev/null; exit $s')
+          '{{ trap "" TERM INT HUP; read -u {fd}; '
+          'if [ "$PPID" = 1 ]; then kill -KILL -1; else kill -KILL 0; fi; }} & '
+          'trap : TERM; exec {fd}<&- {{e}}>&2 2>/dev/null; "$@" 2>&$e {{e}}>&-; s=$?; '
+          'kill -KILL $!; exit $s')
 _lifeline = []  # (read end, write end) of this process's lifeline pipe, once made
 
 

@@ -42,6 +42,13 @@ def lsp_env(tmp_path, extra="", diagnostics=40, requests=60, top=""):
     return {"PATH": path, "TERM2ACP_LSP": "on"}  # the test kit turns them off
 
 
+def keeper(cmdline):
+    """True for the sandbox keeper's shell (and its watcher): ``/bin/bash -c <keeper>
+    term2-sandbox <the command>``."""
+    words = cmdline.split(" ")
+    return words[0] == "/bin/bash" and words[1:2] == ["-c"] and " term2-sandbox " in cmdline
+
+
 def server_processes(workspace, name=None):
     """Pids of the processes running in ``workspace`` (their cwd), whose command line
     contains ``name`` when given: the language servers and their sandboxes."""
@@ -55,6 +62,8 @@ def server_processes(workspace, name=None):
             with open(f"/proc/{entry}/cmdline", "rb") as fh:
                 cmdline = fh.read().replace(b"\0", b" ").decode("utf-8", "replace")
         except OSError:
+            continue
+        if keeper(cmdline):  # the sandbox's keeper (sandbox/bwrap.py) names its command
             continue
         if (name is None or name in cmdline) and "bwrap" not in cmdline.split(" ")[0]:
             out.append(int(entry))
