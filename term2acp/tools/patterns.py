@@ -10,34 +10,26 @@ no lookaround; a grep pattern that uses them fails with a message that says so.
 Subjects are UTF-8 bytes. Text that cannot be encoded (a file name with a non-UTF-8
 byte arrives surrogate-escaped) is matched with U+FFFD in place of each bad byte.
 
-RE2 itself (its extension module, libre2 and the C++ runtime) loads when a pattern is
+RE2 itself (its extension module, libre2 and the C++ runtime) is imported when a pattern is
 first compiled, not with the tools: an agent that has not searched yet does not hold it
 (it keeps the idle agent small).
 """
 
-import importlib.util
-import sys
-from types import ModuleType
+import functools
 
 import gevent
 
 
-def _on_first_use(name):
-    """The module ``name``, executed when one of its attributes is first read (importlib's
-    LazyLoader); the module itself when it is imported already."""
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.find_spec(name)
-    if spec is None:
-        raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-    spec.loader = importlib.util.LazyLoader(spec.loader)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+@functools.cache
+def _re2():
+    """The ``re2`` module, imported where first needed (the first pattern compiled), in a
+    slice of its own: the tools import this module, and an agent that has not searched yet
+    does not hold RE2."""
+    import re2  # noqa: PLC0415 (its extension module, libre2 and the C++ runtime: 2.6 MiB)
 
+    gevent.idle()
+    return re2
 
-re2 = _on_first_use("re2")
 
 MAX_MEM = 8 << 20  # bytes of compiled program per pattern (RE2's default)
 MAX_PROGRAM = 4000  # RE2 instructions in a grep program (``\pL+`` is about 1200)
@@ -53,10 +45,7 @@ class PatternError(ValueError):
 
 
 def options(**values):
-    if type(re2) is not ModuleType:  # RE2 not loaded yet: it loads now, one slice of its own
-        re2.Options  # noqa: B018 (the first attribute read loads it)
-        gevent.idle()
-    opts = re2.Options()
+    opts = _re2().Options()
     opts.log_errors = False  # RE2 would print every bad pattern on stderr
     opts.max_mem = MAX_MEM
     for name, value in values.items():
@@ -96,6 +85,7 @@ def compile_grep(pattern, fixed=False, ignore_case=False, multiline=False):
     opts = options(never_nl=not multiline, never_capture=True, literal=fixed,
                    case_sensitive=not ignore_case)
     source = subject(pattern) if fixed else b"(?m)" + subject(pattern)
+    re2 = _re2()
     try:
         regex = re2.compile(source, opts)
     except re2.error as exc:
@@ -210,6 +200,7 @@ def compile_glob(pattern):
     if pattern.count("{") > 64:
         raise PatternError("the glob has more than 64 '{' alternations; simplify it.")
     opts = options(dot_nl=True)  # first: it loads RE2 in a slice of its own
+    re2 = _re2()
     try:
         return re2.compile(subject(glob_regex(pattern)), opts)
     except re2.error as exc:
@@ -220,7 +211,7 @@ def path_matcher(pattern):
     """A predicate on a relative path: patterns without a slash match the base name."""
     pattern = pattern.strip("/")
     program = compile_glob(pattern)._regexp  # noqa: SLF001
-    anchored = re2._Anchor.ANCHOR_BOTH  # noqa: SLF001 (the wrapper's public fullmatch is slower)
+    anchored = _re2()._Anchor.ANCHOR_BOTH  # noqa: SLF001 (the wrapper's public fullmatch is slower)
 
     def matches(rel):
         data = subject(rel if "/" in pattern else rel.rpartition("/")[2])
@@ -260,6 +251,7 @@ class IgnoreRules:
 
     def _add_set(self, rules):
         opts = options(dot_nl=True)  # first: it loads RE2 in a slice of its own
+        re2 = _re2()
         compiled = re2.Set.FullMatchSet(opts)
         kept = []
         for body, negate, dir_only in rules:

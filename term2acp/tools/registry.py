@@ -11,7 +11,6 @@ that fails to import or is not a valid tool is logged and skipped, never fatal, 
 plug-in cannot take a name that is already registered (built-ins win).
 """
 
-import importlib
 import importlib.metadata
 import logging
 
@@ -23,48 +22,23 @@ from term2acp.tools.edit import CreateFileTool, EditFileTool
 from term2acp.tools.files import ListDirectoryTool, ReadFileTool
 from term2acp.tools.plan import FinishPlanTool, UpdatePlanTool
 from term2acp.tools.plugins import KINDS, TOOL_NAME
+from term2acp.tools.processes import ShellKillTool, ShellOutputTool
+from term2acp.tools.run_code import RunCodeTool
 from term2acp.tools.search import GlobTool, GrepTool
+from term2acp.tools.shell import ShellTool
 from term2acp.tools.web_fetch import WebFetchTool
 
 log = logging.getLogger(__name__)
 
 GROUP = "term2acp.tools"
-# Built-ins living in modules that may be absent (imported lazily, skipped when missing).
-OPTIONAL_BUILTINS = ("term2acp.tools.shell:ShellTool", "term2acp.tools.processes:ShellOutputTool",
-                     "term2acp.tools.processes:ShellKillTool",
-                     "term2acp.tools.run_code:RunCodeTool")
 
 
 def builtin_tools():
-    """Fresh instances of every built-in tool whose module is importable."""
-    tools = [ReadFileTool(), ListDirectoryTool(), GlobTool(), GrepTool(), CreateFileTool(),
-             EditFileTool(), ApplyPatchTool(), CodeTool(), WebFetchTool(), UpdatePlanTool(),
-             FinishPlanTool(), AskUserTool()]
-    for target in OPTIONAL_BUILTINS:
-        tool = _optional_builtin(target)
-        if tool is not None:
-            tools.append(tool)
-    return tools
-
-
-def _optional_builtin(target):
-    module_name, _, class_name = target.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name != module_name:
-            log.error("built-in tool %s skipped: %s", target, exc, exc_info=True)
-        else:
-            log.warning("built-in tool %s skipped: module %s is missing", target, module_name)
-        return None
-    except Exception:  # a broken optional tool costs that tool, not the agent
-        log.error("built-in tool %s skipped: its module failed to import", target, exc_info=True)
-        return None
-    try:
-        return getattr(module, class_name)()
-    except Exception:  # a broken optional tool costs that tool, not the agent
-        log.error("built-in tool %s skipped: it failed to load", target, exc_info=True)
-        return None
+    """Fresh instances of every built-in tool."""
+    return [ReadFileTool(), ListDirectoryTool(), GlobTool(), GrepTool(), CreateFileTool(),
+            EditFileTool(), ApplyPatchTool(), CodeTool(), WebFetchTool(), UpdatePlanTool(),
+            FinishPlanTool(), AskUserTool(), ShellTool(), ShellOutputTool(), ShellKillTool(),
+            RunCodeTool()]
 
 
 def load_tools(settings=None):

@@ -23,7 +23,8 @@ from tests.support.toolctx import tool_context, workspace
 
 EXAMPLE = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "plugin_example")
 BUILTINS = ["read_file", "list_directory", "glob", "grep", "create_file", "edit_file",
-            "apply_patch", "code", "web_fetch", "update_plan", "finish_plan", "ask_user"]
+            "apply_patch", "code", "web_fetch", "update_plan", "finish_plan", "ask_user",
+            "shell", "shell_output", "shell_kill", "run_code"]
 PLUGIN_MODULES = ("term2acp_example_tools", "t2a_broken_plugins")
 
 BROKEN_MODULE = '''
@@ -63,12 +64,6 @@ BROKEN_ENTRY_POINTS = {
     "h_bad_name": "t2a_broken_plugins:bad_name",
     "loud": "t2a_broken_plugins:Loud",  # a Tool subclass: valid
 }
-
-
-@pytest.fixture(autouse=True)
-def no_optional_builtins(monkeypatch):
-    """shell and run_code have their own tests; keep them out of these."""
-    monkeypatch.setattr(registry, "OPTIONAL_BUILTINS", ())
 
 
 def dist_info(site, name, entry_points):
@@ -123,21 +118,6 @@ def test_builtin_tools_are_fresh_tool_instances():
     assert names[:len(BUILTINS)] == BUILTINS
     assert all(isinstance(tool, Tool) for tool in tools)
     assert registry.builtin_tools()[0] is not tools[0]
-
-
-def test_missing_optional_builtin_is_skipped_with_a_warning(monkeypatch, caplog):
-    monkeypatch.setattr(registry, "OPTIONAL_BUILTINS", ("term2acp.tools.t2a_absent:Nope",))
-    with caplog.at_level(logging.WARNING, logger="term2acp.tools.registry"):
-        names = [tool.name for tool in registry.builtin_tools()]
-    assert names == BUILTINS
-    assert "term2acp.tools.t2a_absent is missing" in caplog.text
-
-
-def test_optional_builtin_is_imported_lazily_by_dotted_name(monkeypatch):
-    monkeypatch.setattr(registry, "OPTIONAL_BUILTINS", ("term2acp.tools.plugins:FunctionTool",
-                                                        "term2acp.tools.files:ReadFileTool"))
-    tools = registry.builtin_tools()
-    assert [type(tool).__name__ for tool in tools[len(BUILTINS):]] == ["ReadFileTool"]  # FunctionTool() fails
 
 
 def test_load_tools_without_plugins_is_the_builtins():
