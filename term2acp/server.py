@@ -17,7 +17,7 @@ from term2acp.preload import Preload
 from term2acp.rpc.endpoint import Endpoint
 from term2acp.rpc.peer import Peer
 from term2acp.rpc.stream import Writer, open_reader, read_lines
-from term2acp.sessions.errors import StoreError, StoreRecovered
+from term2acp.sessions.errors import StoreError
 from term2acp.sessions.manager import SessionManager
 from term2acp.sessions.store import store_for
 
@@ -58,9 +58,7 @@ class Server:
         served. A damaged file moved aside is told by the first session call, which also
         reports a store that could not be opened (it tries again)."""
         try:
-            self.manager.store.open()
-        except StoreRecovered as notice:
-            self.manager.store.recovered = str(notice)
+            self.manager.store.open(tell=False)
         except StoreError:
             log.debug("opening the session store failed; the first session call retries",
                       exc_info=True)

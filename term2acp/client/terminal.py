@@ -84,19 +84,16 @@ def last_lines(path, count=3, since=0):
 def ask(prompt):
     """``input(prompt)`` for a permission answer: the answer stays out of the prompts'
     history (Up recalls prompts, not "1")."""
-    before = _history_length()
+    try:
+        import readline  # line editing (line_editing) imported it at a terminal
+    except ImportError:  # a Python built without it: plain input, no history
+        return input(prompt)
+    before = readline.get_current_history_length()
     answer = input(prompt)
-    after = _history_length()
+    after = readline.get_current_history_length()
     if after > before:
-        import readline
-
         readline.remove_history_item(after - 1)
     return answer
-
-
-def _history_length():
-    readline = sys.modules.get("readline")
-    return readline.get_current_history_length() if readline is not None else 0
 
 
 def note(text, color=None):

@@ -66,7 +66,7 @@ class Endpoint:
     # ------------------------------------------------------------------ input
     def receive_line(self, line):
         """Handle one framed line (bytes) or an :class:`Oversized` marker."""
-        self.peer.reader = gevent.getcurrent()
+        self.peer.read_by(gevent.getcurrent())
         if isinstance(line, Oversized):
             limit = f" of {self.max_line} bytes" if self.max_line else ""
             self._send_error(None, InvalidRequestError(

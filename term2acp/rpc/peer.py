@@ -20,7 +20,7 @@ class Peer:
         self._send_wait = send_wait  # (bytes, tag): may wait for room (notifications)
         self._send_quick = send_quick or send  # answers of quick routes (reads)
         self._outgoing = OutgoingRequests()
-        self.reader = None  # the greenlet reading the other side's lines: it never waits
+        self._reader = None  # the greenlet reading the other side's lines: it never waits
 
     def send(self, message, tag=None):
         """Queue one message. With a bounded outbox (``send_wait``) every greenlet but the
@@ -30,10 +30,14 @@ class Peer:
         if wire_log.isEnabledFor(logging.DEBUG):
             wire_log.debug("<- %s", json.dumps(message)[:4000])
         send_wait = self._send_wait
-        if send_wait is None or gevent.getcurrent() is self.reader:
+        if send_wait is None or gevent.getcurrent() is self._reader:
             self._send_bytes(encode(message))
         else:
             send_wait(encode(message), tag)
+
+    def read_by(self, greenlet):
+        """``greenlet`` reads the other side's lines (the endpoint says so as it reads)."""
+        self._reader = greenlet
 
     def send_quick(self, message):
         """An answer that reports no state (a read): it may overtake queued lines."""

@@ -104,16 +104,17 @@ class Store:
     def is_open(self):
         return self._opened
 
-    def open(self):
+    def open(self, tell=True):
         """Open (create, migrate) the store, in the store thread.
 
         A zero-length or corrupt (not SQLite) file is never silently recreated: it is moved
         aside to ``<path>.damaged-<UTC time>`` (with its -wal/-shm files), a fresh store is
         started, and this call raises :class:`StoreRecovered` once, saying where the old
-        file went; later calls use the fresh store.
+        file went; later calls use the fresh store. ``tell=False`` (the server's open before
+        the first line is read) keeps that notice for the next open() to raise.
         """
         if self._opened:
-            if self.recovered is not None:  # opened by one who kept the notice: tell it once
+            if self.recovered is not None and tell:  # opened by one who kept the notice: tell it
                 notice, self.recovered = self.recovered, None
                 raise StoreRecovered(notice)
             return self
@@ -122,7 +123,9 @@ class Store:
         self._opened = True
         if job.value is not None:
             log.error("%s", job.value)
-            raise StoreRecovered(job.value)
+            if tell:
+                raise StoreRecovered(job.value)
+            self.recovered = job.value
         return self
 
     def close(self):
