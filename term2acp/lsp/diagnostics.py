@@ -30,22 +30,22 @@ SEVERITIES = {1: "error", 2: "warning", 3: "information", 4: "hint"}
 class Watch:
     """The files one tool call writes, with their text before the write."""
 
-    def __init__(self, ctx):
-        self.ctx, self.before = ctx, {}
-        settings = getattr(ctx, "settings", None)
-        if getattr(getattr(settings, "lsp", None), "enabled", False):
-            ctx.watch = self.note
+    def __init__(self, settings):
+        self.settings, self.before = settings, {}
+        # what the call's context calls before each write (None: no language servers)
+        self.note = self._note if settings.lsp.enabled else None
 
-    def note(self, real):
-        if real not in self.before and servers.wanted(real, self.ctx.settings):
+    def _note(self, real):
+        if real not in self.before and servers.wanted(real, self.settings):
             self.before[real] = files.read_text(real)
 
-    def report(self, result):
-        """``result`` with the new problems of the files written (a failed call: as is)."""
+    def report(self, result, ctx):
+        """``result`` with the new problems of the files the call ``ctx`` wrote (a failed
+        call: as is)."""
         if getattr(result, "is_error", True) or not self.before:
             return result
         try:
-            text = collect(self.ctx, self.before)
+            text = collect(ctx, self.before)
         except Exception:  # noqa: BLE001 - the write stands whatever the server did
             log.exception("lsp: diagnostics after a write failed")
             text = ""

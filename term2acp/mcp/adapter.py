@@ -127,7 +127,7 @@ def elicit(client, params):
     if params.get("mode", elicitation.FORM) != elicitation.FORM:
         return {"action": "decline"}  # only form elicitation is declared
     ctx = client.calls[-1] if client.calls else None
-    if ctx is None or not getattr(ctx, "elicits", None) or not ctx.elicits(elicitation.FORM):
+    if ctx is None or not ctx.elicits(elicitation.FORM):
         return {"action": "decline"}
     answer = ctx.elicit(elicitation.Elicitation(elicitation.FORM, params["message"],
                                                 schema=params["requestedSchema"]))

@@ -27,9 +27,7 @@ def write_atomically(ctx, real, data, exclusive, seen=None):
     """Put ``data`` at ``real`` in one step; ``exclusive`` refuses when ``real`` exists, and
     ``seen`` (``base.identity`` of the file read) when ``real`` is another file now."""
     parent, name = os.path.split(real)
-    before = getattr(ctx, "before_write", None)
-    if before is not None:
-        before(real)  # the turn's checkpoint: what the file is now
+    ctx.before_write(real)  # the turn's checkpoint: what the file is now
     dfd = open_dirs(ctx, parent)
     try:
         _replace_at(ctx, dfd, name, data, exclusive, real, seen)

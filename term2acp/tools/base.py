@@ -82,27 +82,52 @@ class ToolResult:
 
 
 class ToolContext:
-    """What a running tool may use. Built by the turn for each call."""
+    """What a running tool may use, built whole by the turn for each call (every field is a
+    constructor argument; what a context is not given is None, or empty)."""
+
+    __slots__ = ("root", "extra_roots", "session_id", "call_id", "access", "settings", "emit",
+                 "workdir", "editor", "mode", "images", "checkpoint", "watch", "choose",
+                 "trust", "decide", "abort", "set_mode", "agents", "shell", "language_servers",
+                 "_approve", "_run_tool", "_elicits", "_elicit")
 
     def __init__(self, root, session_id, call_id, access, settings, emit, approve=None,
-                 run_tool=None, workdir=None, editor=None):
+                 run_tool=None, workdir=None, editor=None, *, extra_roots=(), mode=None,
+                 images=False, checkpoint=None, watch=None, choose=None, trust=None,
+                 decide=None, abort=None, set_mode=None, elicits=None, elicit=None,
+                 agents=None, shell=None, language_servers=None):
         self.root = root  # canonical session root (relative paths resolve against it)
-        self.extra_roots = ()  # the session's other roots (additionalDirectories)
+        self.extra_roots = extra_roots  # the session's other roots (additionalDirectories)
         self.session_id = session_id
         self.call_id = call_id
         self.access = access  # sessions.access.AccessState
         self.settings = settings  # settings.Settings
         self.emit = emit  # callable(runtime event), e.g. terminal output
-        self._approve = approve
-        self._run_tool = run_tool
         self.workdir = workdir  # per-session scratch directory (private /tmp for the sandbox)
         # The editor's file access for this session, or None (then all I/O is local): an
         # object with ``can_read``, ``can_write``, ``read_text(path) -> str`` and
         # ``write_text(path, text)``; the last two raise EditorError.
         self.editor = editor
-
-    checkpoint = None  # callable(path): the turn's checkpoint (turns/checkpoints.py)
-    watch = None  # callable(path): the call's language server watch (lsp/diagnostics.py)
+        self.mode = mode  # the session's mode, normalized (turns/modes.py; tools/shell_policy.py)
+        self.images = images  # the editor takes images: read_file may return them
+        self.checkpoint = checkpoint  # callable(path): the turn's checkpoint (turns/checkpoints.py)
+        self.watch = watch  # callable(path): the call's language server watch (lsp/diagnostics.py)
+        # callable(ApprovalRequest) -> the choice id allowed, or None (the turn's)
+        self.choose = choose
+        # callable(path, content, purpose="") -> True when the user trusts that content of a
+        # file the workspace supplies (core/trust.py; asked as part of this call); None: never
+        self.trust = trust
+        self.decide = decide  # callable(ApprovalRequest) -> the Decision (core/approvals.py)
+        self.abort = abort  # callable(reason): end the turn as cancelled, from inside a tool
+        self.set_mode = set_mode  # callable(mode id): switch the session's mode, reported
+        self.agents = agents  # the turn that may start sub-agents (the agent tool); None: not
+        # The session's shell (tools/shell_state.py: its loopback and background processes)
+        # and its language servers (lsp/registry.py), owned by the session; None: none here.
+        self.shell = shell
+        self.language_servers = language_servers
+        self._approve = approve
+        self._run_tool = run_tool
+        self._elicits = elicits  # callable(mode) -> bool
+        self._elicit = elicit  # callable(question) -> Elicited
 
     def before_write(self, real):
         """``real`` (canonical) is about to be written, replaced or removed: the turn's
@@ -114,24 +139,17 @@ class ToolContext:
         if self.watch is not None:
             self.watch(real)
 
-    choose = None  # callable(ApprovalRequest) -> the choice id allowed, or None (the turn's)
-    # callable(path, content, purpose="") -> True when the user trusts that content of a file
-    # the workspace supplies (core/trust.py; asked as part of this call); None: never
-    trust = None
-    decide = None  # callable(ApprovalRequest) -> the Decision (core/approvals.py; the turn's)
-    abort = None  # callable(reason): end the turn as cancelled, from inside a tool (the turn's)
-    set_mode = None  # callable(mode id): switch the session's mode, reported (the turn's)
-    agents = None  # the turn that may start sub-agents (the agent tool); None in a sub-agent
-
     def elicits(self, mode):
         """The editor takes questions of ``mode`` (``core/elicitation.py``: FORM, URL)."""
-        return False
+        return self._elicits is not None and self._elicits(mode)
 
     def elicit(self, question):
         """Ask the user ``question`` (``core.elicitation.Elicitation``) through the editor;
         returns an ``Elicited`` (accept with content, decline or cancel; never raises but a
-        cancelled turn's exit). The turn sets both for a running call."""
-        return Elicited(DECLINE, reason=NOT_SUPPORTED)
+        cancelled turn's exit)."""
+        if self._elicit is None:
+            return Elicited(DECLINE, reason=NOT_SUPPORTED)
+        return self._elicit(question)
 
     def approve(self, request):
         """Ask the client (through the session's gate); returns True only on an allow. A

@@ -27,7 +27,7 @@ def sniff(head):
 
 
 def wanted(ctx, head):
-    return bool(getattr(ctx, "images", False)) and sniff(head) is not None
+    return ctx.images and sniff(head) is not None
 
 
 def image_result(shown, fh):

@@ -54,7 +54,7 @@ def check(args, ctx):
     """The plan for one shell call (its ``request`` is what to ask, or None)."""
     command = args["command"]
     wants = bool(args.get("network")) and not ctx.settings.shell.network
-    mode, access = getattr(ctx, "mode", None), ctx.access
+    mode, access = ctx.mode, ctx.access
     if wants and (mode == ASK or not access.has_network()):
         title = f"Allow the host's network for: {_line(command)}"
         return ShellPlan(ApprovalRequest(NETWORK, title=title), network=True)

@@ -131,7 +131,7 @@ def request_for(place, ctx):
         return ApprovalRequest(variant=WEB_PRIVATE, title=f"Fetch {place.url} (a loopback or "
                                f"private address: {place.address})")
     grant = ("web", place.host)
-    if getattr(ctx, "mode", None) != "ask" and ctx.access.can_use_tool(grant):
+    if ctx.mode != "ask" and ctx.access.can_use_tool(grant):
         return None
     return ApprovalRequest(variant=WEB_HOST, title=f"Fetch {place.url}", grant=grant)
 

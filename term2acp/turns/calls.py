@@ -95,7 +95,8 @@ class CallSteps:
             known = ", ".join(sorted(self.tools))
             return self._fail(record, name or "unknown tool", raw,
                               f"Unknown tool {name!r}. Available tools: {known}.")
-        ctx = self._context(record)
+        watch = Watch(self.settings)  # the files it writes: their new errors
+        ctx = self._context(record, watch)
         record.raw_input, record.kind = raw, tool.kind
         if tool.quiet:
             record.quiet = {}
@@ -139,7 +140,7 @@ class CallSteps:
                 request.content = tool.preview(args, ctx, plan)
             except ToolError as exc:
                 return self._finish(record, ToolResult(str(exc), is_error=True))
-        return Ready(tool, args, ctx, plan, request)
+        return Ready(tool, args, ctx, plan, request, watch)
 
     def approve_call(self, record, ready):
         """Ask for ``ready.request``: ``ready`` again on an allow, else the settled denial."""
@@ -164,7 +165,7 @@ class CallSteps:
         # No commit here: the store holds no transaction between its thread's trips, and
         # the protocol writer commits what the in_progress update reports before the line
         # goes out (a store failure is raised by the next model round's commit).
-        done, written = self._watch(tool), Watch(ctx)  # the files it writes: their new errors
+        done = self._watch(tool)
         try:
             result = tool.run(args, ctx) if plan is None else tool.run(args, ctx, plan)
         except ToolError as exc:
@@ -183,30 +184,29 @@ class CallSteps:
         added = hooks.after_tool(session, record.name, record.raw_input, result)
         if added:  # a PostToolUse hook's context, for the model
             result = replace(result, text=f"{result.text}\n\n{added}")
-        return self._finish(record, written.report(result))
+        return self._finish(record, ready.watch.report(result, ctx))
 
-    def _context(self, record):
+    def _context(self, record, watch):
         session = self.session
-        ctx = ToolContext(root=session.root, session_id=session.id, call_id=record.id,
-                          access=session.access, settings=self.settings, emit=session.emit,
-                          approve=lambda request: self._approve_nested(record, request),
-                          run_tool=self._nested_call, workdir=session.workdir,
-                          editor=editor_of(session))
-        ctx.mode = modes.normal(getattr(session, "mode", None))  # tools/shell_policy.py
-        ctx.extra_roots = getattr(session, "extra_roots", ())
-        ctx.images = getattr(session, "images", False)  # read_file may return images
         checkpoint = getattr(session, "checkpoint", None)
-        ctx.checkpoint = checkpoint.before_write if checkpoint is not None else None
-        ctx.choose = lambda request: self._choose(record, request)
-        ctx.trust = lambda path, data, purpose="": trust.decide(  # core/trust.py
-            session, self.settings, path, data, ctx.choose, purpose)
-        ctx.set_mode = self._set_mode
-        ctx.decide = lambda request: self._decide(record, request)
-        ctx.abort = self._abort
-        ctx.elicits = self._elicits
-        ctx.elicit = lambda question: self._elicit(record, question)
-        ctx.agents = self if self.parent_call is None else None  # sub-agents: depth 1
-        return ctx
+        choose = lambda request: self._choose(record, request)  # noqa: E731
+        return ToolContext(
+            root=session.root, session_id=session.id, call_id=record.id,
+            access=session.access, settings=self.settings, emit=session.emit,
+            approve=lambda request: self._approve_nested(record, request),
+            run_tool=self._nested_call, workdir=session.workdir, editor=editor_of(session),
+            extra_roots=getattr(session, "extra_roots", ()),
+            mode=modes.normal(getattr(session, "mode", None)),  # tools/shell_policy.py
+            images=getattr(session, "images", False),  # read_file may return images
+            checkpoint=checkpoint.before_write if checkpoint is not None else None,
+            watch=watch.note, choose=choose,
+            trust=lambda path, data, purpose="": trust.decide(  # core/trust.py
+                session, self.settings, path, data, choose, purpose),
+            set_mode=self._set_mode,
+            decide=lambda request: self._decide(record, request),
+            abort=self._abort, elicits=self._elicits,
+            elicit=lambda question: self._elicit(record, question),
+            agents=self if self.parent_call is None else None)  # sub-agents: depth 1
 
     def _nested_call(self, name, arguments):
         if name in ("shell", "run_code"):

@@ -82,6 +82,7 @@ class Ready:
     ctx: Any  # tools.base.ToolContext
     plan: Any  # tools.base.Plan or None
     request: Any  # the core.approvals.ApprovalRequest still to ask, or None
+    watch: Any = None  # lsp.diagnostics.Watch: the files it writes, their new errors
 
 
 def run_round(turn, records, limit):

@@ -137,7 +137,7 @@ class SkillTool(Tool):
         data = sources.read(skill.path)
         if data is None:
             raise ToolError(f"{skill.path} cannot be read any more.")
-        trust = getattr(ctx, "trust", None)
+        trust = ctx.trust
         if skill.project and (trust is None or not trust(skill.path, data, "a skill")):
             raise ToolError(f"The user did not allow the skill {skill.name} ({skill.path}) in "
                             "this session; do the task without it.")

@@ -72,7 +72,7 @@ class AgentTool(Tool):
         return f"{label} ({kind})" if kind != kinds_.GENERAL else label
 
     def run(self, args, ctx):
-        turn = getattr(ctx, "agents", None)
+        turn = ctx.agents
         if turn is None:
             raise ToolError("A sub-agent cannot start another sub-agent: do this part of "
                             "the task yourself.")
