@@ -62,7 +62,9 @@ def collect(ctx, before):
     from term2acp.lsp.connection import ServerGone, TimedOut
 
     lsp = ctx.settings.lsp
-    group = registry.servers_of(ctx.session_id, ctx.root, ctx.settings)
+    if ctx.language_servers is None:  # a context without the session's servers
+        return ""
+    group = ctx.language_servers.of(ctx.root, ctx.settings)
     deadline = time.monotonic() + lsp.diagnostics_timeout
     wanted = {1, 2} if lsp.warnings else {1}
     found, notes = [], []

@@ -1,7 +1,7 @@
 """A session's language servers: one per session root and server, started on the first
 write or code call for a file of its language, shared by the session's calls, and stopped
 with the session (``sessions/manager.py``'s release: close, delete, idle close, takeover,
-shutdown: :func:`close_session`).
+shutdown: :meth:`SessionServers.close`).
 
 A server starts in a greenlet of its own, bounded by ``[lsp] request_timeout``: a caller
 waits for it only until its own deadline (a write's diagnostics, a code call), so a slow
@@ -20,9 +20,6 @@ from term2acp.lsp import servers
 
 log = logging.getLogger(__name__)
 
-_sessions = {}  # session id -> Servers
-
-
 class NoServer(Exception):
     """No server for the file; the message names the ones looked for."""
 
@@ -35,19 +32,28 @@ class Waiting(Exception):
     """The server is still starting at the caller's deadline."""
 
 
-def servers_of(session_id, root, settings):
-    """The session's servers (made on first use)."""
-    found = _sessions.get(session_id)
-    if found is None or found.root != root:
-        found = _sessions[session_id] = Servers(root, settings)
-    return found
+class SessionServers:
+    """A session's servers, a :class:`Servers` per root (the session's, an overlay's copy),
+    made on first use. The session owns it (``LiveSession.language_servers``, handed to
+    tool calls as ``ctx.language_servers``) and closes it with itself."""
 
+    def __init__(self):
+        self.groups = {}  # root -> Servers
+        self.closed = False
 
-def close_session(session_id):
-    """Stop the session's servers (nothing when it had none)."""
-    found = _sessions.pop(session_id, None)
-    if found is not None:
-        found.close()
+    def of(self, root, settings):
+        found = self.groups.get(root)
+        if found is None:
+            found = self.groups[root] = Servers(root, settings)
+            if self.closed:
+                found.close()  # its servers are off: "the session is closed"
+        return found
+
+    def close(self):
+        """Stop every server (nothing when it had none)."""
+        self.closed = True
+        for group in list(self.groups.values()):
+            group.close()
 
 
 class _Entry:

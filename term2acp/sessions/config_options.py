@@ -209,16 +209,14 @@ class ConfigOptions:
 
 def hold_processes(session):
     """Read-only and plan change nothing, so the session's background processes stop
-    (whole trees, ``tools.processes.freeze``) while it is in one of them, and continue when
+    (whole trees, ``SessionShell.freeze``) while it is in one of them, and continue when
     it leaves; the user is told either way."""
-    from term2acp.tools import processes  # with the sandbox: off the start-up path
-
     held = session.held_processes
     if session.mode in (READ_ONLY, PLAN) and held is None:
-        running = processes.running(session.id)
+        running = session.shell.running()
         if not running:
             return
-        session.held_processes = processes.freeze(session.id)
+        session.held_processes = session.shell.freeze()
         text = (f"Paused this session's {_count(running)} ({session.mode} mode changes "
                 "nothing); they continue when you switch to ask or auto.")
     elif session.mode not in (READ_ONLY, PLAN) and held is not None:

@@ -9,7 +9,6 @@ close reopens them as they were (:meth:`~DormantSessions.reopen`).
 import contextlib
 import logging
 import os
-import sys
 import time
 
 import gevent
@@ -194,5 +193,4 @@ class DormantSessions:
 def _keeps_processes(session):
     """Whether background processes of the session's shell are running (an idle close
     would end them, so it waits)."""
-    processes = sys.modules.get("term2acp.tools.processes")  # never used: none running
-    return processes is not None and processes.running(session.id) > 0
+    return session.shell.running() > 0

@@ -11,10 +11,12 @@ from gevent.pool import Group
 from term2acp.core import events as ev
 from term2acp.core import executables, private
 from term2acp.core.access import AccessState
+from term2acp.lsp.registry import SessionServers
 from term2acp.sessions.errors import SessionLocked
 from term2acp.sessions.journal import Recorder
 from term2acp.sessions.lifecycle import Lifecycle
 from term2acp.sessions.recording import Recording
+from term2acp.tools.shell_state import SessionShell
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +106,10 @@ class LiveSession:
         self.checkpoint = None  # the running turn's sessions.checkpoints.TurnCheckpoint
         self.prompt_message_id = None  # the running prompt's user message id
         self.group = Group()
+        # What the session owns and closes with itself (SessionManager._release): its shell
+        # (loopback and background processes) and its language servers, made on first use.
+        self.shell = SessionShell()
+        self.language_servers = SessionServers()
         self.sink = None  # callable(session, event), set by the front end
         self.editor = None  # the editor's file access (v1 fs/*), set by the front end
         self.failures_as_errors = False  # the face says a failed turn as the prompt's error

@@ -11,7 +11,6 @@ import contextlib
 import logging
 import os
 import shutil
-import sys
 import time
 import uuid
 
@@ -381,16 +380,13 @@ class SessionManager:
 
 def _end_processes(session):
     """End the session's background processes (their exits are reported and recorded
-    before its journal is flushed) and release its sandbox network."""
-    processes = sys.modules.get("term2acp.tools.processes")
-    if processes is not None:
-        try:
-            processes.close_session(session.id)
-        except Exception:  # noqa: BLE001 - the session still closes
-            log.exception("session %s: ending its background processes failed", session.id)
-    servers = sys.modules.get("term2acp.lsp.registry")
-    if servers is not None:
-        try:
-            servers.close_session(session.id)  # its language servers
-        except Exception:  # noqa: BLE001 - the session still closes
-            log.exception("session %s: stopping its language servers failed", session.id)
+    before its journal is flushed), release its sandbox network, stop its language
+    servers: the resources the session owns."""
+    try:
+        session.shell.close()
+    except Exception:  # noqa: BLE001 - the session still closes
+        log.exception("session %s: ending its background processes failed", session.id)
+    try:
+        session.language_servers.close()
+    except Exception:  # noqa: BLE001 - the session still closes
+        log.exception("session %s: stopping its language servers failed", session.id)

@@ -72,7 +72,9 @@ class CodeTool(Tool):
 
     def run(self, args, ctx, plan=None):
         real = readable_path(ctx, args["path"], plan) if args.get("path") else None
-        group = registry.servers_of(ctx.session_id, ctx.root, ctx.settings)
+        if ctx.language_servers is None:
+            raise ToolError("No language servers are available here (no session).")
+        group = ctx.language_servers.of(ctx.root, ctx.settings)
         ask = queries.Ask(group, ctx.root, ctx.settings, readable=lambda p: can_read(ctx, p))
         operation = args["operation"]
         try:

@@ -1,10 +1,10 @@
 """Background processes: ``shell`` with ``background: true`` starts one, ``shell_output``
 reads it (and types into it), ``shell_kill`` ends it.
 
-Each session has one :class:`SessionShell`: the loopback its commands share
-(``sandbox/loopback.py``: a server one call starts is reached by the next call) and its
-background processes. A process lives until the model kills it, the session closes
-(``close_session``, called by the session manager) or the agent exits; nothing of it
+Each session has one shell (``tools/shell_state.py``, ``ctx.shell``): the loopback its
+commands share (``sandbox/loopback.py``: a server one call starts is reached by the next
+call) and its background processes. A process lives until the model kills it, the session
+closes (the session manager closes its shell) or the agent exits; nothing of it
 outlives the agent (``sandbox/process.py``). Its output streams to the editor as the
 terminal of the call that started it, and is kept for the model in a bounded buffer
 (``[shell] process_output_kb``, cut in the middle with a note) until ``shell_output``
@@ -30,117 +30,14 @@ log = logging.getLogger(__name__)
 MAX_WAIT = 600.0  # seconds a start or a read may wait for the process
 QUIET = 0.5  # seconds of silence after new output that end a wait (the answer has come)
 KILL_GRACE = 2.0  # seconds shell_kill lets a process end on SIGTERM before SIGKILL
-KEEP_EXITED = 16  # exited processes kept per session until read (older ones are dropped)
 MAX_INPUT = 1024 * 1024  # characters shell_output may type at once
 
-_shells = {}  # session id -> SessionShell
 
-
-def shell_of(session_id):
-    """The session's :class:`SessionShell` (made on first use)."""
-    shell = _shells.get(session_id)
-    if shell is None:
-        shell = _shells[session_id] = SessionShell(session_id)
-    return shell
-
-
-def loopback_of(session_id):
-    return shell_of(session_id).loopback
-
-
-def running(session_id):
-    """How many background processes of the session are running."""
-    shell = _shells.get(session_id)
-    return len(shell.live()) if shell is not None else 0
-
-
-def freeze(session_id):
-    """Stop the session's background processes, whole trees, until the returned hold is
-    thawed (``thaw()``, or leaving it as a context manager): nothing of the session
-    writes meanwhile. Holds nest (/undo in read-only mode): the last thaw resumes them."""
-    shell = _shells.get(session_id)
-    return shell.hold() if shell is not None else _Hold(None)
-
-
-class _Hold:
-    def __init__(self, shell):
-        self.shell = shell
-
-    def thaw(self):
-        shell, self.shell = self.shell, None
-        if shell is not None:
-            shell.release()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.thaw()
-
-
-def close_session(session_id):
-    """End the session's processes (their exits are reported) and release its loopback."""
-    shell = _shells.pop(session_id, None)
-    if shell is not None:
-        shell.close()
-
-
-class SessionShell:
-    def __init__(self, session_id):
-        self.session_id = session_id
-        self.loopback = sandbox.Loopback()
-        self.processes = {}  # process id -> Background, in start order
-        self.starting = 0  # slots admitted whose start has not returned yet
-        self._count = 0
-        self._holds, self._frozen = 0, None  # freeze(): how many holds, what they stopped
-
-    def hold(self):
-        self._holds += 1
-        if self._holds == 1:
-            self._frozen = sandbox.freeze([p.process.pid for p in self.live()])
-        return _Hold(self)
-
-    def release(self):
-        self._holds -= 1
-        if self._holds == 0 and self._frozen is not None:
-            self._frozen, frozen = None, self._frozen
-            frozen.thaw()
-
-    def live(self):
-        return [p for p in self.processes.values() if p.running]
-
-    def admit(self, settings):
-        """A new process id with its slot taken (``starting``, until the start returns:
-        the calls of one round start side by side), or ToolError when the session is at
-        its limit."""
-        limit = settings.shell.max_processes
-        live = self.live()
-        if len(live) + self.starting >= limit:
-            ids = ", ".join([p.process_id for p in live] + ["starting"] * self.starting)
-            raise ToolError(f"{len(live) + self.starting} background processes are already "
-                            "running in this "
-                            f"session ({ids}), the limit ([shell] max_processes = {limit}). "
-                            "End one with shell_kill first, or run the command in the "
-                            "foreground.")
-        exited = [p for p in self.processes.values() if not p.running]
-        for old in exited[:max(0, len(exited) - KEEP_EXITED + 1)]:
-            del self.processes[old.process_id]
-        self._count += 1
-        self.starting += 1
-        return f"p{self._count}"
-
-    def get(self, process_id):
-        found = self.processes.get(process_id)
-        if found is None:
-            known = ", ".join(self.processes) or "none"
-            raise ToolError(f"There is no background process {process_id!r} in this session "
-                            f"(known: {known}). Start one with shell and background: true.")
-        return found
-
-    def close(self):
-        for process in self.processes.values():
-            process.kill()
-        self.loopback.close()
+def shell_of(ctx):
+    """The session's shell (``tools/shell_state.py``), which the session hands its calls."""
+    if ctx.shell is None:
+        raise ToolError("Background processes are not available here (no session shell).")
+    return ctx.shell
 
 
 class Background:
@@ -235,7 +132,7 @@ class Background:
 def start(ctx, argv, label, tty, wait_seconds, network=None):
     """``shell`` with ``background``: start the command and return at once (or once it
     exits or ``wait_seconds`` have passed) with its process id and its output so far."""
-    shell = shell_of(ctx.session_id)
+    shell = shell_of(ctx)
     process_id = shell.admit(ctx.settings)
     try:
         background = Background(process_id, label, ctx, tty)
@@ -263,7 +160,7 @@ def start(ctx, argv, label, tty, wait_seconds, network=None):
 def named(ctx, args, cap=80):
     """``p1 (npm run dev)``: the process id with the command it runs, when it is known."""
     process_id = args.get("process_id", "?")
-    shell = _shells.get(ctx.session_id)
+    shell = ctx.shell
     background = shell.processes.get(process_id) if shell is not None else None
     if background is None:
         return process_id
@@ -304,7 +201,7 @@ class ShellOutputTool(Tool):
         return None  # the process is sandboxed
 
     def run(self, args, ctx):
-        background = shell_of(ctx.session_id).get(args["process_id"])
+        background = shell_of(ctx).get(args["process_id"])
         if args.get("input"):
             if not background.running:
                 raise ToolError(f"{background.status()} It reads no more input; its last "
@@ -340,7 +237,7 @@ class ShellKillTool(Tool):
         return None  # it ends a sandboxed process of this session
 
     def run(self, args, ctx):
-        shell = shell_of(ctx.session_id)
+        shell = shell_of(ctx)
         background = shell.get(args["process_id"])
         lead = "" if background.running else "It had already ended."
         background.kill(KILL_GRACE)  # SIGTERM first: it may clean up

@@ -150,9 +150,9 @@ def execute(ctx, argv, label, timeout, pass_fds=(), network=None, tty=False):
                              call_id=ctx.call_id))
     outcome, timed_out = sandbox.Exit(None, "SIGKILL"), False  # as reported if cancelled
     try:
+        loopback = None if ctx.shell is None else ctx.shell.loopback
         outcome = sandbox.run(argv, ctx.root, ctx.settings, stream.write, timeout, pass_fds,
-                              network=network, loopback=processes.loopback_of(ctx.session_id),
-                              tty=tty, roots=ctx.extra_roots)
+                              network=network, loopback=loopback, tty=tty, roots=ctx.extra_roots)
     except sandbox.ProcessTimeout as exc:
         outcome, timed_out = exc.exit, True
     except sandbox.Refused as exc:  # checked above; kept so no bwrap error can surface

@@ -206,7 +206,8 @@ class CallSteps:
             decide=lambda request: self._decide(record, request),
             abort=self._abort, elicits=self._elicits,
             elicit=lambda question: self._elicit(record, question),
-            agents=self if self.parent_call is None else None)  # sub-agents: depth 1
+            agents=self if self.parent_call is None else None,  # sub-agents: depth 1
+            shell=session.shell, language_servers=session.language_servers)
 
     def _nested_call(self, name, arguments):
         if name in ("shell", "run_code"):

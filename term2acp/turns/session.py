@@ -32,6 +32,8 @@ class TurnSession(Protocol):
     sandbox_note: str  # the shell sandbox's state, for the context notes
     mcp_servers: list  # mcp.config.ServerConfig the client sent (and the workspace's)
     mcp: Any  # their running mcp.hub.McpHub, or None
+    shell: Any  # tools.shell_state.SessionShell: its loopback and background processes
+    language_servers: Any  # lsp.registry.SessionServers: its language servers
     stopping: bool  # session/cancel or session/close was read for the running prompt
     closed: bool
 

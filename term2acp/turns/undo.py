@@ -42,11 +42,9 @@ def undo_last(session):
         return "Nothing to undo: no turn of this session changed anything or is left to undo."
     _number, message_id, start, prompt, notes = last
     files = store.turns.files(session.id, message_id)
-    from term2acp.tools import processes  # with the sandbox: off the start-up path
-
     roots = (session.root, *session.extra_roots)
     report = Report(session.root)
-    with processes.freeze(session.id), _Changes(roots) as changes:
+    with session.shell.freeze(), _Changes(roots) as changes:
         try:
             for path, state, mode, content, after, why in files:
                 try:

@@ -6,7 +6,9 @@ adds a running prompt's lifecycle and records what is emitted."""
 from gevent.pool import Group
 
 from term2acp.core.access import AccessState
+from term2acp.lsp.registry import SessionServers
 from term2acp.sessions.lifecycle import RUNNING, Lifecycle
+from term2acp.tools.shell_state import SessionShell
 
 
 class TurnSessionStub:
@@ -24,6 +26,8 @@ class TurnSessionStub:
         self.context_size = self.request_view = self.notes_told = self.instructions = None
         self.skills = self.file_commands = self.hooks = self.project_mcp = self.trust = None
         self.events = []
+        # what the session owns (nothing runs until a tool uses them)
+        self.shell, self.language_servers = SessionShell(), SessionServers()
 
     @property
     def stopping(self):

@@ -50,12 +50,12 @@ class HostTree:
             setattr(settings.sandbox, key, value)
         return settings
 
-    def context(self, settings=None, events=None, run_tool=None, root=None):
+    def context(self, settings=None, events=None, run_tool=None, root=None, shell=None):
         settings = settings or self.settings()
         events = [] if events is None else events
         return ToolContext(root=root or self.root, session_id="s", call_id="c1",
                            access=AccessState(root or self.root), settings=settings,
-                           emit=events.append, run_tool=run_tool)
+                           emit=events.append, run_tool=run_tool, shell=shell)
 
     def write(self, rel, text="", mode=None):
         """Create ``base/rel`` (parents included) with ``text``; its path."""

@@ -6,11 +6,11 @@ import uuid
 import pytest
 
 from term2acp.core.events import TerminalExited, TerminalStarted
-from term2acp.tools import processes
 from term2acp.tools.base import ToolError
 from term2acp.tools.output import Capture
 from term2acp.tools.processes import ShellKillTool, ShellOutputTool
 from term2acp.tools.shell import ShellTool
+from term2acp.tools.shell_state import SessionShell
 from tests.unit.sandbox.support import HostTree, host_pids_with, needs_sandbox, wait_until
 
 
@@ -22,20 +22,20 @@ def tree():
 
 
 class Session:
-    """Calls of one session (its own id, so its processes are its own); closed after."""
+    """Calls of one session (its own shell, so its processes are its own); closed after."""
 
     def __init__(self, tree, **shell):
         self.tree, self.events = tree, []
         self.settings = tree.settings(**shell)
         self.id = f"s-{uuid.uuid4().hex[:8]}"
+        self.shell = SessionShell()
 
     def call(self, tool, **arguments):
-        ctx = self.tree.context(self.settings, self.events)
-        ctx.session_id = self.id
+        ctx = self.tree.context(self.settings, self.events, shell=self.shell)
         return tool.run(tool.load(arguments), ctx)
 
     def close(self):
-        processes.close_session(self.id)
+        self.shell.close()
 
 
 @pytest.fixture
