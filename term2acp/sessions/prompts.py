@@ -18,7 +18,7 @@ from term2acp.providers.catalog import NO_PROVIDER_HELP
 from term2acp.providers.errors import ProviderError, ProviderNotConfigured
 from term2acp.sessions.errors import SessionBusy, StoreError
 from term2acp.sessions.lifecycle import CANCELLED, FAILED, Outcome
-from term2acp.turns import content, failures, projectmcp, skills, steering
+from term2acp.turns import content, failures, modes, projectmcp, skills, steering
 from term2acp.turns.agents import kinds
 from term2acp.turns.agents.tool import NAME as AGENT, AgentTool
 from term2acp.turns.prompt import system_prompt, title_from
@@ -161,8 +161,7 @@ class Prompts:
             session.emit(ev.SessionInfoChanged(title=title, updated_at=stamp))
             # A mode's own tools (plan mode's finish_plan) only in that mode: the request's
             # tool budget (mcp/offer.py) and the prompt's list count what is offered.
-            tools = {name: tool for name, tool in self.tools().items()
-                     if getattr(tool, "modes", None) is None or session.mode in tool.modes}
+            tools = modes.offered_tools(session.mode, self.tools())
             tools[AGENT] = AgentTool(kinds.discover(session.root, self.settings.config_path))
             if skills.refresh(session, self.settings, tell=False).found:  # a note lists them
                 tools["skill"] = skills.SkillTool(session.skills)

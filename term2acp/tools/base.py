@@ -191,6 +191,13 @@ class Tool:
     # a call whose input holds a plan as one more copy of the plan.
     quiet = False
 
+    @property
+    def beside_others(self):
+        """Whether a call of this tool may run beside the other calls of its model round
+        (``turns/rounds.py``'s gate). A tool that changes files (kind edit, delete, move)
+        runs alone: after every earlier call, before any later one. Override to say so."""
+        return self.kind not in ("edit", "delete", "move")
+
     def title(self, args):
         return self.name
 

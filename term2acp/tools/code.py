@@ -7,7 +7,7 @@ server it says which ones it looks for.
 
 from marshmallow import Schema, ValidationError, fields, validate, validates_schema
 
-from term2acp.lsp import files, queries, registry
+from term2acp.lsp import files, queries
 from term2acp.tools.base import Tool, ToolError, ToolResult
 from term2acp.tools.paths import can_read, located, read_plan, readable_path
 

@@ -27,7 +27,7 @@ from term2acp.core.ids import new_id
 from term2acp.core.trust import usable
 from term2acp.turns import commands, skills, sources, trusting
 from term2acp.turns.commands import NAME, Command, ModelPrompt
-from term2acp.turns.rounds import CallRecord
+from term2acp.turns.records import CallRecord
 
 _SHELL = re.compile(r"!`([^`\n]+)`|!\{([^{}\n]+)\}")
 _POSITIONAL = re.compile(r"\$([1-9])")

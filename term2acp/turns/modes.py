@@ -51,9 +51,15 @@ def changes_things(tool):
 
 
 def offered(mode, tool):
-    """Whether the model is offered ``tool`` in ``mode`` (``Tool.modes``: None = all)."""
+    """Whether the model is offered ``tool`` in ``mode`` (``Tool.modes``: None = all); the
+    one mode filter (a prompt's tools, each model request's, each call's check)."""
     only = getattr(tool, "modes", None)
     return only is None or mode in only
+
+
+def offered_tools(mode, tools):
+    """The tools (name -> Tool) of ``tools`` the model is offered in ``mode``."""
+    return {name: tool for name, tool in tools.items() if offered(mode, tool)}
 
 
 def check(mode, tool, title, request):

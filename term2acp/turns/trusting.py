@@ -5,7 +5,8 @@ and SHA-256 as its input and its body as content), settled once answered."""
 from term2acp.core import trust
 from term2acp.core.ids import new_id
 from term2acp.tools.base import ToolResult
-from term2acp.turns.rounds import CallRecord
+from term2acp.turns.records import CallRecord, finish, report
+from term2acp.turns.records import ask as ask_about
 
 
 def asker(turn):
@@ -16,13 +17,13 @@ def asker(turn):
         record.raw_input = {"path": request.path, "sha256": request.grant[2]}
         record.locations = [{"path": request.path}]
         turn.calls[record.id] = record
-        turn._report(record, "pending", title=record.title, kind=record.kind,
-                     raw_input=record.raw_input, locations=record.locations, name="trust")
-        decision = turn.ask(record, request)
+        report(turn, record, "pending", title=record.title, kind=record.kind,
+               raw_input=record.raw_input, locations=record.locations, name="trust")
+        decision = ask_about(turn, record, request)
         text = "Trusted." if decision.allowed else f"Not trusted: {decision.reason}"
-        turn._finish(record, ToolResult(text, is_error=not decision.allowed))
+        finish(turn, record, ToolResult(text, is_error=not decision.allowed))
         if decision.abort_turn:
-            turn._abort(decision.reason)
+            turn.abort(decision.reason)
         return decision.choice if decision.allowed else None
     return ask
 

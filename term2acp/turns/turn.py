@@ -7,8 +7,8 @@ waiting for approval. ``finally`` blocks close every open tool call, so nothing 
 ``in_progress``.
 
 Each tool call has one ``CallRecord`` (``turns/rounds.py``), owned by the turn: its ids,
-name, input, title, kind, locations, status and content; its steps are
-``turns/calls.py``'s. Every ``ToolCallReported`` is made from it, an approval's
+name, input, title, kind, locations, status and content; its steps are a
+``turns/calls.py`` ``ToolCall``'s, scheduled by the round (``turns/rounds.py``). Every ``ToolCallReported`` is made from it, an approval's
 interaction describes it, and :meth:`Turn.close_open_calls` settles what it says is
 unfinished (a terminal status for the editor, a result for the model). A tool's approval
 check may return a plan (``tools/base.py``); the turn reports the plan's locations, asks
@@ -21,22 +21,27 @@ import gevent
 from gevent.lock import Semaphore
 
 from term2acp.core import events as ev
+from term2acp.core.cancel import TurnAborted
 from term2acp.core.ids import new_id
 from term2acp.core.nesting import MAX_ARGUMENT_CHARS
 from term2acp.core.text import scrub_text
 from term2acp.providers import base as pb
 from term2acp.providers import prices
-from term2acp.turns import commands, filecommands, hooks, notes, steering, websearch
-from term2acp.turns.calls import CallSteps
+from term2acp.turns import commands, filecommands, hooks, modes, notes, steering, websearch
+from term2acp.turns.calls import ToolCall
+from term2acp.turns.records import CallRecord, report
 from term2acp.turns.checkpoints import TurnCheckpoint, may_change_files
 from term2acp.turns.compaction import ContextGuard
 from term2acp.turns.request_view import request_messages
-from term2acp.turns.rounds import CallRecord, run_round
+from term2acp.turns.rounds import run_round
 
 log = logging.getLogger(__name__)
 
-class Turn(CallSteps):
-    """One prompt's loop; the steps of each tool call are :class:`CallSteps`'s."""
+MODEL_RESULT_CAP = 100_000
+
+
+class Turn:
+    """One prompt's loop; each tool call is a ``turns/calls.py`` ``ToolCall``."""
 
     parent_call = None  # a sub-agent's turn: the agent call it answers (turns/agents/)
 
@@ -103,7 +108,8 @@ class Turn(CallSteps):
                 self.session.append_history({"role": "user",
                                              "content": f"A Stop hook says: {reason}"})
                 continue
-            run_round(self, calls, getattr(self.settings, "max_parallel_tools", 1))
+            run_round(self, [ToolCall(self, record) for record in calls],
+                      self.settings.max_parallel_tools)
             if self.ended:  # a tool ended the turn (plan mode's "keep planning")
                 return "end_turn"
         return "max_turn_requests"
@@ -116,7 +122,7 @@ class Turn(CallSteps):
             session.checkpoint = TurnCheckpoint.begin(session, self.settings, message_id,
                                                       str(text))
 
-    def _watch(self, tool):
+    def watch(self, tool):
         """Around a tool that may change files without telling the checkpoint (a command):
         returns what to call when it is done, or None."""
         checkpoint = getattr(self.session, "checkpoint", None)
@@ -125,6 +131,67 @@ class Turn(CallSteps):
         before = checkpoint.before_command(tool.name)
         return lambda: checkpoint.after_command(tool.name, before)
 
+    # ------------------------------------------------------------ its calls
+    def run_tool(self, record):
+        """Report, approve and run the call ``record`` (a nested one, outside a round)."""
+        return ToolCall(self, record).run()
+
+    def answer(self, record, result):
+        """Put a model call's settled result in the history (the round keeps model order).
+
+        If the turn dies before, the record stays unanswered and :meth:`close_open_calls`
+        gives the model its result (the real one when it had settled, else a note)."""
+        record.answered = True
+        self.calls.pop(record.id, None)
+        self.ended = self.ended or getattr(result, "end_turn", False)
+        self.session.append_history(
+            {"role": "tool", "tool_call_id": record.model_id, "name": record.name,
+             "content": scrub_text(self.context.cap_result(result.text, MODEL_RESULT_CAP)),
+             "is_error": result.is_error,
+             **({"images": result.images} if getattr(result, "images", None) else {}),
+             **({"cost": round(result.cost, 8)} if getattr(result, "cost", None) else {})})
+
+    def close_open_calls(self, status):
+        """Give every unfinished call a terminal status and the model a matching result."""
+        records = list(self.calls.values())
+        self.calls.clear()
+        for record in records:
+            if record.open:
+                report(self, record, status)
+        for record in records:
+            if record.unanswered:
+                if record.result is not None and record.status in ("completed", "failed"):
+                    self.answer(record, record.result)  # settled before the round gave it back
+                    continue
+                record.answered = True
+                self.session.append_history({"role": "tool", "tool_call_id": record.model_id,
+                                             "name": record.name, "is_error": True,
+                                             "content": f"Not run: the turn ended ({status})."})
+
+    def abort(self, reason):
+        """End the turn as cancelled. Raised where the abort was found; when that is not the
+        turn greenlet (a tool's helper, e.g. run_code answering a nested call), the turn
+        greenlet gets it too, so no tool can keep the turn going past it."""
+        aborted = TurnAborted(reason)
+        turn = self.greenlet
+        if isinstance(turn, gevent.Greenlet) and turn is not gevent.getcurrent():
+            turn.kill(aborted, block=False)
+        raise aborted
+
+    def set_mode(self, mode):
+        """Switch the session's mode as ``session/set_config_option`` does (reported, stored)."""
+        session = self.session
+        options = getattr(session, "config_options", None)
+        if options is not None:
+            options.set(session, "mode", mode)
+        else:
+            session.mode = mode
+
+    def elicits(self, mode):
+        """The editor takes questions of ``mode`` (``ctx.elicits``)."""
+        gate = self.session.lifecycle.gate
+        return gate is not None and gate.elicits(mode)
+
     def _model_round(self):
         session = self.session
         mode = getattr(session, "mode", None)
@@ -132,9 +199,8 @@ class Turn(CallSteps):
         if getattr(self.provider, "brief_prompt", False):
             system += notes.in_system(session)
         request = pb.ModelRequest(model=self.model or session.model, system=system, messages=[],
-                                  tools=[tool.spec() for tool in self.tools.values()
-                                         if getattr(tool, "modes", None) is None
-                                         or mode in tool.modes],  # modes.offered, inlined
+                                  tools=[tool.spec() for tool in
+                                         modes.offered_tools(mode, self.tools).values()],
                                   effort=session.effort, cache_key=session.id,
                                   web_search=websearch.option(self.settings, self.provider))
         # A mode switch during the turn (AGENTS.md is looked at once a prompt, before it),

@@ -18,7 +18,7 @@ import logging
 import re
 import weakref
 
-from term2acp.turns.rounds import CallRecord
+from term2acp.turns.records import CallRecord, report
 from term2acp.core.ids import new_id
 
 log = logging.getLogger(__name__)
@@ -106,6 +106,6 @@ class Searches:
             why = f": {search.error}." if search.error else " (the provider gave no reason)."
             fields["content"] = record.content = [{"type": "text", "text": "Web search failed" + why}]
         if fields or record.status is None:
-            turn._report(record, search.status, **fields)
+            report(turn, record, search.status, **fields)
         if not record.open:
             turn.calls.pop(record.id, None)

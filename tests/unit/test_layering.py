@@ -373,9 +373,9 @@ def test_layering_no_session_or_settings_read_with_a_default():
     assert not found, found
 
 
-# sys.modules lookups still to go, in modules other developers are rewriting this wave
-# (issue 35 item 3: the session's shell and servers, owned by the session).
-SYS_MODULES_LEFT = {"sessions/manager.py", "sessions/dormant.py"}
+# sys.modules lookups still to go (none: the session's shell and language servers are
+# owned by the session, issue 35 item 3).
+SYS_MODULES_LEFT = set()
 
 
 def test_layering_no_sys_modules_lookup():
@@ -419,3 +419,16 @@ def test_layering_objects_are_built_whole_not_finished_after():
             elif isinstance(node, ast.Call) and getattr(node.func, "id", "") == "setattr":
                 found.append(f"{rel}:{node.lineno} {ast.unparse(node)}")
     assert not found, found
+
+
+def test_layering_the_turn_is_one_object_not_mixins():
+    """``Turn`` is built of owned objects (each tool call a ``turns/calls.py`` ToolCall,
+    scheduled by ``turns/rounds.py``'s one engine), never of classes mixed into it; a
+    sub-agent's turn is a ``Turn``."""
+    from term2acp.turns.agents.child import ChildTurn
+    from term2acp.turns.calls import ToolCall
+    from term2acp.turns.turn import Turn
+
+    assert Turn.__bases__ == (object,), Turn.__bases__
+    assert ToolCall.__bases__ == (object,), ToolCall.__bases__
+    assert ChildTurn.__bases__ == (Turn,), ChildTurn.__bases__

@@ -26,6 +26,7 @@ from term2acp.core import events as ev
 from term2acp.tools.base import ToolError, ToolResult
 from term2acp.turns import notes
 from term2acp.turns.prompt import system_prompt
+from term2acp.turns.calls import ToolCall
 from term2acp.turns.rounds import run_round
 from term2acp.turns.turn import Turn
 
@@ -129,7 +130,10 @@ class ChildTurn(Turn):
         self.kind = kind
         self.asking = parent.asking  # one question at a time, the parent's or a child's
         self.greenlet = parent.greenlet  # an abort (a stale allow) ends the parent's turn
-        self._set_mode = parent._set_mode  # plan mode's finish_plan switches the session's
+
+    def set_mode(self, mode):
+        """Plan mode's finish_plan switches the session's mode (the parent turn's way)."""
+        self.parent.set_mode(mode)
 
     def run(self, prompt):
         session = self.session
@@ -147,7 +151,8 @@ class ChildTurn(Turn):
                         raise ToolError("The sub-agent's model refused the task.")
                     ending = "completed"
                     return self.answer_text(stop)
-                run_round(self, calls, getattr(self.settings, "max_parallel_tools", 1))
+                run_round(self, [ToolCall(self, record) for record in calls],
+                          self.settings.max_parallel_tools)
                 if self.ended:
                     ending = "completed"
                     return self.answer_text(stop)
