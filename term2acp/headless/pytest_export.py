@@ -115,6 +115,9 @@ def script(document, root):
                if item["kind"] == "reply"]
     turns = [list(reply.get("steps") or []) for reply in replies]
     out = {"sequential": True, "turns": relocate(turns, root)}
+    agents = [reply.get("agent") for reply in replies]
+    if any(agents):  # sub-agents' replies: each goes to the child of its agent call
+        out["agents"] = agents
     if document["session"].get("title"):
         out["title"] = document["session"]["title"]
     return out

@@ -183,11 +183,12 @@ class ModelRequest(_Record):
     # medium high xhigh; purpose: "turn", or "compaction" for a summary request
     # (turns/context.py); cache_key: the session's id, for servers that route requests
     # with a shared prefix to one cache by a key; web_search: {"max_uses": n} to offer the
-    # provider's own web search (providers whose ``web_search`` is True), None: not offered
+    # provider's own web search (providers whose ``web_search`` is True), None: not offered;
+    # agent: the id of the agent call whose sub-agent sends it (None: the session's own turn)
     __slots__ = ("model", "system", "messages", "tools", "effort", "max_output_tokens", "purpose",
-                 "cache_key", "web_search")
+                 "cache_key", "web_search", "agent")
     _defaults = {"tools": list, "effort": "default", "max_output_tokens": None, "purpose": "turn",
-                 "cache_key": None, "web_search": None}
+                 "cache_key": None, "web_search": None, "agent": None}
 
 
 class Provider:

@@ -28,7 +28,10 @@ the conversation so far, so a resumed session continues where it left off. Steps
 
 ``"sequential": true`` plays the turns in the order of this provider's requests instead
 (a recorded session's replies, ``term2acp sessions export --format pytest``: a reply that
-left no assistant message still takes its turn). Optional keys for context-window tests: ``"default_turn"`` (steps played when the script
+left no assistant message still takes its turn); with ``"agents"`` beside it (one entry a
+turn: null, or the id of the agent call whose sub-agent got that reply) each sub-agent
+plays its own turns in order and the session's turn the others, however the children's
+requests interleave. Optional keys for context-window tests: ``"default_turn"`` (steps played when the script
 has no turn at that index, e.g. after a compaction shortened the conversation),
 ``"summary"`` (the text a compaction request gets; default a fixed sentence),
 ``"title"`` (what the session's title request gets; without it the request fails and
@@ -81,6 +84,7 @@ class ScriptedProvider(Provider):
         self.path = script_path
         self.script = load_script(script_path)
         self.played = 0  # turn requests so far (for "sequential")
+        self._cursors = {}  # requester (None, or an agent call id) -> where its next turn is
 
     def context_window(self, model):
         return self.script.get("context_window", 128000)
@@ -105,6 +109,19 @@ class ScriptedProvider(Provider):
                 f"{limit // 4} tokens. However, your messages resulted in {size // 4} tokens. "
                 "Please reduce the length of the messages.", 400, "context_length_exceeded")
 
+    def _next_index(self, request):
+        """The next turn of the requester in a sequential script (module docstring)."""
+        agents = self.script.get("agents")
+        if not isinstance(agents, list):
+            index, self.played = self.played, self.played + 1
+            return index
+        who = request.agent
+        start = self._cursors.get(who, 0)
+        index = next((i for i in range(start, len(agents)) if agents[i] == who),
+                     len(self.script["turns"]))
+        self._cursors[who] = index + 1
+        return index
+
     def stream(self, request):
         if getattr(request, "purpose", "turn") == "title":  # sessions/titles.py
             if not self.script.get("title"):
@@ -119,7 +136,7 @@ class ScriptedProvider(Provider):
             yield Stop("end_turn")
             return
         if self.script.get("sequential"):
-            index, self.played = self.played, self.played + 1
+            index = self._next_index(request)
         else:
             # the roles in one C-level pass: a script is replayed against long sessions too
             index = list(map(dict.get, request.messages, repeat("role"))).count("assistant")

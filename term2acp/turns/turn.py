@@ -44,6 +44,7 @@ class Turn:
     """One prompt's loop; each tool call is a ``turns/calls.py`` ``ToolCall``."""
 
     parent_call = None  # a sub-agent's turn: the agent call it answers (turns/agents/)
+    agent_key = None  # ... and the model's id of that call (what its requests are named by)
 
     def __init__(self, session, provider, tools, settings, system):
         self.session = session
@@ -202,7 +203,8 @@ class Turn:
                                   tools=[tool.spec() for tool in
                                          modes.offered_tools(mode, self.tools).values()],
                                   effort=session.effort, cache_key=session.id,
-                                  web_search=websearch.option(self.settings, self.provider))
+                                  web_search=websearch.option(self.settings, self.provider),
+                                  agent=self.agent_key)
         # A mode switch during the turn (AGENTS.md is looked at once a prompt, before it),
         # or the notes a compaction folded away: a note message where it happened.
         notes.add_pending(session, notes.WITHIN_TURN)

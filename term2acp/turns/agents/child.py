@@ -48,11 +48,24 @@ class _ChildStore:
         return getattr(self._store, name)
 
 
+class _ChildRecording:
+    """The parent session's recording, for a child's model replies and questions."""
+
+    def __init__(self, recording, call_id):
+        self._recording, self._call_id = recording, call_id
+
+    def reply(self, turn, payload):
+        self._recording.reply(turn, dict(payload, agent=self._call_id))
+
+    def permission(self, turn, payload):
+        self._recording.permission(turn, dict(payload, agent=self._call_id))
+
+
 class ChildSession:
     """A child's view of the parent's live session (module docstring); what it does not
     set itself is the parent's."""
 
-    def __init__(self, parent, call_id, root=None, model=None, effort=None):
+    def __init__(self, parent, call_id, root=None, model=None, effort=None, agent_key=None):
         self._parent = parent
         self.call_id = call_id  # the agent call this child answers
         self.history = []
@@ -65,7 +78,10 @@ class ChildSession:
         self.model = model or parent.model
         self.effort = effort or parent.effort
         self.steps = {}  # child call id -> [mark, title]
-        self.recording = None  # a recorded session's replies are the parent's own
+        # its model replies go to the parent's recording, named by the agent call, so an
+        # exported session replays each child's replies to that child (providers/scripted)
+        self.recording = None if parent.recording is None else _ChildRecording(
+            parent.recording, agent_key or call_id)
         if root is not None:  # an overlay: the copy alone, grants over it, nothing for /undo
             self.access = copy.copy(parent.access)
             self.access.root, self.access.extra_roots = root, ()
@@ -123,10 +139,11 @@ class ChildSession:
 class ChildTurn(Turn):
     """The turn loop of one child (module docstring)."""
 
-    def __init__(self, parent, session, tools, system, kind):
+    def __init__(self, parent, session, tools, system, kind, agent_key=None):
         super().__init__(session, parent.provider, tools, parent.settings, system)
         self.parent = parent
         self.parent_call = session.call_id
+        self.agent_key = agent_key or session.call_id
         self.kind = kind
         self.asking = parent.asking  # one question at a time, the parent's or a child's
         self.greenlet = parent.greenlet  # an abort (a stale allow) ends the parent's turn
@@ -198,13 +215,16 @@ def run_child(turn, call_id, kind, prompt, root=None):
     """Run a child of ``kind`` on ``prompt`` for the agent call ``call_id`` of ``turn``;
     returns ``(answer, child session, cost)``. Raises ToolError, ProviderError, or a
     GreenletExit when the parent's turn ends."""
+    record = turn.calls.get(call_id)  # the model's id of the call: the same in a replay
+    key = record.model_id if record is not None and record.model_id else call_id
     session = ChildSession(turn.session, call_id, root=root,
-                           model=kind.model or getattr(turn, "model", None), effort=kind.effort)
+                           model=kind.model or getattr(turn, "model", None), effort=kind.effort,
+                           agent_key=key)
     tools = kind.offered(turn.tools)
     system = turn.system if tools is turn.tools else system_prompt(
         tools, getattr(turn.provider, "brief_prompt", False), session.root,
         session.sandbox_note or "")
-    child = ChildTurn(turn, session, tools, system, kind)
+    child = ChildTurn(turn, session, tools, system, kind, agent_key=key)
     with slots(turn):
         answer = child.run(prompt)
     return answer, session, child.cost
