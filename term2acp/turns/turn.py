@@ -80,7 +80,7 @@ class Turn:
             return "end_turn"
         self._begin_checkpoint(user_text)
         message = {"role": "user", "content": user_text}
-        if getattr(self.session, "prompt_message_id", None):  # a fork point (session/fork)
+        if self.session.prompt_message_id:  # a fork point (session/fork)
             message["message_id"] = self.session.prompt_message_id
         if getattr(user_text, "images", None):  # turns/content.py: images for the model
             message["images"] = list(user_text.images)
@@ -88,7 +88,7 @@ class Turn:
         for item in context:
             self.session.append_history(item)
         self.session.append_history(message)
-        limit = getattr(self.settings, "max_cost", None)  # USD a run may spend (exec)
+        limit = self.settings.max_cost  # USD a run may spend (exec)
         went_on = False
         for _ in range(self.settings.max_turn_requests):
             if limit is not None and self.requests and self.cost > limit:
@@ -118,15 +118,15 @@ class Turn:
     def _begin_checkpoint(self, text):
         """This prompt reaches the model: it is a turn /undo can take back."""
         session = self.session
-        message_id = getattr(session, "prompt_message_id", None)
-        if message_id is not None and getattr(session, "store", None) is not None:
+        message_id = session.prompt_message_id
+        if message_id is not None and session.store is not None:
             session.checkpoint = TurnCheckpoint.begin(session, self.settings, message_id,
                                                       str(text))
 
     def watch(self, tool):
         """Around a tool that may change files without telling the checkpoint (a command):
         returns what to call when it is done, or None."""
-        checkpoint = getattr(self.session, "checkpoint", None)
+        checkpoint = self.session.checkpoint
         if checkpoint is None or not may_change_files(tool):
             return None
         before = checkpoint.before_command(tool.name)
@@ -182,7 +182,7 @@ class Turn:
     def set_mode(self, mode):
         """Switch the session's mode as ``session/set_config_option`` does (reported, stored)."""
         session = self.session
-        options = getattr(session, "config_options", None)
+        options = session.config_options
         if options is not None:
             options.set(session, "mode", mode)
         else:
@@ -195,7 +195,7 @@ class Turn:
 
     def _model_round(self):
         session = self.session
-        mode = getattr(session, "mode", None)
+        mode = session.mode
         system = self.system
         if getattr(self.provider, "brief_prompt", False):
             system += notes.in_system(session)
@@ -282,7 +282,7 @@ class Turn:
         if amount is None:  # priced from the table (providers/prices.py) when it knows
             cache = getattr(self.provider, "cache", None)
             amount = prices.cost(usage.model or self.session.model, usage,
-                                 getattr(self.settings, "prices", None),
+                                 self.settings.prices,
                                  long_cache=isinstance(cache, dict) and cache.get("ttl") == "1h")
         return amount
 
@@ -306,7 +306,7 @@ class Turn:
 
 def _record_reply(session, text, thought, calls, usage, cost, stop, error):
     """The reply as it arrived, in the scripted provider's steps (sessions/recording.py)."""
-    recording = getattr(session, "recording", None)
+    recording = session.recording
     if recording is None:
         return
     steps = [{"thought": scrub_text("".join(thought))}] if thought else []
@@ -324,8 +324,8 @@ def _record_reply(session, text, thought, calls, usage, cost, stop, error):
         steps.append({"error": scrub_text(str(error))[:500]})
     elif stop is not None:
         steps.append({"stop": stop})
-    recording.reply(getattr(session, "prompt_message_id", None), {
-        "model": session.model, "provider": getattr(session, "provider_id", None),
+    recording.reply(session.prompt_message_id, {
+        "model": session.model, "provider": session.provider_id,
         "steps": steps, "usage": counts, "cost": cost, "stop": stop,
         "cancelled": error is None and stop is None})
 

@@ -349,12 +349,6 @@ def test_layering_the_turn_layer_touches_only_what_the_turn_session_names():
     assert not outside, outside
 
 
-# Reads of a session or the settings with a default still to go, in modules other
-# developers are rewriting this wave (issue 35: theirs to clean as they land).
-DEFAULT_READS_LEFT = {"lsp/diagnostics.py", "turns/turn.py", "turns/calls.py",
-                      "turns/agents/child.py"}
-
-
 def test_layering_no_session_or_settings_read_with_a_default():
     """``getattr(session, "name", default)`` and ``getattr(settings, ...)`` hide a misspelt
     name: every attribute of a live session and of the settings exists (declared, built
@@ -363,8 +357,6 @@ def test_layering_no_session_or_settings_read_with_a_default():
 
     found = []
     for rel, text in _sources():
-        if rel in DEFAULT_READS_LEFT:
-            continue
         for node in ast.walk(ast.parse(text)):
             if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "getattr" \
                     and len(node.args) == 3 \
