@@ -114,12 +114,12 @@ class BaseHandlers:
     (``acp/capabilities.py``)."""
 
     VERSION = 2
-    _config_options = None
 
     def __init__(self, manager, client, settings, capabilities):
         self.manager = manager
         self.client = client
         self.settings = settings
+        self.config_options = ConfigOptions(manager.catalog, settings, self._models_listed)
         self.compaction = capabilities.compaction  # compaction_update (else agent messages)
         self.questions = capabilities.elicitation  # the client's elicitation modes
         self._sessions = {}  # session id -> FaceSession
@@ -159,16 +159,9 @@ class BaseHandlers:
         self.manager.mark_closing(params["session_id"])
 
     # ------------------------------------------------------------ config options, commands
-    @property
-    def config_options(self):
-        if self._config_options is None:
-            self._config_options = ConfigOptions(self.manager.catalog, self.settings)
-            self._config_options.on_listed = self._models_listed
-        return self._config_options
-
     def _models_listed(self, provider):
         for session in list(self.manager.live.values()):
-            if session.provider_id == provider and session.config_options is self._config_options:
+            if session.provider_id == provider and session.config_options is self.config_options:
                 session.emit(ev.ConfigChanged(self.config_options.options(session)))
 
     def started(self, session, replayed=False):

@@ -51,12 +51,12 @@ def efforts_for(info):
 
 
 class ConfigOptions:
-    def __init__(self, catalog, settings):
+    def __init__(self, catalog, settings, on_listed=None):
         self.catalog = catalog
         self.settings = settings
         self.listed = {}  # provider id -> model ids its server listed
         self._listing = {}  # provider id -> greenlet fetching its /models
-        self.on_listed = None  # callable(provider id) when a listing added models
+        self.on_listed = on_listed  # callable(provider id) when a listing added models
 
     # ------------------------------------------------------------ describing
     def models(self, session):

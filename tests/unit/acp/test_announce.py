@@ -25,6 +25,8 @@ class ConfigOptions:
 
 
 class Manager:
+    catalog = None
+
     def __init__(self, ready):
         self._ready = ready
 
@@ -40,7 +42,7 @@ class Capabilities:
 class Face(BaseHandlers):
     def __init__(self, turns_ready, sent):
         super().__init__(Manager(turns_ready), self, Settings(), Capabilities())
-        self._config_options = ConfigOptions()
+        self.config_options = ConfigOptions()
         self._sent = sent
 
     def update(self, session_id, update, tag=None):
