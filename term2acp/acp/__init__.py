@@ -3,6 +3,3 @@ with its route table, handlers and the one translation of runtime events into it
 messages. ``connection.py`` negotiates the version at ``initialize`` and installs that
 face; what both faces share sits here: ``schemas/``, ``methods.py``, ``client.py``,
 ``errors.py``, ``handlers.py`` (what both faces' handlers share) and ``signin.py``."""
-
-# First thing in the package: import marshmallow the cheap way (see schemas/lazyre.py).
-import term2acp.acp.schemas  # noqa: F401

@@ -1,6 +1,2 @@
 """marshmallow schemas for ACP messages, one module per topic (v2 shapes; the v1-only
 shapes are in ``acp/v1/schemas.py``)."""
-
-from term2acp.acp.schemas.lazyre import import_marshmallow
-
-import_marshmallow()
