@@ -20,7 +20,6 @@ import itertools
 import logging
 import os
 import pathlib
-import signal
 import time
 
 import gevent
@@ -148,11 +147,7 @@ class Connection:
         self._stopping = True
         self._lose("the server was stopped")
         if self.process is not None and not wait:
-            if self.process.running:
-                try:
-                    os.killpg(self.process.pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
+            self.process.kill(wait=False)
             return
         if self.process is not None:
             self.process.kill()

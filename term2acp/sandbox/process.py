@@ -2,7 +2,10 @@
 
 ``start`` launches a command in its own session (so its pid is its process group id) and
 returns a :class:`Process`: a greenlet pumps its combined stdout/stderr to a callback in
-coalesced chunks and then reaps it; its stdin is ``/dev/null``, a pipe the caller writes
+coalesced chunks (``output.py``) until it has exited (watched apart from its output, so a
+process it leaves holding the pipe cannot hide its exit) and then reaps it; what it left
+in its process group is killed then (the one kill policy: a command's processes end with
+it, as a sandboxed command's pid namespace does); its stdin is ``/dev/null``, a pipe the caller writes
 to, or a pseudo-terminal (``tty``) that is also its output and its controlling terminal.
 ``run`` is ``start`` and a wait under a deadline: it kills the whole process group when
 it times out or when the calling greenlet is killed (cancellation arrives as a
@@ -34,23 +37,22 @@ import os
 import signal as signals
 import struct
 import termios
-import time
 from collections import namedtuple
 
 import gevent
 import gevent.os
 import sh
 from gevent.event import Event
-from gevent.socket import wait_read, wait_write
+from gevent.socket import wait_write
 
 from term2acp.sandbox import freezer, launching
+from term2acp.sandbox.output import CHUNK, pump  # noqa: F401 - process.CHUNK, as before
 
 log = logging.getLogger(__name__)
 logging.getLogger("sh").setLevel(logging.WARNING)  # sh logs every launch at INFO
 
-CHUNK = 64 * 1024  # largest chunk handed to on_output
-COALESCE = 0.05  # seconds a small chunk may wait for more output
 REAP_TIMEOUT = 2.0  # bound on waiting for a killed process to be reaped
+REAP_NUDGE = 0.1  # seconds after its exit before the hub is told of it again (_reap)
 TTY_SIZE = (40, 120)  # rows, columns of a command's pseudo-terminal
 _PIPE_SIZE = 1024 * 1024
 _F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
@@ -81,10 +83,6 @@ class InputClosed(OSError):
 
 class _Expired(Exception):
     """Private timeout marker so an outer gevent.Timeout is never mistaken for ours."""
-
-
-class _Idle(Exception):
-    """No output arrived within the coalescing window."""
 
 
 def run(argv, cwd=None, env=None, on_output=None, timeout=None, pass_fds=(), limits=None,
@@ -197,10 +195,15 @@ class Process:
             self._ends._ours.discard(fd)
             os.close(fd)
 
-    def kill(self, grace=0.0):
+    def kill(self, grace=0.0, wait=True):
         """SIGKILL the whole group, reap it, release everything (bounded; idempotent);
         with ``grace``, SIGTERM to the command's processes first and SIGKILL only if they
-        are still running ``grace`` seconds later."""
+        are still running ``grace`` seconds later. ``wait=False``: only the SIGKILL,
+        without yielding (its pump reaps it)."""
+        if not wait:
+            if self.exit is None:
+                _killpg(self.pid)
+            return
         if self.exit is None and grace > 0:
             if freezer.terminate(self.pid):
                 self.exited.wait(grace)
@@ -213,11 +216,19 @@ class Process:
 
     def _follow(self):
         try:
-            _pump(self._ends.output, self._on_output)
+            exited = os.pidfd_open(self.pid)  # readable once it has exited
+        except ProcessLookupError:  # exited and reaped already
+            exited = None
+        try:
+            pump(self._ends.output, self._on_output, exited)
         except Exception as exc:  # noqa: BLE001 - a failed consumer must not leave a zombie
             self.error = exc
             _killpg(self.pid)
-        code = _wait(self._proc)
+        finally:
+            if exited is not None:
+                os.close(exited)
+        code = _reap(self._proc)
+        _killpg(self.pid)  # what it left in its group ends with it (the one kill policy)
         log.debug("pid %s exited with %s", self.pid, code)
         self._release(_exit_of(code))
 
@@ -323,46 +334,19 @@ def _in_child(limits, group, stdin, enter):
     return prepare
 
 
-def _pump(fd, on_output):
-    """Read until EOF, delivering chunks of at most CHUNK bytes, small reads coalesced."""
-    pending = bytearray()
-    flush_at = None
-    while True:
-        wait = None if flush_at is None else max(0.0, flush_at - time.monotonic())
-        try:
-            wait_read(fd, timeout=wait, timeout_exc=_Idle)
-            data = _read(fd)
-        except _Idle:
-            if pending:
-                on_output(bytes(pending))
-                pending.clear()
-            flush_at = None
-            continue
-        if data is None:  # spurious wake-up
-            continue
-        if not data:
-            break
-        pending += data
-        if flush_at is None:
-            flush_at = time.monotonic() + COALESCE
-        while len(pending) >= CHUNK:
-            on_output(bytes(pending[:CHUNK]))
-            del pending[:CHUNK]
-        if not pending:
-            flush_at = None
-    if pending:
-        on_output(bytes(pending))
-
-
-def _read(fd):
+def _reap(proc):
+    """The exit code of the exited command (:func:`_wait`). The hub's child watcher can
+    miss the SIGCHLD of a command that ended at once; once a short while has passed the
+    hub is sent one more (it then reaps every exited child)."""
+    waiter = gevent.spawn(_wait, proc)
     try:
-        return os.read(fd, CHUNK)
-    except BlockingIOError:
-        return None
-    except OSError as exc:
-        if exc.errno == errno.EIO:  # a terminal whose last user closed it: its EOF
-            return b""
-        raise
+        waiter.join(REAP_NUDGE)
+        while not waiter.ready():
+            os.kill(os.getpid(), signals.SIGCHLD)
+            waiter.join(REAP_NUDGE)
+        return waiter.get()
+    finally:
+        waiter.kill(block=False)
 
 
 def _wait(proc):

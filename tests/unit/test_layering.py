@@ -424,3 +424,48 @@ def test_layering_the_turn_is_one_object_not_mixins():
     assert Turn.__bases__ == (object,), Turn.__bases__
     assert ToolCall.__bases__ == (object,), ToolCall.__bases__
     assert ChildTurn.__bases__ == (Turn,), ChildTurn.__bases__
+
+
+# The one process module (issue 35 item 6b): what starts a child process, and the modules
+# still starting their own (to move behind sandbox/process.py).
+PROCESS_HOME = "sandbox/process.py"
+PROCESS_MODULES = {"subprocess", "gevent.subprocess", "sh", "pty", "multiprocessing"}
+PROCESS_CALLS = {"Popen", "fork", "forkpty", "fork_and_watch", "posix_spawn", "posix_spawnp",
+                 "spawnv", "spawnve", "spawnvp", "spawnvpe", "spawnl", "spawnlp", "system",
+                 "popen", "create_subprocess_exec", "create_subprocess_shell"}
+PROCESSES_LEFT = {"mcp/stdio.py": "MCP stdio servers (gevent.subprocess)",
+                  "mcp/keeper.py": "the MCP servers' keeper (gevent.subprocess)",
+                  "turns/snapshots.py": "git for the command snapshots (gevent.subprocess)",
+                  "interpreter.py": "re-executes the launcher itself (os.execv, no child)"}
+
+
+def test_layering_one_module_starts_child_processes():
+    """Every child process the agent starts (sandboxed or not) is started, watched and
+    ended by ``sandbox/process.py`` (the only user of ``sh``): no other module imports a
+    process library or calls a process-starting function (the test kit and the chat
+    client sit outside the agent)."""
+    import ast
+
+    found = {}
+    for rel, text in _sources():
+        if rel == PROCESS_HOME or rel.startswith(("testing/", "client/")):
+            continue
+        for node in ast.walk(ast.parse(text)):
+            spot = None
+            if isinstance(node, ast.Import):
+                spot = next((a.name for a in node.names if a.name in PROCESS_MODULES), None)
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names = {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+                spot = next(iter(sorted(names & PROCESS_MODULES)), None)
+                if spot is None and {a.name for a in node.names} & PROCESS_CALLS and \
+                        node.module in ("os", "gevent.os", "asyncio"):
+                    spot = node.module
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                    node.func.attr in PROCESS_CALLS | {"execv", "execve", "execvp", "execvpe"} \
+                    and ast.unparse(node.func.value) in PROCESS_MODULES | {"os", "gevent.os",
+                                                                           "asyncio"}:
+                spot = f"{ast.unparse(node.func)}()"
+            if spot is not None:
+                found.setdefault(rel, []).append(f"{node.lineno} {spot}")
+    assert set(found) <= set(PROCESSES_LEFT), {k: v for k, v in found.items()
+                                               if k not in PROCESSES_LEFT}

@@ -98,6 +98,22 @@ def test_cancelling_the_greenlet_kills_the_group_promptly():
     assert wait_until(lambda: not host_pids_with(token), timeout=1)
 
 
+def test_an_exit_is_noticed_while_a_process_it_left_holds_the_output():
+    """A command run outside the sandbox that leaves a process behind holding its output
+    (``server &``): its exit is noticed at once, not when that process ends or the
+    deadline fires, what it wrote before is delivered, and what it left in its process
+    group ends with it."""
+    token = "424244.17"
+    out = bytearray()
+    started = time.monotonic()
+    result = process.run(["/bin/sh", "-c", f"sleep {token} & echo started; exit 4"],
+                         on_output=out.extend, timeout=60)
+    assert result == process.Exit(4, None)
+    assert time.monotonic() - started < within(5)  # not the 60 s deadline, nor the sleep
+    assert out == b"started\n"
+    assert wait_until(lambda: not host_pids_with(token), timeout=2)
+
+
 def test_other_greenlets_keep_running_while_waiting():
     ticks = []
 
