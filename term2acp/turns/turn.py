@@ -34,6 +34,7 @@ from term2acp.turns.checkpoints import TurnCheckpoint, may_change_files
 from term2acp.turns.compaction import ContextGuard
 from term2acp.turns.request_view import request_messages
 from term2acp.turns.rounds import run_round
+from term2acp.turns.session import TurnSession
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +47,8 @@ class Turn:
     parent_call = None  # a sub-agent's turn: the agent call it answers (turns/agents/)
     agent_key = None  # ... and the model's id of that call (what its requests are named by)
 
-    def __init__(self, session, provider, tools, settings, system):
-        self.session = session
+    def __init__(self, session: TurnSession, provider, tools, settings, system):
+        self.session = session  # what it may touch of it: turns/session.py
         self.provider = provider
         self.tools = tools
         self.settings = settings
