@@ -96,7 +96,9 @@ class Writer:
     reader answers through it, and it must stay free to read a cancel). A queued item may
     carry a ``tag``; the writer skips tagged items for which ``discard(tag)`` is true when
     it reaches them (a cancelled turn's message chunks), and their bytes free room at once
-    when :meth:`sweep` runs.
+    when :meth:`sweep` runs: the bytes queued are counted per tag, so a sweep asks about
+    each tag once, not about each queued line (20 streaming turns fill the queue with
+    thousands of lines, and every producer that finds it full sweeps).
 
     Lines that report nothing the store must keep (the answer to ``session/list``) go
     through :meth:`put_quick`: they are written without ``before_write``, even while it
@@ -111,7 +113,9 @@ class Writer:
         self.before_write = before_write
         self._items = deque()  # (bytes, tag or None)
         self._quick = deque()  # lines that need no before_write (put_quick)
-        self._queued = 0  # bytes (plus a per-item overhead) in _items
+        self._queued = 0  # bytes (plus a per-item overhead) in _items, swept ones not
+        self._tagged = {}  # tag -> [bytes, items] of its lines in _items, not swept
+        self._swept = {}  # tag -> its lines still in _items, whose bytes a sweep freed
         self._limit = limit
         self._discard = discard
         self._wake = Event()  # the writer greenlet waits for items on it
@@ -140,9 +144,19 @@ class Writer:
             return
         self._items.append((data, tag))
         self._queued += len(data) + ITEM_OVERHEAD
+        if tag is not None:
+            self._count(tag, len(data) + ITEM_OVERHEAD)
         if self._queued >= self._limit:
             self._room.clear()
         self._wake.set()
+
+    def _count(self, tag, size):
+        counts = self._tagged.get(tag)
+        if counts is None:
+            self._tagged[tag] = [size, 1]
+        else:
+            counts[0] += size
+            counts[1] += 1
 
     def put_quick(self, data):
         """Queue one line that needs no ``before_write``; never blocks."""
@@ -165,6 +179,8 @@ class Writer:
             return
         self._items.append((data, tag))
         self._queued += len(data) + ITEM_OVERHEAD
+        if tag is not None:
+            self._count(tag, len(data) + ITEM_OVERHEAD)
         if self._queued >= self._limit:
             self._room.clear()
         self._wake.set()
@@ -174,37 +190,54 @@ class Writer:
         return gevent.get_hub()
 
     def sweep(self):
-        """Drop queued items whose tag is discarded now (frees their room at once)."""
+        """Free the room of queued items whose tag is discarded now (the writer skips
+        them when it reaches them)."""
         discard = self._discard
-        if discard is None or not self._items:
+        if discard is None or not self._tagged:
             return
-        kept = deque()
-        freed = 0
-        for item in self._items:
-            tag = item[1]
-            if tag is not None and discard(tag):
-                freed += len(item[0]) + ITEM_OVERHEAD
-            else:
-                kept.append(item)
-        if freed:
-            self._items = kept
-            self._queued -= freed
-            if self._queued < self._limit:
-                self._room.set()
+        gone = [tag for tag in self._tagged if discard(tag)]
+        for tag in gone:
+            size, items = self._tagged.pop(tag)
+            self._swept[tag] = self._swept.get(tag, 0) + items
+            self._queued -= size
+        if gone and self._queued < self._limit:
+            self._room.set()
 
     def _next_batch(self):
         items, discard = self._items, self._discard
         parts, size = [], 0
         while items and size < BATCH_BYTES:
             data, tag = items.popleft()
-            self._queued -= len(data) + ITEM_OVERHEAD
-            if tag is not None and discard is not None and discard(tag):
-                continue
+            if tag is not None:
+                if self._uncount(tag, len(data) + ITEM_OVERHEAD):
+                    continue  # swept: its room is free already
+                if discard is not None and discard(tag):
+                    continue
+            else:
+                self._queued -= len(data) + ITEM_OVERHEAD
             parts.append(data)
             size += len(data)
         if self._queued < self._limit // 2 or not items:
             self._room.set()
         return parts
+
+    def _uncount(self, tag, size):
+        """One line of ``tag`` leaves the queue; True when a sweep freed it already."""
+        left = self._swept.get(tag)
+        if left is not None:
+            if left > 1:
+                self._swept[tag] = left - 1
+            else:
+                del self._swept[tag]
+            return True
+        self._queued -= size
+        counts = self._tagged[tag]
+        if counts[1] > 1:
+            counts[0] -= size
+            counts[1] -= 1
+        else:
+            del self._tagged[tag]
+        return False
 
     def wait_flushed(self):
         """Wait cooperatively until every line queued so far is written (and those queued
@@ -266,6 +299,8 @@ class Writer:
             self.failed = True
             self._items.clear()
             self._quick.clear()
+            self._tagged.clear()
+            self._swept.clear()
             self._queued = 0
             self._room.set()
             if exc.errno not in (errno.EPIPE, errno.EBADF):

@@ -180,3 +180,37 @@ def test_writer_drops_discarded_tagged_items_and_sweep_frees_room():
     os.close(w)
     os.close(r)
     gevent.sleep(0)
+
+
+def test_writer_sweep_frees_exactly_the_dropped_turns_room_as_lines_keep_coming():
+    """Two turns stream into a full queue; one is cancelled: a sweep frees its lines'
+    room at once, the lines it queues afterwards are dropped too, the other turn's all
+    go out in order, and the count of queued bytes ends at zero."""
+    r, w = os.pipe()
+    filled = _fill_pipe(w)
+    dropped = set()
+    writer = Writer(w, limit=4_000, discard=lambda tag: tag in dropped)
+    for n in range(30):
+        writer.put(b"a%d\n" % n, tag="turn-a")
+        writer.put(b"b%d\n" % n, tag="turn-b")
+    full = writer.queued_bytes
+    assert writer.backlogged()
+    dropped.add("turn-a")
+    writer.sweep()
+    assert writer.queued_bytes == full - sum(len(b"a%d\n" % n) + 64 for n in range(30))
+    assert not writer.backlogged()
+    writer.sweep()  # nothing new to free
+    assert writer.queued_bytes == full - sum(len(b"a%d\n" % n) + 64 for n in range(30))
+    for n in range(30, 40):
+        writer.put_wait(b"a%d\n" % n, tag="turn-a")  # still streaming after the cancel
+        writer.put_wait(b"b%d\n" % n, tag="turn-b")
+    reader = open_reader(r)
+    data = b""
+    with gevent.Timeout(5):
+        while not data.endswith(b"b39\n"):
+            data += reader.read(1 << 16)
+    assert data[filled:].split() == [b"b%d" % n for n in range(40)]
+    assert writer.drain(5) and writer.queued_bytes == 0
+    os.close(w)
+    os.close(r)
+    gevent.sleep(0)
