@@ -115,7 +115,7 @@ class Endpoint:
         elif isinstance(message, dict):
             outcome = self._receive_message(message, batch_size=1)
             if isinstance(outcome, dict):
-                self.peer.send(outcome)
+                self.peer.send_quick(outcome)  # made by the reader: see _send_error
         else:
             self._send_error(None, InvalidRequestError("a JSON-RPC message must be an object or a batch array"))
 
@@ -297,6 +297,9 @@ class Endpoint:
                 log.warning("the client is not reading; %d id-less error answers dropped so far "
                             "(last: %s)", self.dropped_errors, error.message[:200])
             return
-        self.peer.send(error_response(msg_id, error))
+        # An answer the reader made itself (a refused message, an inline route's outcome)
+        # reports nothing the store keeps: a quick line, not behind the session updates
+        # queued before it (what 20 streaming turns queue takes the client a while to read)
+        self.peer.send_quick(error_response(msg_id, error))
 
 

@@ -113,6 +113,7 @@ class Writer:
         self.before_write = before_write
         self._items = deque()  # (bytes, tag or None)
         self._quick = deque()  # lines that need no before_write (put_quick)
+        self._quick_bytes = 0  # their bytes (plus the per-item overhead), until taken
         self._queued = 0  # bytes (plus a per-item overhead) in _items, swept ones not
         self._tagged = {}  # tag -> [bytes, items] of its lines in _items, not swept
         self._swept = {}  # tag -> its lines still in _items, whose bytes a sweep freed
@@ -135,8 +136,9 @@ class Writer:
         return self._queued
 
     def backlogged(self):
-        """True while the queue is at its bound (the client is not reading)."""
-        return self._queued >= self._limit
+        """True while the queue is at its bound (the client is not reading); the quick
+        lines waiting count too."""
+        return self._queued + self._quick_bytes >= self._limit
 
     def put(self, data, tag=None):
         """Queue one encoded line (bytes, newline included); never blocks."""
@@ -163,6 +165,7 @@ class Writer:
         if self.failed:
             return
         self._quick.append(data)
+        self._quick_bytes += len(data) + ITEM_OVERHEAD
         self._wake.set()
 
     def put_wait(self, data, tag=None):
@@ -288,6 +291,7 @@ class Writer:
 
     def _write_quick(self):
         quick, self._quick = self._quick, deque()
+        self._quick_bytes = 0
         self._send(b"".join(quick))
 
     def _send(self, data):
@@ -299,6 +303,7 @@ class Writer:
             self.failed = True
             self._items.clear()
             self._quick.clear()
+            self._quick_bytes = 0
             self._tagged.clear()
             self._swept.clear()
             self._queued = 0
