@@ -219,6 +219,15 @@ def path_matcher(pattern):
     return matches
 
 
+def name_glob(pattern):
+    """The part of ``pattern`` that decides by the base name alone (``*.rs`` of both
+    ``*.rs`` and ``**/*.rs``), or None when the directories matter too."""
+    name = pattern.strip("/")
+    while name.startswith("**/"):
+        name = name[3:]
+    return name if name and "/" not in name and name != "**" else None
+
+
 # ---------------------------------------------------------------- .gitignore
 class IgnoreRules:
     """The rules of one ``.gitignore`` file, matched in one RE2 pass per set of rules.

@@ -26,7 +26,7 @@ from term2acp.tools.grepping import (MAX_GREP_BYTES, content_lines, line_numbers
                                      searchable)
 from term2acp.tools.paths import (FILE_FLAGS, display_path, located, open_checked, read_plan,
                                   readable_path)
-from term2acp.tools.patterns import PatternError, compile_grep, path_matcher
+from term2acp.tools.patterns import PatternError, compile_grep, name_glob, path_matcher
 from term2acp.tools import tree
 from term2acp.tools.tree import MAX_WALK, Pacer, TreeWalk, ignorer_for
 
@@ -93,12 +93,14 @@ class GlobTool(_SearchTool):
             raise ToolError(f"{display_path(ctx, top)} is not a directory; glob searches "
                             "directories (use path for the directory, pattern for names).")
         matches = _matcher(pattern)
-        walk = TreeWalk(top, ignorer_for(ctx, top), args["no_ignore"])
         newest, cut_at = args["sort"] == "newest", len(top.rstrip("/")) + 1
+        named = name_glob(pattern) and _matcher(name_glob(pattern))  # asked before the rules
+        walk = TreeWalk(top, ignorer_for(ctx, top), args["no_ignore"], wanted=(
+            (lambda name, path: named(name)) if named else lambda name, path: matches(path[cut_at:])))
         found, limit, total = [], args["max_results"], 0
         for visit in walk:
-            if not matches(visit.path[cut_at:]):
-                continue
+            if visit.is_dir and not matches(visit.path[cut_at:]):
+                continue  # (anything else was wanted)
             total += 1
             if newest:  # every match competes: keep its time, sort once at the end
                 found.append((-_mtime(visit), visit.path, visit.is_dir))

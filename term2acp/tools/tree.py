@@ -142,12 +142,17 @@ class TreeWalk:
     """Pre-order, sorted by name (so paths come out sorted), symlinks never followed;
     yields :class:`Visit`. After the walk: ``truncated`` (MAX_WALK stopped it),
     ``expired`` (the pacer's budget did), ``changed`` (directories that changed while
-    being opened, skipped), ``sensitive`` (credential files skipped), ``deep``."""
+    being opened, skipped), ``sensitive`` (credential files skipped), ``deep``.
 
-    def __init__(self, top, ignorer, no_ignore=False, prune=None, pacer=None):
+    ``wanted(name, path)``: when given, an entry that is not a directory is yielded only
+    if it says yes, and it is asked first, so the entries it refuses (most of a tree, for
+    glob) cost no ignore check; those that would count as credential files still do."""
+
+    def __init__(self, top, ignorer, no_ignore=False, prune=None, pacer=None, wanted=None):
         self.top, self.ignorer, self.no_ignore = top, ignorer, no_ignore
-        self.prune = prune or (lambda path, is_dir: False)
+        self.prune = prune
         self.pacer = pacer or Pacer()
+        self.wanted = wanted
         self.home = home_dir()
         self.skip_sensitive = not is_sensitive(top, self.home)
         # Outside the home directory only dot-names can be credential files (.env*), so
@@ -163,25 +168,30 @@ class TreeWalk:
         except OSError:
             self.changed += 1
             return
+        wanted, tick = self.wanted, self.pacer.tick
+        counted = self.skip_sensitive and self.near_home  # every name may be a credential
         try:
             stack.append(self._frame(fd, self.top, self.ignorer))
             while stack:
-                fd, directory, entries, ignorer = stack[-1]
-                item = next(entries, None)
-                if item is None:
+                fd, prefix, entries, ignorer = stack[-1]
+                for name, is_dir, is_file in entries:
+                    seen += 1
+                    if not seen & 63 and not tick() or seen > MAX_WALK:
+                        self.truncated = seen > MAX_WALK
+                        return
+                    path = prefix + name
+                    if wanted is not None and not is_dir and not wanted(name, path):
+                        if counted or name[:1] == ".":
+                            self._skipped(path, name, is_dir, ignorer)  # counts it
+                        continue
+                    if self._skipped(path, name, is_dir, ignorer):
+                        continue
+                    yield Visit(path, is_dir, is_file, fd)
+                    if is_dir:
+                        self._descend(stack, fd, path, ignorer)
+                        break  # into it; this directory's iterator goes on afterwards
+                else:
                     os.close(stack.pop()[0])
-                    continue
-                seen += 1
-                if not self.pacer.tick() or seen > MAX_WALK:
-                    self.truncated = seen > MAX_WALK
-                    return
-                name, is_dir, is_file = item
-                path = os.path.join(directory, name)
-                if self._skipped(path, name, is_dir, ignorer):
-                    continue
-                yield Visit(path, is_dir, is_file, fd)
-                if is_dir:
-                    self._descend(stack, fd, path, ignorer)
         finally:
             for frame in stack:
                 os.close(frame[0])
@@ -191,9 +201,9 @@ class TreeWalk:
         return self.pacer.expired
 
     def _skipped(self, path, name, is_dir, ignorer):
-        if name == ".git" or self.prune(path, is_dir):
+        if name == ".git" or self.prune is not None and self.prune(path, is_dir):
             return True
-        if not self.no_ignore and ignorer.ignored(path, is_dir):
+        if not self.no_ignore and ignorer.layers and ignorer.ignored(path, is_dir):
             return True
         if self.skip_sensitive and (self.near_home or name[:1] == ".") \
                 and is_sensitive(path, self.home):
@@ -213,27 +223,31 @@ class TreeWalk:
         stack.append(self._frame(fd, path, ignorer))
 
     def _frame(self, fd, directory, ignorer):
-        """``(fd, path, iterator of (name, is_dir, is_file), ignorer)``; fd is owned."""
+        """``(fd, path prefix, iterator of (name, is_dir, is_file), ignorer)``; fd is
+        owned."""
         try:
             ignorer = ignorer if self.no_ignore else ignorer.child(directory, fd)
-            return fd, directory, iter(self._list(fd)), ignorer
+            prefix = directory if directory.endswith("/") else directory + "/"
+            return fd, prefix, iter(self._list(fd)), ignorer
         except BaseException:
             os.close(fd)
             raise
 
     def _list(self, fd):
-        entries = []
+        entries, tick = [], self.pacer.tick
         try:
             with os.scandir(fd) as it:
                 for entry in it:
-                    if not self.pacer.tick() or len(entries) > MAX_WALK:
+                    if not len(entries) & 63 and not tick() or len(entries) > MAX_WALK:
                         break
                     try:
-                        kind = (entry.is_dir(follow_symlinks=False),
-                                entry.is_file(follow_symlinks=False))
+                        if entry.is_dir(follow_symlinks=False):
+                            entries.append((entry.name, True, False))
+                        else:
+                            entries.append((entry.name, False,
+                                            entry.is_file(follow_symlinks=False)))
                     except OSError:
                         continue
-                    entries.append((entry.name, *kind))
         except OSError:
             return []
         entries.sort()

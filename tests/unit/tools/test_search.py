@@ -282,3 +282,45 @@ def test_glob_newest_first(ctx, root):
 def test_the_walks_dot_name_shortcut_covers_every_name_wide_credential_glob():
     from term2acp.core.sensitive import NAME_GLOBS
     assert all(g.startswith(".") for g in NAME_GLOBS)  # tree.TreeWalk checks only dot-names
+
+
+GLOB_CASES = [("**/*.py", {}), ("*.py", {}), ("**/*", {}), ("src/**/*.py", {}),
+              ("**/linked*", {}), ("**/gen", {}), ("*.py", {"path": "src"}),
+              ("**/*.env", {}), ("**/*.py", {"no_ignore": True}),
+              ("**/**/*.py", {"max_results": 2}), ("**/*.txt", {"sort": "newest"})]
+
+GLOB_NOTE = ("[skipped 2 credential or shell start-up files (e.g. ~/.ssh, .env, ~/.bashrc); "
+             "read_file asks the user for them.]")
+GLOB_ANSWERS = [
+    ["a.py", "dir.py/", "linked.py", "src/app.py", GLOB_NOTE],
+    ["a.py", "dir.py/", "linked.py", "src/app.py", GLOB_NOTE],
+    [".gitignore", "a.py", "dir.py/", "dir.py/inner.txt", "keep.log", "linked.py", "src/",
+     "src/app.py", "src/gen/", "src/gen/.gitignore", "src/gen/notes.txt", "src/linked", "web/",
+     "web/x.env", "z.txt", GLOB_NOTE],
+    ["src/app.py", GLOB_NOTE],
+    ["linked.py", "src/linked", GLOB_NOTE],
+    ["src/gen/", GLOB_NOTE],
+    ["src/app.py"],
+    ["web/x.env", GLOB_NOTE],
+    ["a.py", "build/out.py", "dir.py/", "linked.py", "src/app.py", "src/gen/model.py", GLOB_NOTE],
+    ["a.py", "dir.py/", "[2 more matches not shown; narrow the pattern or raise max_results.]",
+     GLOB_NOTE],
+    ["z.txt", "src/gen/notes.txt", "dir.py/inner.txt", GLOB_NOTE],
+]
+
+
+def test_glob_answers_as_before_whatever_decides_first(ctx, root, outside):
+    """Names decide before the ignore rules now (glob's fast path): the same paths, notes
+    and order as when every entry was checked against the rules first (answers recorded
+    with the walker before that change)."""
+    tree(root, {
+        ".gitignore": "build/\n*.log\n!keep.log\n", "build/out.py": "", "app.log": "",
+        "keep.log": "", "a.py": "", "src/app.py": "", "src/gen/.gitignore": "*.py\n",
+        "src/gen/model.py": "", "src/gen/notes.txt": "", "web/.env": "S=1", "web/x.env": "",
+        "web/.env.py": "", ".git/h.py": "", "dir.py/inner.txt": "", "z.txt": ""})
+    os.symlink(outside, os.path.join(root, "src", "linked"))
+    os.symlink("a.py", os.path.join(root, "linked.py"))
+    for age, name in enumerate(("z.txt", "src/gen/notes.txt", "dir.py/inner.txt")):
+        os.utime(os.path.join(root, name), (1_000_000 - age * 100, 1_000_000 - age * 100))
+    answers = [glob(ctx, pattern, **raw) for pattern, raw in GLOB_CASES]
+    assert answers == GLOB_ANSWERS
