@@ -17,7 +17,6 @@ import uuid
 import gevent
 
 from term2acp.core import private, scratch
-from term2acp.core.nesting import too_deep
 from term2acp.core.workspace import WorkspaceError, is_utf8, validate_cwd
 from term2acp.mcp import session as mcp
 from term2acp.sessions import repair, takeover
@@ -285,7 +284,7 @@ class SessionManager:
         session.recorder.flush()
         skipped = 0
         for kind, payload in self.store.journal_pages(session.id, kinds):
-            if too_deep(payload):
+            if payload is None:  # too deep (tails.journal_page)
                 skipped += 1
             else:
                 yield kind, payload

@@ -385,7 +385,8 @@ class Store:
 
     def journal_pages(self, session_id, kinds=None):
         """``(kind, payload)`` records in order, read a page at a time as consumed (a
-        small first page, so the first ones go out at once)."""
+        small first page, so the first ones go out at once); payload None: nested too
+        deep to send (``tails.journal_page``)."""
         after, size = 0, tails.FIRST_PAGE
         while True:
             page = self._trip(tails.journal_page, (session_id, after, kinds, size)).value

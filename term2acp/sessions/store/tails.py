@@ -11,6 +11,8 @@ and the whole history is never in memory at once.
 
 import json
 
+from term2acp.core.nesting import may_be_too_deep, too_deep
+
 FIRST_PAGE, PAGE = 64, 1024  # journal records read in one trip
 CLOSED = ("completed", "failed", "cancelled")
 
@@ -62,11 +64,19 @@ def journal_open(worker, session_id):
 
 
 def journal_page(worker, session_id, after, kinds, size):
-    """``(seq, kind, payload)`` of up to ``size`` records after ``seq`` ``after``."""
+    """``(seq, kind, payload)`` of up to ``size`` records after ``seq`` ``after``; the
+    payload is None for a record that nests deeper than the wire allows (stored before
+    that bound existed: encoding it would fail the whole replay), judged here, off the
+    hub, and only for the few texts with that many brackets at all."""
     sql, args = "SELECT seq, kind, payload FROM journal WHERE session_id = ? AND seq > ?", \
         [session_id, after]
     if kinds:
         sql += f" AND kind IN ({', '.join('?' * len(kinds))})"
         args += list(kinds)
     rows = worker.db.execute(sql + " ORDER BY seq LIMIT ?", args + [size]).fetchall()
-    return [(seq, kind, json.loads(payload)) for seq, kind, payload in rows]
+    return [(seq, kind, _unless_too_deep(payload)) for seq, kind, payload in rows]
+
+
+def _unless_too_deep(text):
+    payload = json.loads(text)
+    return None if may_be_too_deep(text) and too_deep(payload) else payload

@@ -60,3 +60,17 @@ def test_the_journal_is_read_in_pages_in_order(store, monkeypatch):
     assert [p["n"] for _, p in pages] == list(range(1, 23))
     assert [p["n"] for _, p in store.journal_pages("s", ("terminal",))] == list(range(0, 23, 4))
     assert store.journal("s") == [(k, p) for k, p in store.journal_pages("s")]
+
+
+def test_a_record_nesting_deeper_than_the_wire_allows_comes_without_its_payload(store):
+    deep = "x"
+    for _ in range(70):
+        deep = {"d": deep}
+    wide = {"items": [{"a": [1]} for _ in range(100)]}  # many brackets, shallow
+    store.journal_put("s", "agent_message", "m1", {"message_id": "m1", "text": "hi"})
+    store.journal_put("s", "tool_call", "c1", {"call_id": "c1", "raw_input": deep})
+    store.journal_put("s", "tool_call", "c2", {"call_id": "c2", "raw_input": wide})
+    store.commit()
+    assert store.journal("s") == [("agent_message", {"message_id": "m1", "text": "hi"}),
+                                  ("tool_call", None),
+                                  ("tool_call", {"call_id": "c2", "raw_input": wide})]
