@@ -20,8 +20,12 @@ sandbox also keeps its own watch on the agent (``bwrap.lifeline``): nothing star
 the agent is gone, and the pid namespace is killed when it goes. The start-up sweeps of a dead agent's records (``core/reaper.py``, every
 host) and run cgroups (``cgroup.py``) are the last line.
 
-``launching.py`` is why ``os.close`` and ``os.read`` are swapped while a launch runs, and
-how the wait for the child's ``exec`` leaves the hub free.
+Why the ``os.close`` swap: gevent >= 25.8 routes ``os.close`` through the hub so that
+watchers on the descriptor are closed first. ``sh`` forks and then closes descriptors in
+both the parent and the child; in the child there is no running hub and the deferred close
+never happens (the launch hangs or fails with ``ForkException``). Nothing yields between
+the fork and the return of the launch call, so swapping the original ``os.close`` in for
+just that call is safe, and everything afterwards (waiting, output, kill) is cooperative.
 
 Output is read from a pipe (or the terminal's master side) this module owns rather than
 through ``sh``'s ``_out`` callbacks: ``sh`` reads line-buffered (or 1-byte unbuffered)
@@ -42,10 +46,11 @@ from collections import namedtuple
 import gevent
 import gevent.os
 import sh
+from gevent import monkey
 from gevent.event import Event
 from gevent.socket import wait_write
 
-from term2acp.sandbox import freezer, launching
+from term2acp.sandbox import freezer
 from term2acp.sandbox.output import CHUNK, pump  # noqa: F401 - process.CHUNK, as before
 
 log = logging.getLogger(__name__)
@@ -123,8 +128,8 @@ def start(argv, cwd=None, env=None, on_output=None, pass_fds=(), limits=None, st
     ends = _Ends(stdin)
     proc = None
     try:
-        proc, interrupted = _launch(argv, cwd, env, ends, pass_fds,
-                                    _in_child(limits, group, stdin, enter), stderr)
+        proc = _launch(argv, cwd, env, ends, pass_fds, _in_child(limits, group, stdin, enter),
+                       stderr)
     except BaseException:
         ends.close_all()
         if group is not None:
@@ -132,9 +137,6 @@ def start(argv, cwd=None, env=None, on_output=None, pass_fds=(), limits=None, st
         raise
     ends.close_child()
     child = Process(proc, ends, group, on_output or _discard, on_exit)
-    if interrupted is not None:  # killed while the child was on its way to exec
-        child.kill()
-        raise interrupted
     if on_launch is not None:
         on_launch(child.pid)
     return child
@@ -294,26 +296,26 @@ class _Ends:
 
 
 def _launch(argv, cwd, env, ends, pass_fds, preexec, stderr=None):
-    """Start the command (see ``launching.py``). Returns ``(sh's process, None)``, or
-    ``(sh's process, exception)`` when the greenlet was killed while the child was on its
-    way to ``exec``: the caller ends the child, then raises it."""
-    with launching.launch() as held:
-        try:
-            command = sh.Command(argv[0])
-            # sh encodes arguments strictly with _encoding; as latin-1 text they come out as
-            # the exact bytes of the path, so non-UTF-8 names (surrogate-escaped) pass intact
-            args = [os.fsencode(arg).decode("latin-1") for arg in argv[1:]]
-            proc = command(*args, _cwd=cwd, _env=env, _in=ends.child_in, _out=ends.child_out,
-                           _err=ends.child_out if stderr is None else stderr, _bg=True,
-                           _bg_exc=False, _new_session=True, _pass_fds=set(pass_fds),
-                           _preexec_fn=preexec, _encoding="latin-1")
-        except sh.CommandNotFound as exc:
-            raise LaunchError(errno.ENOENT, f"command not found: {exc}") from None
-        except sh.ForkException as exc:
-            if held.exc is not None:  # killed meanwhile: the child failed and is gone
-                raise held.exc from None
-            raise LaunchError(errno.EINVAL, f"cannot start {argv[0]}: {_last_line(exc)}") from None
-        return proc, held.exc
+    """Start the command with the unpatched ``os.close`` (see the module docstring)."""
+    original = monkey.get_original("os", "close")
+    # what to put back: gevent's close, even if a launch in another greenlet is between
+    # its swap and its restore (sh may yield in the parent while it starts its threads)
+    patched = gevent.os.close if monkey.is_object_patched("os", "close") else original
+    os.close = original
+    try:
+        command = sh.Command(argv[0])
+        # sh encodes arguments strictly with _encoding; as latin-1 text they come out as
+        # the exact bytes of the path, so non-UTF-8 names (surrogate-escaped) pass intact
+        args = [os.fsencode(arg).decode("latin-1") for arg in argv[1:]]
+        return command(*args, _cwd=cwd, _env=env, _in=ends.child_in, _out=ends.child_out,
+                       _err=ends.child_out if stderr is None else stderr, _bg=True, _bg_exc=False, _new_session=True,
+                       _pass_fds=set(pass_fds), _preexec_fn=preexec, _encoding="latin-1")
+    except sh.CommandNotFound as exc:
+        raise LaunchError(errno.ENOENT, f"command not found: {exc}") from None
+    except sh.ForkException as exc:
+        raise LaunchError(errno.EINVAL, f"cannot start {argv[0]}: {_last_line(exc)}") from None
+    finally:
+        os.close = patched
 
 
 def _in_child(limits, group, stdin, enter):

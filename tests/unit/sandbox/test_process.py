@@ -130,46 +130,6 @@ def test_other_greenlets_keep_running_while_waiting():
     assert len(ticks) >= 10
 
 
-def _slow_exec(seconds, pid_file=None):
-    """A pre-exec hook that keeps the child on its way to exec for ``seconds`` (the
-    original sleep: nothing of gevent runs in the forked child)."""
-    sleep = monkey.get_original("time", "sleep")
-
-    def enter():
-        if pid_file is not None:
-            with open(pid_file, "w") as fh:
-                fh.write(str(os.getpid()))
-        sleep(seconds)
-    return enter
-
-
-def test_the_hub_serves_while_a_child_is_on_its_way_to_exec():
-    ran = gevent.event.Event()
-    gevent.spawn_later(0.05, ran.set)
-    child = process.start(["/bin/true"], enter=_slow_exec(1.0))
-    try:
-        assert ran.is_set()  # the other greenlet ran during the launch, not after it
-        assert child.wait(10) == process.Exit(0, None)
-    finally:
-        child.kill()
-
-
-def test_a_cancel_during_the_launch_ends_the_child(tmp_path):
-    pid_file = str(tmp_path / "pid")
-    launched = []
-    worker = gevent.spawn(process.start, ["/bin/sleep", "424244.17"],
-                          enter=_slow_exec(0.5, pid_file), on_launch=launched.append)
-    assert wait_until(lambda: os.path.exists(pid_file) and os.path.getsize(pid_file), 10)
-    worker.kill(Cancelled, block=True, timeout=10)
-    assert worker.dead and isinstance(worker.value, Cancelled)
-    pid = int(open(pid_file).read())
-    assert not launched and process.live() == 0
-    with pytest.raises(ProcessLookupError):  # killed and reaped
-        os.kill(pid, 0)
-    assert not host_pids_with("424244.17")
-    assert os.close is not monkey.get_original("os", "close")  # gevent's again
-
-
 def test_pids_group_caps_forks():
     if not cgroup.RunGroup.supported():
         pytest.skip("no writable pids cgroup on this machine")
