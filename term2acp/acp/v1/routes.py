@@ -29,7 +29,8 @@ _SCHEMAS = {
 def routes(face, route):
     """The Routes of ``face`` (a V1Handlers): ``route(bound method, schema,
     inline=False, quick=False, mark=None, wrap=None)`` builds each as declared here (see
-    ``acp/connection.py``'s ``_route``)."""
+    ``acp/connection.py``'s ``_route``). Every route but an ``inline`` one (it runs in the
+    reader) first waits, in its own greenlet, until the session store is open."""
     s = _SCHEMAS
     return {
         m.SESSION_NEW: route(face.new_session, s[m.SESSION_NEW], wrap=face.creating),

@@ -27,7 +27,9 @@ _SCHEMAS = {
 def routes(face, route):
     """The v2 route table of ``face`` (a V2Handlers): ``route(bound method, schema,
     inline=False, quick=False, mark=None, wrap=None)`` builds each as declared here (see
-    ``acp/connection.py``'s ``_route``; v1's table is ``acp/v1/routes.py``)."""
+    ``acp/connection.py``'s ``_route``; v1's table is ``acp/v1/routes.py``). Every route
+    but an ``inline`` one (it runs in the reader) first waits, in its own greenlet, until
+    the session store is open."""
     s = _SCHEMAS
     return {
         m.SESSION_NEW: route(face.new_session, s[m.SESSION_NEW], wrap=face.creating),
