@@ -67,3 +67,21 @@ def test_a_prompt_waits_for_the_commands_update_of_its_session():
     glet.join(10)
     session.group.join(10)
     assert sent == ["available_commands_update", "state_update"]
+
+
+def test_a_commands_change_before_the_first_list_waits_for_it():
+    """An MCP server's commands changed (ev.CommandsChanged) before the start's first
+    commands update went out: nothing goes before it (the session/new answer comes first),
+    and the first list is sent once."""
+    sent, turns_ready = [], Event()
+    face = Face(turns_ready, sent)
+    session = Session()
+    face.started(session)
+    gevent.sleep(0)
+    face._commands_changed(session)  # the sink's handling of CommandsChanged
+    assert sent == []
+    turns_ready.set()
+    session.group.join(10)
+    assert sent == ["available_commands_update"]
+    face._commands_changed(session)  # the same commands: nothing new to tell
+    assert sent == ["available_commands_update"]
