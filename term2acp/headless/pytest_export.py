@@ -127,8 +127,11 @@ def recording(document, root):
     """What the replay must reproduce."""
     prompts = []
     for turn in render.turns(document):
-        calls = [{"name": p.get("name") or p.get("title"), "input": p.get("raw_input"),
-                  "status": p.get("status")} for kind, p in turn["events"] if kind == "tool"]
+        calls = render.in_call_order([
+            (p.get("call_id"), p.get("parent"), {"name": p.get("name") or p.get("title"),
+                                                 "input": p.get("raw_input"),
+                                                 "status": p.get("status")})
+            for kind, p in turn["events"] if kind == "tool"])
         questions = [{"title": q.get("title") or "Allow this tool call?",
                       "options": [o.get("kind") for o in q.get("options", [])],
                       "answer": (q.get("decision") or {}).get("kind")}

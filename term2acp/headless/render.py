@@ -49,6 +49,26 @@ def turns(document):
     return out
 
 
+def in_call_order(entries):
+    """The values of ``entries`` (``(call id, parent call id or None, value)``, in the order
+    the calls first appeared), each call followed by the calls of its sub-agent: the order
+    a recording and its replay agree on, whatever order children side by side ran in."""
+    below = {}
+    for call_id, parent, value in entries:
+        below.setdefault(parent, []).append((call_id, value))
+    known = {call_id for call_id, _parent, _value in entries}
+    out = []
+
+    def add(parent):
+        for call_id, value in below.pop(parent, ()):
+            out.append(value)
+            add(call_id)
+    add(None)
+    for parent in [p for p in below if p not in known]:  # a parent the turn did not show
+        add(parent)
+    return out
+
+
 def _turn(message_id, prompt):
     return {"id": message_id, "prompt": prompt, "events": [], "permissions": [],
             "replies": [], "answer": None, "stop": None}

@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 
+from term2acp.headless.render import in_call_order
 from term2acp.testing.harness import AgentProcess
 
 PLACEHOLDER = "<work>"
@@ -111,12 +112,14 @@ def _prompt(agent, sid, turn, work, timeout):
 
     _response, updates, end = agent.prompt(sid, turn["prompt"], timeout, on_request=answer)
     stop = end["params"]["update"].get("stopReason")
-    calls, messages = {}, {}
+    calls, parents, messages = {}, {}, {}
     for update in updates:
         kind = update.get("sessionUpdate")
         if kind == "tool_call_update":
             call = calls.setdefault(update["toolCallId"], {"name": None, "input": None,
                                                            "status": None})
+            parent = ((update.get("_meta") or {}).get("term2") or {}).get("parentToolCallId")
+            parents.setdefault(update["toolCallId"], parent)
             for key, field in (("name", "name"), ("input", "rawInput"), ("status", "status")):
                 if field in update:
                     call[key] = update[field]
@@ -126,7 +129,8 @@ def _prompt(agent, sid, turn, work, timeout):
             text = (update.get("content") or {}).get("text") or ""
             messages.setdefault(update.get("messageId"), []).append(text)
     answers = ["".join(parts) for parts in messages.values()]
-    return {"tool_calls": [_here(c, work) for c in calls.values()], "permissions": questions,
+    ordered = in_call_order([(i, parents.get(i), c) for i, c in calls.items()])
+    return {"tool_calls": [_here(c, work) for c in ordered], "permissions": questions,
             "answer": answers[-1] if answers else None, "stop": STOPS.get(stop, stop)}
 
 

@@ -257,7 +257,7 @@ def test_kill_9_of_the_agent_leaves_no_sandboxed_process(spawn_any, server, work
     sid = agent.new_session(workspace)
     agent.prompt_async(sid, "go")
     agent.wait_update("terminal_output_chunk", timeout=30)  # the foreground one's "started"
-    assert host_processes(background) and host_processes(foreground)
+    assert wait_for(lambda: host_processes(background) and host_processes(foreground), 10)
     os.kill(agent.proc.pid, signal.SIGKILL)
     agent.proc.wait(5)
     # the tokens are in the sandboxes' bwrap command lines too: those are gone as well
