@@ -18,8 +18,8 @@ from term2acp.tools.base import ToolError
 from term2acp.tools.edit import CreateFileTool, EditFileTool
 from term2acp.tools.files import ListDirectoryTool, ReadFileTool
 from term2acp.tools.search import GlobTool, GrepTool
-from tests.support.toolctx import tool_context
 from tests.support.clock import within
+from tests.support.toolctx import tool_context
 
 SECRET = "-----BEGIN OPENSSH PRIVATE KEY----- top secret"
 
@@ -189,8 +189,10 @@ def test_worst_case_program_on_a_long_line_keeps_hub_slices_short(ctx, root):
         watcher.kill()
     assert text == r"No matches for \w{1000}x\w{300}0 in .."
     gaps = [b - a for a, b in zip(stamps, stamps[1:])]
-    # timers (and I/O) ran throughout: no stall near the length of the whole search
-    assert len(stamps) > 2 and max(gaps) < (stamps[-1] - stamps[0]) / 2
+    # timers (and I/O) ran throughout: no stall near the length of the whole search (a
+    # short search may see one preemption of a loaded machine: the suite's slack for it)
+    whole = stamps[-1] - stamps[0]
+    assert len(stamps) > 2 and max(gaps) < max(whole / 2, within(0.25))
 
 
 def test_long_lines_are_searched_in_overlapping_windows(ctx, root):
