@@ -228,6 +228,53 @@ def name_glob(pattern):
     return name if name and "/" not in name and name != "**" else None
 
 
+_SPECIAL = frozenset("*?[]{}\\")
+
+
+def name_test(glob):
+    """A plain string test that says what RE2 says of a base name for the shapes most
+    name globs have (``Makefile``, ``*.rs``, ``test_*``, ``*cache*``, ``*.{ts,tsx}``), or
+    None for any other (``?``, classes, escapes, nested braces, odd characters)."""
+    while "**" in glob:  # a run of stars is one star
+        glob = glob.replace("**", "*")
+    head, brace, rest = glob.partition("{")
+    if brace:
+        body, close, tail = rest.partition("}")
+        if not close or "{" in body or "," not in body:
+            return None
+        choices = [head + choice + tail for choice in body.split(",")]
+    else:
+        choices = [glob]
+    shapes = set()
+    for choice in choices:
+        stars = (choice[:1] == "*", choice[-1:] == "*" and len(choice) > 1)
+        literal = choice[stars[0]:len(choice) - stars[1]]
+        if not literal or any(c in _SPECIAL for c in literal) or "\ufffd" in literal \
+                or not _encodes(literal):
+            return None
+        shapes.add((stars, literal))
+    kinds = {stars for stars, _ in shapes}
+    if len(kinds) != 1:
+        return None
+    literals = tuple(literal for _, literal in shapes)
+    kind = kinds.pop()
+    if kind == (True, False):
+        return lambda name: name.endswith(literals)
+    if kind == (False, True):
+        return lambda name: name.startswith(literals)
+    if kind == (False, False):
+        return frozenset(literals).__contains__
+    return lambda name: any(literal in name for literal in literals)
+
+
+def _encodes(text):
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: RE2 sees U+FFFD there
+        return False
+    return True
+
+
 # ---------------------------------------------------------------- .gitignore
 class IgnoreRules:
     """The rules of one ``.gitignore`` file, matched in one RE2 pass per set of rules.

@@ -26,7 +26,8 @@ from term2acp.tools.grepping import (MAX_GREP_BYTES, content_lines, line_numbers
                                      searchable)
 from term2acp.tools.paths import (FILE_FLAGS, display_path, located, open_checked, read_plan,
                                   readable_path)
-from term2acp.tools.patterns import PatternError, compile_grep, name_glob, path_matcher
+from term2acp.tools.patterns import (PatternError, compile_grep, name_glob, name_test,
+                                     path_matcher)
 from term2acp.tools import tree
 from term2acp.tools.tree import MAX_WALK, Pacer, TreeWalk, ignorer_for
 
@@ -94,7 +95,8 @@ class GlobTool(_SearchTool):
                             "directories (use path for the directory, pattern for names).")
         matches = _matcher(pattern)
         newest, cut_at = args["sort"] == "newest", len(top.rstrip("/")) + 1
-        named = name_glob(pattern) and _matcher(name_glob(pattern))  # asked before the rules
+        by_name = name_glob(pattern)  # asked before the rules: a string test where it can
+        named = by_name and (name_test(by_name) or _matcher(by_name))
         walk = TreeWalk(top, ignorer_for(ctx, top), args["no_ignore"], wanted=(
             (lambda name, path: named(name)) if named else lambda name, path: matches(path[cut_at:])))
         found, limit, total = [], args["max_results"], 0

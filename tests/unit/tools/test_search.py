@@ -324,3 +324,26 @@ def test_glob_answers_as_before_whatever_decides_first(ctx, root, outside):
         os.utime(os.path.join(root, name), (1_000_000 - age * 100, 1_000_000 - age * 100))
     answers = [glob(ctx, pattern, **raw) for pattern, raw in GLOB_CASES]
     assert answers == GLOB_ANSWERS
+
+
+NAMES = ["a.rs", "b.rs.bak", ".rs", "Makefile", "makefile", "test_x", "xtest_", "mycache.txt",
+         "cache", "a.ts", "a.tsx", "a.t", "x.py", "x.", "a", "x\udcff.rs", "\ufffd.rs", ".env",
+         "a*b", "x\nrs"]
+
+
+@pytest.mark.parametrize("glob", ["*.rs", "Makefile", "test_*", "*cache*", "*.{ts,tsx}",
+                                  "**.py", "*.", "{a,b}", ".*", "*.{rs,}", "{*.rs,*.py}"])
+def test_a_name_globs_string_test_says_what_re2_says(glob):
+    from term2acp.tools.patterns import name_test
+
+    test, matches = name_test(glob), path_matcher(glob)
+    assert test is not None
+    assert [bool(test(name)) for name in NAMES] == [matches(name) for name in NAMES]
+
+
+@pytest.mark.parametrize("glob", ["*", "x?y", "[ab]", "*\\*", "{a}", "*.{a,b*}", "a*b",
+                                  "*\udcff", "*\ufffd"])
+def test_other_name_globs_are_left_to_re2(glob):
+    from term2acp.tools.patterns import name_test
+
+    assert name_test(glob) is None
