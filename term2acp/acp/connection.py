@@ -94,10 +94,10 @@ class Connection:
     def initialize(self, params):
         version = m.PROTOCOL_V1 if params["protocol_version"] == 1 else m.PROTOCOL_VERSION
         self.version = version
-        self.initialized = True
         advertised = params["client_capabilities" if version == m.PROTOCOL_V1 else "capabilities"]
         capabilities = ClientCapabilities(advertised, version)
         self._build_face(capabilities)
+        self.initialized = True  # once the face exists (else the client may initialize again)
         methods = auth_methods(self.catalog, capabilities.terminal_auth, version)
         if version == m.PROTOCOL_V1:
             return self._v1_answer(methods)
