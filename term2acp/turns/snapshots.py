@@ -27,7 +27,6 @@ import logging
 import os
 import shutil
 
-import gevent.subprocess as subprocess
 
 from term2acp.core import private
 
@@ -106,25 +105,27 @@ class GitSnapshots:
         return env
 
     def _git(self, *args, stdin=None, bare=False):
+        from term2acp.sandbox import process  # with the sandbox, which prompts have loaded
+        from term2acp.sandbox.capture import capture
+
         try:
-            done = subprocess.run(
-                ("git", "-c", "core.autocrlf=false", "-c", "core.safecrlf=false",
+            exit, out, err = capture(
+                ["git", "-c", "core.autocrlf=false", "-c", "core.safecrlf=false",
                  "-c", "core.fsmonitor=false", "-c", "core.untrackedCache=false",
                  "-c", "gc.auto=0", "-c", "core.quotePath=false",
                  *(("-c", f"core.excludesFile={self.exclude}") if self.exclude else ()),
-                 *args),
-                input=stdin, cwd=self.private if bare else self.root, env=self._env(bare),
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, timeout=TIMEOUT, check=False,
-                **({} if stdin is not None else {"stdin": subprocess.DEVNULL}))
-        except subprocess.TimeoutExpired:
+                 *args],
+                cwd=self.private if bare else self.root, env=self._env(bare), data=stdin,
+                timeout=TIMEOUT)
+        except process.ProcessTimeout:
             raise SnapshotError(f"git took longer than {TIMEOUT:g}s") from None
-        except OSError as exc:
+        except OSError as exc:  # process.LaunchError too
             raise SnapshotError(f"git could not run: {exc.strerror}") from None
-        if done.returncode != 0:
-            why = done.stderr.decode("utf-8", "replace").strip().splitlines()
-            raise SnapshotError(f"git {args[0]} failed: {why[-1] if why else done.returncode}")
-        return done.stdout
+        if exit != process.Exit(0, None):
+            why = err.decode("utf-8", "replace").strip().splitlines()
+            raise SnapshotError(f"git {args[0]} failed: "
+                                f"{why[-1] if why else exit.exit_code or exit.signal}")
+        return out
 
     def _prepare(self):
         if self._ready:

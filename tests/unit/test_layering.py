@@ -435,7 +435,6 @@ PROCESS_CALLS = {"Popen", "fork", "forkpty", "fork_and_watch", "posix_spawn", "p
                  "popen", "create_subprocess_exec", "create_subprocess_shell"}
 PROCESSES_LEFT = {"mcp/stdio.py": "MCP stdio servers (gevent.subprocess)",
                   "mcp/keeper.py": "the MCP servers' keeper (gevent.subprocess)",
-                  "turns/snapshots.py": "git for the command snapshots (gevent.subprocess)",
                   "interpreter.py": "re-executes the launcher itself (os.execv, no child)"}
 
 

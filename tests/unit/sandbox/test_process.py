@@ -223,3 +223,14 @@ def test_a_running_sandbox_ends_when_the_agents_lifeline_does(monkeypatch):
         os.close(read)
     finally:
         tree.cleanup()
+
+
+def test_capture_keeps_stdout_and_stderr_apart_and_feeds_stdin():
+    from term2acp.sandbox.capture import capture
+
+    data = b"x" * 300_000  # more than a pipe holds: written while the output is read
+    exit, out, err = capture(["/bin/sh", "-c", "cat; echo err >&2; exit 2"], data=data,
+                             timeout=20)
+    assert exit == process.Exit(2, None) and out == data and err == b"err\n"
+    with pytest.raises(process.ProcessTimeout):
+        capture(["/bin/sh", "-c", "sleep 30"], timeout=0.2)
