@@ -1,7 +1,7 @@
 """The face's routes (acp/connection.py): each face's table serves exactly the methods
-acp/methods.py names for it, and one read before the face is built never holds up the
-reader (the lookup runs in the reader; the wait for the session store happens in the request's
-own greenlet)."""
+acp/methods.py names for it, and one read before the session store is open never holds up
+the reader (the lookup runs in the reader; the wait for the session store happens in the
+request's own greenlet)."""
 
 import gevent
 import pytest
