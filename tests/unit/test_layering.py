@@ -433,8 +433,11 @@ PROCESS_MODULES = {"subprocess", "gevent.subprocess", "sh", "pty", "multiprocess
 PROCESS_CALLS = {"Popen", "fork", "forkpty", "fork_and_watch", "posix_spawn", "posix_spawnp",
                  "spawnv", "spawnve", "spawnvp", "spawnvpe", "spawnl", "spawnlp", "system",
                  "popen", "create_subprocess_exec", "create_subprocess_shell"}
-PROCESSES_LEFT = {"mcp/stdio.py": "MCP stdio servers (gevent.subprocess)",
-                  "mcp/keeper.py": "the MCP servers' keeper (gevent.subprocess)",
+PROCESSES_LEFT = {"mcp/stdio.py": "MCP stdio servers (gevent.subprocess): they start at "
+                                  "session/new, before the preload has loaded the sandbox "
+                                  "package (sh) off the hub",
+                  "mcp/keeper.py": "the MCP servers' keeper, which must outlive a killed "
+                                   "agent (process.start arms a parent-death signal)",
                   "interpreter.py": "re-executes the launcher itself (os.execv, no child)"}
 
 
