@@ -71,6 +71,19 @@ def note_root(root):
             _roots.add(root)
 
 
+def noted_roots():
+    """The session roots noted so far. The in-process test kit (``testing/inprocess.py``)
+    serves agents one after another in one process; each is a process of its own as far
+    as its roots go: :func:`keep_only` puts back what was noted before it."""
+    with _lock:
+        return frozenset(_roots)
+
+
+def keep_only(roots):
+    with _lock:
+        _roots.intersection_update(roots)
+
+
 def check(program, roots=()):
     """Raise :class:`Unsafe` when ``program`` (or what it links to) is inside a session root
     (any noted one or ``roots``): the model could have written it."""

@@ -114,6 +114,9 @@ class ServedAgent:
 
     # ------------------------------------------------------------ the server's side
     def _main(self):
+        from term2acp.core import executables
+
+        noted = executables.noted_roots()  # its sessions' roots are its own (executables.py)
         try:
             code = self._serve()
         except BaseException as exc:  # noqa: BLE001 - as the interpreter: traceback, status 1
@@ -134,6 +137,7 @@ class ServedAgent:
                 handler.close()
             _live.remove(self)
             _apply_levels()
+            executables.keep_only(noted)
         self.returncode = code
         self._stderr.close()
         self._done.set()
