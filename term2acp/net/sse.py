@@ -19,7 +19,7 @@ and ``session/cancel`` is never read. ``paced`` gives the hub a turn whenever
 
 import time
 
-from term2acp.core.pacing import breathe
+from term2acp.core.pacing import breathe, overdue
 from term2acp.net.errors import EventTooLarge
 
 YIELD_EVERY = 0.002  # seconds a stream loop may run without letting other greenlets in
@@ -104,7 +104,8 @@ def events(response, read_size=65536, limit=MAX_EVENT_BYTES):
 
 
 class Pacer:
-    """Call it often; it lets other greenlets run once ``YIELD_EVERY`` has passed."""
+    """Call it often; it lets other greenlets run once the hub has run ``YIELD_EVERY``
+    without polling for I/O."""
 
     __slots__ = ("last",)
 
@@ -112,6 +113,6 @@ class Pacer:
         self.last = time.monotonic()
 
     def __call__(self):
-        if time.monotonic() - self.last >= YIELD_EVERY:
+        if overdue(YIELD_EVERY):  # since the hub last polled, whoever ran (core/pacing.py)
             breathe()  # not sleep(0): stdin must be polled too (core/pacing.py)
             self.last = time.monotonic()

@@ -49,7 +49,7 @@ from itertools import repeat
 import gevent
 from gevent.event import Event
 
-from term2acp.core.pacing import breathe
+from term2acp.core.pacing import breathe, overdue
 from term2acp.providers.errors import ContextOverflow
 from term2acp.providers.base import (
     Provider,
@@ -161,8 +161,8 @@ class ScriptedProvider(Provider):
                 text = str(value.get("text", ""))
                 for n in range(int(value.get("count", 1))):
                     yield TextDelta(text)
-                    if n % 64 == 63:
-                        breathe()  # like a network stream: the writer flushes, stdin is read
+                    if overdue():  # like a network stream: the writer flushes, stdin is read
+                        breathe()
             elif key == "tool_call":
                 called = True
                 yield _tool_call(value, index, n)

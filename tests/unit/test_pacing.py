@@ -49,3 +49,22 @@ def test_breathe_lets_a_reader_in_while_greenlets_take_turns():
 def test_sleep_zero_is_what_starved_it():
     # the behaviour breathe() works around (gevent's, pinned so a change is noticed)
     assert _turn_taking(lambda: gevent.sleep(0)) > 10
+
+
+def test_overdue_counts_the_work_since_the_hub_last_polled_whoever_did_it():
+    import time
+
+    from term2acp.core.pacing import overdue
+
+    def spin(seconds):
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            pass
+
+    breathe()
+    assert not overdue(0.05)
+    other = gevent.spawn(spin, 0.06)  # another greenlet's work, in the same loop pass
+    gevent.sleep(0)
+    assert other.dead and overdue(0.05)  # this greenlet did nothing, the hub did not poll
+    breathe()
+    assert not overdue(0.05)
