@@ -17,15 +17,18 @@ from gevent.hub import get_hub
 
 CHUNK = 64 * 1024  # largest chunk handed to on_output
 COALESCE = 0.05  # seconds a small chunk may wait for more output
+NO_PIDFD = -1  # the command's exit cannot be watched here: read to end of file
 
 
 def pump(fd, on_output, exited):
     """Read ``fd`` until end of file or, once the command has exited (``exited``, its
-    pidfd, is readable; None: it has exited), until nothing more is there; deliver it to
-    ``on_output``, in chunks of at most CHUNK bytes, small reads coalesced."""
+    pidfd, is readable; None: it has exited; NO_PIDFD: not known here), until nothing
+    more is there; deliver it to ``on_output``, in chunks of at most CHUNK bytes, small
+    reads coalesced."""
     wake = Event()  # the output is readable, or the command has exited
     loop = get_hub().loop
-    watchers = [loop.io(fd, 1)] + ([loop.io(exited, 1)] if exited is not None else [])
+    watched = exited is not None and exited != NO_PIDFD
+    watchers = [loop.io(fd, 1)] + ([loop.io(exited, 1)] if watched else [])
     for watcher in watchers:
         watcher.start(wake.set)
     done = exited is None
@@ -37,7 +40,7 @@ def pump(fd, on_output, exited):
             if data is None:  # nothing there now
                 if done:
                     break  # the command has exited and its output is read
-                if _readable(exited):  # read once more: what it wrote before it ended
+                if watched and _readable(exited):  # read once more: what it wrote before
                     done = True
                     continue
                 wait = None if flush_at is None else max(0.0, flush_at - time.monotonic())

@@ -51,7 +51,7 @@ from gevent.event import Event
 from gevent.socket import wait_write
 
 from term2acp.sandbox import freezer
-from term2acp.sandbox.output import CHUNK, pump  # noqa: F401 - process.CHUNK, as before
+from term2acp.sandbox.output import CHUNK, NO_PIDFD, pump  # noqa: F401 - process.CHUNK
 
 log = logging.getLogger(__name__)
 logging.getLogger("sh").setLevel(logging.WARNING)  # sh logs every launch at INFO
@@ -221,13 +221,15 @@ class Process:
             exited = os.pidfd_open(self.pid)  # readable once it has exited
         except ProcessLookupError:  # exited and reaped already
             exited = None
+        except OSError:  # no pidfds here (Linux < 5.3): its output is read to end of file
+            exited = NO_PIDFD
         try:
             pump(self._ends.output, self._on_output, exited)
         except Exception as exc:  # noqa: BLE001 - a failed consumer must not leave a zombie
             self.error = exc
             _killpg(self.pid)
         finally:
-            if exited is not None:
+            if exited is not None and exited != NO_PIDFD:
                 os.close(exited)
         code = _reap(self._proc)
         _killpg(self.pid)  # what it left in its group ends with it (the one kill policy)

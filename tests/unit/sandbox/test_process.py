@@ -234,3 +234,18 @@ def test_capture_keeps_stdout_and_stderr_apart_and_feeds_stdin():
     assert exit == process.Exit(2, None) and out == data and err == b"err\n"
     with pytest.raises(process.ProcessTimeout):
         capture(["/bin/sh", "-c", "sleep 30"], timeout=0.2)
+
+
+def test_without_pidfds_the_output_is_read_to_its_end(monkeypatch):
+    """A kernel without pidfds (Linux < 5.3): the exit is not watched apart, the output is
+    read to end of file as before, all of it."""
+    import errno
+
+    def no_pidfd(pid):
+        raise OSError(errno.ENOSYS, "pidfd_open")
+    monkeypatch.setattr(os, "pidfd_open", no_pidfd)
+    out = bytearray()
+    result = process.run(["/bin/sh", "-c", "head -c 300000 /dev/zero; echo end"],
+                         on_output=out.extend, timeout=20)
+    assert result == process.Exit(0, None)
+    assert len(out) == 300_004 and out.endswith(b"end\n")
