@@ -24,6 +24,7 @@ from term2acp.core import events as ev
 from term2acp.core.cancel import TurnAborted
 from term2acp.core.ids import new_id
 from term2acp.core.nesting import MAX_ARGUMENT_CHARS
+from term2acp.core.pacing import breathe, overdue
 from term2acp.core.text import scrub_text
 from term2acp.providers import base as pb
 from term2acp.providers import prices
@@ -195,6 +196,8 @@ class Turn:
         return gate is not None and gate.elicits(mode)
 
     def _model_round(self):
+        if overdue():  # many turns starting at once take turns with the hub's I/O
+            breathe()
         session = self.session
         mode = session.mode
         system = self.system
