@@ -17,6 +17,13 @@ NO_ROUTE = (404, 405, 501)
 _LEARNED = {}  # base URL -> {"api": "responses" | "chat", "cache_key": bool}
 
 
+def forget():
+    """Forget every server's answers: for the in-process test kit (``testing/inprocess.py``),
+    where each agent served is a process of its own and a loopback port a test's fake
+    server had may be another's later."""
+    _LEARNED.clear()
+
+
 class Server:
     """One server's answers as far as this process knows them (``learned``), and the
     provider section's settings (``api``, ``cache_key``: None when left to asking)."""

@@ -115,8 +115,10 @@ class ServedAgent:
     # ------------------------------------------------------------ the server's side
     def _main(self):
         from term2acp.core import executables
+        from term2acp.providers import compat
 
         noted = executables.noted_roots()  # its sessions' roots are its own (executables.py)
+        compat.forget()  # what servers answered is a process's own (compat.py)
         try:
             code = self._serve()
         except BaseException as exc:  # noqa: BLE001 - as the interpreter: traceback, status 1
