@@ -5,6 +5,8 @@ time, small reads coalesced for ``COALESCE`` seconds, and handed on in chunks of
 ``CHUNK`` bytes. Reading ends at end of file, or once the command itself has exited and
 what it wrote is read: a process it left behind that holds the pipe open (``server &``
 in a command run outside the sandbox) must not keep its exit unnoticed until a deadline.
+A pipe that is never empty (a command writing without pause) does not hold the hub: the
+reading breathes whenever the hub is overdue (``core/pacing.py``).
 """
 
 import errno
@@ -14,6 +16,8 @@ import time
 
 from gevent.event import Event
 from gevent.hub import get_hub
+
+from term2acp.core.pacing import breathe, overdue
 
 CHUNK = 64 * 1024  # largest chunk handed to on_output
 COALESCE = 0.05  # seconds a small chunk may wait for more output
@@ -60,6 +64,8 @@ def pump(fd, on_output, exited):
                 del pending[:CHUNK]
             if not pending:
                 flush_at = None
+            if overdue():  # a command that never stops writing: the hub still gets its turns
+                breathe()
     finally:
         for watcher in watchers:
             watcher.stop()
