@@ -85,9 +85,8 @@ def wait_until(predicate, timeout=5.0, interval=0.01):
         gevent.sleep(interval)
 
 
-def host_pids_with(token):
-    """Host pids running ``sleep <token>`` (zombies excluded), wherever they came from."""
-    found = []
+def _live_processes():
+    """``(pid, command line)`` of every host process that is not a zombie."""
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -96,8 +95,18 @@ def host_pids_with(token):
                 cmdline = fh.read()
             with open(f"/proc/{entry}/stat", "rb") as fh:
                 state = fh.read().rsplit(b")", 1)[1].split()[0]
-        except OSError:
+        except (OSError, IndexError):
             continue
-        if cmdline.split(b"\0")[:2] == [b"sleep", token.encode()] and state != b"Z":
-            found.append(int(entry))
-    return found
+        if state != b"Z":
+            yield int(entry), cmdline
+
+
+def host_pids_with(token):
+    """Host pids running ``sleep <token>`` (zombies excluded), wherever they came from."""
+    return [pid for pid, cmdline in _live_processes()
+            if cmdline.split(b"\0")[:2] == [b"sleep", token.encode()]]
+
+
+def naming(token):
+    """Host pids (zombies excluded) whose command line contains ``token``."""
+    return [pid for pid, cmdline in _live_processes() if token.encode() in cmdline]

@@ -11,7 +11,8 @@ from term2acp.core.events import TerminalExited, TerminalOutput, TerminalStarted
 from term2acp.sandbox import bwrap, cgroup, process
 from term2acp.tools.base import ToolError
 from term2acp.tools.shell import Capture, ShellTool
-from tests.unit.sandbox.support import HostTree, host_pids_with, marker, needs_sandbox, wait_until
+from tests.unit.sandbox.support import (HostTree, host_pids_with, marker, naming, needs_sandbox,
+                                        wait_until)
 from tests.support.clock import within
 
 sandboxed = needs_sandbox()
@@ -154,22 +155,6 @@ def test_output_streams_before_exit_and_cancel_kills_grandchildren(tree):
 
 
 @sandboxed
-def naming(token):
-    """Host pids (zombies excluded) whose command line contains ``token``."""
-    found = []
-    for entry in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as fh:
-                cmdline = fh.read()
-            with open(f"/proc/{entry}/stat", "rb") as fh:
-                state = fh.read().rsplit(b")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if entry.isdigit() and token.encode() in cmdline and state != b"Z":
-            found.append(int(entry))
-    return found
-
-
 def test_fork_bomb_is_contained_while_others_run(tree):
     if not cgroup.RunGroup.supported():
         pytest.skip("no pids cgroup: a fork bomb would exhaust the host's pid table")
