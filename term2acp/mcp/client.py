@@ -55,7 +55,7 @@ def make_transport(config, cwd, spawn, credentials=None):
 
 class McpClient:
     def __init__(self, config, cwd, spawn, handshake_timeout=HANDSHAKE_TIMEOUT,
-                 on_change=None, credentials=None, on_request=None):
+                 on_change=None, credentials=None, on_request=None, on_prompts=None):
         self.config = config
         self.name = config.name
         self.credentials = credentials  # oauth.Credentials: an HTTP server we may sign in to
@@ -69,7 +69,7 @@ class McpClient:
         self.prompts = []  # MCP prompt definitions (dicts)
         self.calls = []  # the contexts of the tool calls running on this server
         self.has_resources = False  # it lists a resource or a template (resources.py)
-        self.on_prompts = lambda client: None  # the prompt list changed
+        self.on_prompts = on_prompts or (lambda client: None)  # the prompt list changed
         self.handshake_timeout = handshake_timeout
         self.on_change = on_change or (lambda client: None)
         self.state = CONNECTING
@@ -196,6 +196,10 @@ class McpClient:
         else:
             log.warning("mcp %s: tools/list stopped after %d pages", self.name, MAX_PAGES)
         return tools
+
+    def mark_stale(self):
+        """List the tools again before they are next used (``refresh``)."""
+        self.stale = True
 
     def refresh(self):
         """Re-list after tools/list_changed; on failure keep the old list."""

@@ -47,22 +47,26 @@ CLOSE_TIMEOUT = 5.0
 
 
 class McpHub:
+    """Built whole: ``on_commands`` (``()``: the session's slash commands changed, called in
+    the hub's group) and ``gate`` (``()`` -> the running prompt's approval gate, for
+    elicitation, or None) are the session's, given here (``mcp/session.py``)."""
+
     def __init__(self, configs, root, call_timeout=CALL_TIMEOUT,
-                 handshake_timeout=HANDSHAKE_TIMEOUT, data_dir=None):
+                 handshake_timeout=HANDSHAKE_TIMEOUT, data_dir=None, on_commands=None,
+                 gate=None):
         self.root = root
         self.call_timeout = call_timeout
         self.group = Group()
         self.data_dir = data_dir
+        self._on_commands = on_commands
+        self._gate = gate
         self.clients = [McpClient(c, root, self.group.spawn, handshake_timeout, self._changed,
-                                  _credentials(c, data_dir), self._server_request)
+                                  _credentials(c, data_dir), self._server_request,
+                                  self._prompts_changed)
                         for c in configs]
         self.accounts = Accounts(self)
-        self.on_commands = lambda: None  # the session's slash commands changed
-        self.gate = None  # () -> the running prompt's gate (elicitation), set by the session
         self._signins = []  # (server name, words, url) started by a 401, not yet shown
         self._commands = None  # cached commands()
-        for client in self.clients:
-            client.on_prompts = self._prompts_changed
         self._short = dict(zip((id(c) for c in self.clients),
                                server_names([c.name for c in configs])))
         self._connecting = []
@@ -77,7 +81,7 @@ class McpHub:
         self.closed = False
         self._relisted = set()  # unknown tool names that made the servers list again
         self.enabled = []  # tool names the model enabled with mcp_tools, most recent last
-        self.told_left_out = None  # the notice about tools left out the user last heard
+        self._told_left_out = None  # the notice about tools left out the user last heard
 
     def __bool__(self):
         return bool(self.clients)
@@ -111,7 +115,7 @@ class McpHub:
     def present(self, name, text, url):
         """The sign-in URL for the user: through the editor's URL elicitation where it takes
         one (not waited for), else ``text`` (an agent message)."""
-        gate = self.gate() if self.gate is not None else None
+        gate = self._gate() if self._gate is not None else None
         if url is None or gate is None or not gate.elicits(elicitation.URL):
             return text
         question = elicitation.Elicitation(
@@ -138,8 +142,8 @@ class McpHub:
 
     def _prompts_changed(self, _client):
         self._commands = None
-        if not self.closed:
-            self.on_commands()
+        if not self.closed and self._on_commands is not None:
+            self.group.spawn(self._on_commands)
 
     def commands(self):
         """The slash commands the servers bring (``prompts.py``): sign-in, then prompts."""
@@ -224,7 +228,7 @@ class McpHub:
         self._relisted.add(name)
         for client in self.clients:
             if client.alive:
-                client.stale = True
+                client.mark_stale()
         self.tools()
         return True
 
@@ -235,6 +239,14 @@ class McpHub:
         del self.enabled[:-limit]
 
     # ------------------------------------------------------------ notices
+    def left_out_news(self, notice):
+        """``notice`` (of the tools left out of the offer, or None) when the user has not
+        heard it yet (it changed), else None."""
+        if notice == self._told_left_out:
+            return None
+        self._told_left_out = notice
+        return notice
+
     def notices(self):
         """One-time messages for the user: sign-ins to do (shown through the editor where
         it can), servers that failed to start or stopped."""

@@ -36,9 +36,9 @@ def connect(session, configs, call_timeout=CALL_TIMEOUT, data_dir=None):
 def _start(session, call_timeout=CALL_TIMEOUT):
     if session.mcp_servers:
         hub = McpHub(session.mcp_servers, session.root, call_timeout=call_timeout,
-                     data_dir=session.mcp_data_dir)
-        hub.on_commands = lambda: hub.group.spawn(_commands_changed, session)
-        hub.gate = lambda: session.lifecycle.gate
+                     data_dir=session.mcp_data_dir,
+                     on_commands=lambda: _commands_changed(session),
+                     gate=lambda: session.lifecycle.gate)
         session.mcp = hub.start()
         log.info("session %s: connecting MCP servers %s", session.id,
                  ", ".join(c.name for c in session.mcp_servers))
@@ -67,11 +67,9 @@ def turn_tools(session, builtin, new_id, ready_timeout=READY_TIMEOUT, call_timeo
     settings = settings or McpSettings()
     tools = hub.merged(builtin, settings.tools, settings.max_tools or MAX_TOOLS)
     notices = hub.notices()
-    left_out = tools.offer().notice()
-    if left_out != hub.told_left_out:
-        hub.told_left_out = left_out
-        if left_out:
-            notices.append(left_out)
+    left_out = hub.left_out_news(tools.offer().notice())
+    if left_out:
+        notices.append(left_out)
     if notices:
         session.emit(ev.TextChunk(new_id("msg"), "\n".join(f"Note: {n}" for n in notices) + "\n\n"))
     return tools

@@ -389,7 +389,7 @@ def test_layering_no_sys_modules_lookup():
 
 # The composition root and the objects it builds: each is built whole by its constructor
 BUILT_WHOLE = ("server.py", "acp/connection.py", "acp/capabilities.py", "rpc/endpoint.py",
-               "rpc/peer.py")
+               "rpc/peer.py", "mcp/hub.py")
 
 
 def test_layering_objects_are_built_whole_not_finished_after():
