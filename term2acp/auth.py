@@ -94,14 +94,7 @@ def keys_locked(path):
 def apply_stored_keys(settings):
     """Put stored keys into ``settings.env`` where the real environment has none; forget
     ones applied earlier that are no longer stored (after a logout)."""
-    for var in settings.stored_keys:
-        settings.env.pop(var, None)
-    stored = load_keys(credentials_path(settings))
-    settings.stored_keys = set()
-    for var, key in stored.items():
-        if not settings.env.get(var):
-            settings.env[var] = key
-            settings.stored_keys.add(var)
+    settings.use_stored_keys(load_keys(credentials_path(settings)))
 
 
 def forget_keys(settings):
@@ -170,7 +163,7 @@ def reload(settings, catalog):
     except Exception:  # noqa: BLE001 - a broken file keeps the providers loaded at start
         return
     if providers is not None:
-        settings.providers = providers
+        settings.use_providers(providers)
         catalog.custom.update(providers)
 
 

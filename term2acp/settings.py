@@ -36,6 +36,11 @@ def config_path(env=os.environ):
 
 
 class ShellSettings:
+    """``[shell]``: the shell tool's bounds."""
+
+    __slots__ = ("timeout", "max_timeout", "network", "output_cap", "max_processes",
+                 "process_output_kb")
+
     def __init__(self):
         self.timeout = 120.0
         self.max_timeout = 600.0
@@ -48,6 +53,8 @@ class ShellSettings:
 class McpSettings:
     """``[mcp]``: limits on the MCP servers the editor sends (``term2acp/mcp/``)."""
 
+    __slots__ = ("call_timeout", "max_tools", "tools")
+
     def __init__(self):
         self.call_timeout = 120.0  # seconds per tools/call; then a failed call, the turn goes on
         self.max_tools = 128  # tools one model request offers, built-ins included (mcp/offer.py)
@@ -57,6 +64,8 @@ class McpSettings:
 class WebSearchSettings:
     """``[web_search]``: the provider's own web search (``turns/websearch.py``)."""
 
+    __slots__ = ("enabled", "max_uses", "__weakref__")  # turns/websearch.py's _told
+
     def __init__(self):
         self.enabled = False  # offered to models whose provider searches server-side
         self.max_uses = 5  # searches per model request, where the provider takes a bound
@@ -65,12 +74,16 @@ class WebSearchSettings:
 class AgentsSettings:
     """``[agents]``: sub-agents, the ``agent`` tool's child sessions (``turns/agents/``)."""
 
+    __slots__ = ("max_parallel",)
+
     def __init__(self):
         self.max_parallel = 4  # children of one turn running at once
 
 
 class ToolsSettings:
     """``[tools]``: bounds of the file tools."""
+
+    __slots__ = ("edit_max_mb",)
 
     def __init__(self):
         self.edit_max_mb = 64.0  # largest file edit_file and apply_patch change (tools/edit.py)
@@ -81,6 +94,8 @@ class SandboxSettings:
     (see ``term2acp/sandbox/view.py`` and the README's "Shell sandbox" section)."""
 
     TOOLCHAINS = (".pyenv", ".cargo", ".rustup", ".nvm", ".local", ".gitconfig")
+
+    __slots__ = ("toolchains", "read_paths", "memory_mb", "tmpfs_mb")
 
     def __init__(self):
         self.toolchains = list(self.TOOLCHAINS)  # relative to $HOME, read-only
@@ -93,6 +108,9 @@ class LspSettings:
     """``[lsp]``: language servers for diagnostics after writes and the code tool
     (``term2acp/lsp/``)."""
 
+    __slots__ = ("enabled", "disabled", "warnings", "diagnostics_timeout", "request_timeout",
+                 "servers")
+
     def __init__(self):
         self.enabled = True  # false: no language server at all
         self.disabled = []  # built-in servers turned off, by name
@@ -103,8 +121,18 @@ class LspSettings:
 
 
 class Settings:
-    """Plain attributes (no dataclass: this is on the start-up path), every one made here:
-    nothing reads the settings with a default, so a misspelt name fails."""
+    """Plain attributes (no dataclass: this is on the start-up path), every one declared
+    (``__slots__``, as each section's) and made here: a misspelt name fails, read or set.
+    Built whole by :meth:`load` (and ``cli.load``, which resolves the provider and model);
+    after that only its own methods change it (a sign-in's keys and providers)."""
+
+    __slots__ = ("provider", "model", "effort", "mode", "data_dir", "config_path",
+                 "max_line_bytes", "max_turn_requests", "max_parallel_tools", "context_window",
+                 "images", "approval_timeout", "wait_notice", "shutdown_timeout",
+                 "max_live_sessions", "idle_session_timeout", "store_busy_timeout",
+                 "checkpoint_max_mb", "model_titles", "script", "shell", "sandbox", "mcp",
+                 "web_search", "lsp", "agents", "tools", "providers", "prices", "hooks", "env",
+                 "stored_keys", "report_runs", "max_cost")
 
     def __init__(self, data_dir="", config_path="", env=None):
         self.provider = None
@@ -159,6 +187,20 @@ class Settings:
         if settings.effort not in EFFORTS:
             raise SettingsError(f"effort must be one of: {', '.join(EFFORTS)}")
         return settings
+
+    def use_stored_keys(self, stored):
+        """The keys ``term2-acp --login`` stored (``auth.py``: name -> key) go into ``env``
+        where the environment has none; those used before and no longer stored go (a
+        logout)."""
+        for var in self.stored_keys:
+            self.env.pop(var, None)
+        self.stored_keys = {var for var in stored if not self.env.get(var)}
+        for var in self.stored_keys:
+            self.env[var] = stored[var]
+
+    def use_providers(self, providers):
+        """The config file's ``[providers.*]``, read again at a sign-in (``auth.reload``)."""
+        self.providers = providers
 
     def _apply_file(self, path):
         if not os.path.exists(path):  # the schema is built only for a file to check

@@ -107,7 +107,9 @@ def main(argv, load):
         sys.stderr.write(f"term2acp exec: {exc}\n")
         return USAGE
     flags = {"provider": opts["--provider"], "model": opts["--model"],
-             "effort": opts["--effort"]}
+             "effort": opts["--effort"], "max_turn_requests": opts["--max-turns"],
+             "max_cost": opts["--max-cost"],
+             "report_runs": True}  # the idle update says the turn's requests and cost
     try:
         settings, catalog = load(flags)
     except Exception as exc:  # noqa: BLE001 - cli.StartError: the message says what to fix
@@ -126,17 +128,13 @@ def main(argv, load):
 
 
 def limits(settings, opts):
-    """Apply --max-turns and --max-cost; the problem with them, or None."""
-    settings.report_runs = True  # the idle update says the turn's requests and cost
-    if opts["--max-turns"] is not None:
-        settings.max_turn_requests = opts["--max-turns"]
+    """The problem with --max-cost (loaded as ``max_cost``), or None."""
     if opts["--max-cost"] is not None:
         from term2acp.providers.prices import price_of
 
         if settings.provider != "scripted" and price_of(settings.model, settings.prices) is None:
             return (f"--max-cost: the model {settings.model} has no price (give it one in the "
                     "config file's [prices] table)")
-        settings.max_cost = opts["--max-cost"]
     return None
 
 

@@ -365,6 +365,46 @@ def test_layering_no_session_or_settings_read_with_a_default():
     assert not found, found
 
 
+# Who builds the settings: settings.py (Settings.load, and its own methods after) and
+# cli.load (the provider and model it resolves with the catalog).
+SETTINGS_LOADERS = ("settings.py", "cli.py")
+
+
+def test_layering_settings_are_declared_and_set_only_by_their_loader():
+    """``Settings`` and each section declare their attributes (``__slots__``: setting a
+    misspelt name fails at run time) and make every one in their constructor; no module
+    but the loader sets one (``settings.x = ...``, ``settings.shell.x = ...``, setattr)."""
+    import ast
+    import inspect
+
+    from term2acp import settings as module
+
+    for name, cls in vars(module).items():
+        if inspect.isclass(cls) and name.endswith("Settings"):
+            made = {node.attr for node in ast.walk(ast.parse(inspect.getsource(cls.__init__)
+                                                             .strip().replace("\n    ", "\n")))
+                    if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store)
+                    and getattr(node.value, "id", "") == "self"}
+            assert "__dict__" not in dir(cls), name
+            assert set(cls.__slots__) - {"__weakref__"} == made, name
+    names = ("settings", "_settings")
+    found = []
+    for rel, text in _sources():
+        if rel in SETTINGS_LOADERS:
+            continue
+        for node in ast.walk(ast.parse(text)):
+            target = None
+            if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+                target = node.value
+            elif isinstance(node, ast.Call) and getattr(node.func, "id", "") == "setattr":
+                target = node.args[0]
+            while isinstance(target, ast.Attribute) and not _a_session(target, names):
+                target = target.value  # settings.shell.network = ...
+            if target is not None and _a_session(target, names):
+                found.append(f"{rel}:{node.lineno} {ast.unparse(node)[:60]}")
+    assert not found, found
+
+
 # sys.modules lookups still to go (none: the session's shell and language servers are
 # owned by the session, issue 35 item 3).
 SYS_MODULES_LEFT = set()
