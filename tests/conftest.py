@@ -2,6 +2,7 @@
 
 import os
 import sys
+import threading
 import time
 import weakref
 
@@ -101,8 +102,9 @@ def _no_leaked_greenlets():
     _SPAWNED.clear()
     yield
     gevent.sleep(0)
+    kept = _keeper_greenlets()
     leaked = [g for g in list(_SPAWNED)
-              if not g.dead and not getattr(g, "_t2_allowed", False)]
+              if not g.dead and not getattr(g, "_t2_allowed", False) and id(g) not in kept]
     _SPAWNED.clear()
     for g in leaked:
         g.kill(block=False)
@@ -129,15 +131,45 @@ def _fds():
     return found
 
 
-def _singletons():
-    """Descriptors the agent keeps for the life of its process, made on first use: the
-    MCP keeper's pipe (one keeper per process, mcp/keeper.py) and the sandbox's lifeline
-    (both ends, sandbox/bwrap.py)."""
+def _keeper():
+    """The MCP keeper's process (one per process, made on first use: mcp/keeper.py)."""
     from term2acp.mcp import keeper
-    from term2acp.sandbox import bwrap
 
     made = keeper._keeper
-    fds = ([made[2]] if made else []) + [fd for ends in bwrap._lifeline for fd in ends[:2]]
+    return made[1] if made and made[0] == os.getpid() and made[1].running else None
+
+
+def _keeper_greenlets():
+    """The ids of the greenlets that watch the MCP keeper's process, which lasts as long as
+    the process that made it: process.py's and sh's (a patched thread)."""
+    keeper = _keeper()
+    if keeper is None:
+        return set()
+    threads = {t.ident for t in threading.enumerate() if t.name.endswith(f" pid {keeper.pid}")}
+    return threads | {id(g) for g in list(_SPAWNED) if g.name == f"process-{keeper.pid}"}
+
+
+def _watching(pid):
+    """The pidfd this process watches ``pid`` by (sandbox/process.py), if any."""
+    for name in os.listdir("/proc/self/fdinfo"):
+        try:
+            with open(f"/proc/self/fdinfo/{name}") as fh:
+                if f"Pid:\t{pid}\n" in fh.read():
+                    return int(name)
+        except OSError:
+            pass
+    return None
+
+
+def _singletons():
+    """Descriptors the agent keeps for the life of its process, made on first use: the
+    MCP keeper's pipe and the pidfd of its watch (one keeper per process,
+    mcp/keeper.py) and the sandbox's lifeline (both ends, sandbox/bwrap.py)."""
+    from term2acp.sandbox import bwrap
+
+    keeper = _keeper()
+    fds = ([keeper.input, _watching(keeper.pid)] if keeper else []) + \
+        [fd for ends in bwrap._lifeline for fd in ends[:2]]
     out = set()
     for fd in fds:
         try:

@@ -10,11 +10,19 @@ SIGTERM and finally SIGKILL to the whole group, each wait bounded. An agent that
 cannot close: the server dies with it (a parent-death signal) and its group is killed by
 the keeper (``keeper.py``).
 
+The server is started, watched and ended by ``sandbox/process.py`` (the one process
+module), with its stdout and stderr pipes handed to us. That module (with ``sh``, tens of
+ms of imports) is the preload's to load, and a session's servers start right after its
+``session/new`` answer, often before the preload has run: so the first server loads it in
+a thread of gevent's pool (:func:`_process`, as the preload does; a look-up once loaded),
+and neither that answer nor the hub waits for the import.
+
 MCP servers are programs the user configured in the editor, not commands the model chose:
 they run outside the bubblewrap sandbox, as the editor would run them.
 """
 
 import collections
+import importlib
 import json
 import logging
 import os
@@ -23,10 +31,10 @@ import signal
 import gevent
 import gevent.lock
 import gevent.os
-import gevent.subprocess
 from gevent.socket import wait_read
 
 from term2acp.core import executables
+from term2acp.core.pacing import breathe
 from term2acp.mcp import keeper
 from term2acp.mcp.rpc import ServerGone, TooLarge, plain, too_large
 
@@ -38,7 +46,7 @@ STDERR_LINE_CAP = 2000
 STDERR_KEEP = 5
 STOP_GRACE = 0.5  # after closing stdin
 TERM_GRACE = 2.0  # after SIGTERM
-KILL_GRACE = 1.0  # after SIGKILL
+KILL_GRACE = 1.0  # for the readers, once it has exited
 
 
 class LaunchFailed(Exception):
@@ -73,15 +81,20 @@ def child_env(given):
     return env
 
 
+def _process():
+    """``sandbox/process.py``, imported in a thread of gevent's pool (module docstring)."""
+    return gevent.get_hub().threadpool.apply(importlib.import_module,
+                                             ("term2acp.sandbox.process",))
+
+
 class StdioTransport:
     def __init__(self, config, cwd, spawn):
         self.config = config
         self.cwd = cwd
         self.spawn = spawn  # the hub's group spawn: readers belong to the session
-        self.proc = None
+        self.proc = None  # its sandbox.process.Process once started
         self.connection = None
         self.stderr_tail = collections.deque(maxlen=STDERR_KEEP)
-        self._stdin = None
         self._readers = []
         self._write_lock = gevent.lock.Semaphore()
         self._closing = False
@@ -96,46 +109,48 @@ class StdioTransport:
         env = child_env(self.config.env)
         argv = [resolve_command(self.config.command, self.config.env.get("PATH"), self.cwd),
                 *self.config.args]
-        fds = [os.pipe() for _ in range(3)]  # (r, w) for stdin, stdout, stderr
-        try:
-            self.proc = gevent.subprocess.Popen(
-                argv, stdin=fds[0][0], stdout=fds[1][1], stderr=fds[2][1], cwd=self.cwd,
-                env=env, start_new_session=True, close_fds=True,
-                preexec_fn=keeper.die_with_parent())
-        except OSError as exc:
-            for r, w in fds:
-                os.close(r)
-                os.close(w)
-            raise LaunchFailed(f"cannot start {self.config.command}: {exc.strerror or exc}") from None
-        for fd in (fds[0][0], fds[1][1], fds[2][1]):
-            os.close(fd)
-        keeper.watch(self.proc.pid)
-        if self._closing:  # closed while the child was being started: stop it right away
-            self._signal(self.proc.pid, signal.SIGKILL)
-            self._wait(self.proc, KILL_GRACE)
-            keeper.unwatch(self.proc.pid)
-            for fd in (fds[0][1], fds[1][0], fds[2][0]):
-                os.close(fd)
+        process = _process()
+        if self._closing:
             raise LaunchFailed("the session was closed while the server was starting")
-        self._stdin = fds[0][1]
-        for fd in (self._stdin, fds[1][0], fds[2][0]):
+        out, err = os.pipe(), os.pipe()  # (r, w) for stdout, stderr
+        try:
+            self.proc = process.start(argv, self.cwd, env, stdin=process.PIPE, stdout=out[1],
+                                      stderr=err[1], on_exit=self._ended, counted=False)
+        except OSError as exc:
+            os.close(out[0])
+            os.close(err[0])
+            raise LaunchFailed(f"cannot start {self.config.command}: {exc.strerror or exc}") from None
+        finally:
+            os.close(out[1])
+            os.close(err[1])
+        keeper.watch(self.proc.pid)
+        breathe()  # a launch holds the hub while sh waits for the exec: what waits goes next
+        if self._closing:  # closed while the child was being started: stop it right away
+            self.proc.kill()
+            os.close(out[0])
+            os.close(err[0])
+            raise LaunchFailed("the session was closed while the server was starting")
+        for fd in (out[0], err[0]):
             gevent.os.make_nonblocking(fd)
         log.info("mcp %s: started pid %s (%s)", self.config.name, self.proc.pid, self.config.command)
-        self._readers = [self.spawn(self._read_stdout, fds[1][0]),
-                         self.spawn(self._read_stderr, fds[2][0])]
+        self._readers = [self.spawn(self._read_stdout, out[0]),
+                         self.spawn(self._read_stderr, err[0])]
+
+    def _ended(self, _exit):
+        """It has exited and what it left in its group was killed: the keeper forgets it."""
+        keeper.unwatch(self.proc.pid)
 
     # ------------------------------------------------------------ io
     def send(self, message):
         data = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
-        if self._stdin is None:
+        if self.proc is None or self.proc.input is None:
             raise ServerGone(self._reason())
         with self._write_lock:
-            view = memoryview(data)
             try:
-                while view:
-                    view = view[gevent.os.nb_write(self._stdin, view):]
-            except OSError as exc:  # EPIPE: the server is gone
-                raise ServerGone(self._reason(f"cannot write to the server ({exc.strerror})")) from None
+                self.proc.write(data)
+            except OSError as exc:  # process.InputClosed (EPIPE): the server is gone
+                raise ServerGone(self._reason(f"cannot write to the server "
+                                              f"({os.strerror(exc.errno)})")) from None
 
     def _lines(self, fd, strict=False):
         """Yield complete lines (bytes, without the newline); an over-long line is dropped,
@@ -188,7 +203,7 @@ class StdioTransport:
             log.warning("mcp %s: %s", self.config.name, exc)
             self.connection.lost(str(exc))
             if self.proc is not None:
-                self._signal(self.proc.pid, signal.SIGKILL)
+                self.proc.kill(wait=False)
         finally:
             self._exited()
 
@@ -204,12 +219,10 @@ class StdioTransport:
         if self._closing:
             reason = "the server was stopped"
         else:
-            code = None
-            if self.proc is not None:
-                with gevent.Timeout(STOP_GRACE, False):
-                    code = self.proc.wait()
-            how = f"exited with status {code}" if code is not None and code >= 0 else \
-                f"was killed by signal {-code}" if code is not None else "closed its output"
+            end = self.proc.wait(STOP_GRACE) if self.proc is not None else None
+            how = "closed its output" if end is None else \
+                f"exited with status {end.exit_code}" if end.exit_code is not None else \
+                f"was killed by signal {signal.Signals[end.signal].value}"
             reason = self._reason(f"the server {how}")
             log.warning("mcp %s: %s", self.config.name, reason)
         self.connection.lost(reason)
@@ -224,38 +237,18 @@ class StdioTransport:
 
     # ------------------------------------------------------------ stop
     def close(self):
-        """Stop the server and every process of its group; bounded (about 3.5 s at worst)."""
+        """Stop the server and every process of its group; bounded (STOP_GRACE, TERM_GRACE,
+        then a SIGKILL's reap, ``process.REAP_TIMEOUT`` at worst)."""
         self._closing = True
-        if self._stdin is not None:
-            os.close(self._stdin)
-            self._stdin = None
-            # gevent closes a pipe in its loop's next check phase; a bare wait for the child
-            # can block the loop before that, so the server would never see EOF. Yield once.
-            gevent.sleep(0.001)
         proc = self.proc
         if proc is not None:
-            if not self._wait(proc, STOP_GRACE):
-                self._signal(proc.pid, signal.SIGTERM)
-                if not self._wait(proc, TERM_GRACE):
-                    self._signal(proc.pid, signal.SIGKILL)
-                    self._wait(proc, KILL_GRACE)
-            self._signal(proc.pid, signal.SIGKILL)  # stragglers left in the group
-            keeper.unwatch(proc.pid)
+            proc.close_input()
+            if proc.wait(STOP_GRACE) is None:
+                proc.signal(signal.SIGTERM)
+                if proc.wait(TERM_GRACE) is None:
+                    proc.kill()  # its group, reaped (bounded)
         gevent.joinall(self._readers, timeout=KILL_GRACE)
         for reader in self._readers:
             reader.kill(block=False)
         if self.connection is not None:
             self.connection.lost("the server was stopped")
-
-    @staticmethod
-    def _wait(proc, timeout):
-        with gevent.Timeout(timeout, False):
-            proc.wait()
-        return proc.returncode is not None
-
-    @staticmethod
-    def _signal(pgid, sig):
-        try:
-            os.killpg(pgid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass

@@ -1,24 +1,44 @@
 """Child processes under gevent: the one module that imports ``sh``.
 
-``start`` launches a command in its own session (so its pid is its process group id) and
-returns a :class:`Process`: a greenlet pumps its combined stdout/stderr to a callback in
-coalesced chunks (``output.py``) until it has exited (watched apart from its output, so a
-process it leaves holding the pipe cannot hide its exit) and then reaps it; what it left
-in its process group is killed then (the one kill policy: a command's processes end with
-it, as a sandboxed command's pid namespace does); its stdin is ``/dev/null``, a pipe the caller writes
-to, or a pseudo-terminal (``tty``) that is also its output and its controlling terminal.
-``run`` is ``start`` and a wait under a deadline: it kills the whole process group when
-it times out or when the calling greenlet is killed (cancellation arrives as a
-``GreenletExit`` subclass).
+``start`` launches a program in its own session (so its pid is its process group id) and
+returns a :class:`Process`. Its stdin is ``/dev/null``, a pipe the caller writes to, or a
+pseudo-terminal (``tty``) that is also its output and its controlling terminal
+(``ends.py``). Its output is either pumped to a callback by a greenlet of its own, in
+coalesced chunks (``output.py``: stdout and stderr together, or stderr apart to a
+descriptor of the caller's), or goes to descriptors of the caller's, which reads them
+itself (``stdout=``, ``stderr=``: the MCP stdio servers, whose stdout is JSON-RPC and
+whose stderr is their log). Either way the process is watched apart from its output, by
+its pidfd (a process it leaves holding a pipe cannot hide its exit), and reaped once it
+has exited. ``run`` is ``start`` and a wait under a deadline: it kills the whole process
+group when it times out or when the calling greenlet is killed (cancellation arrives as a
+``GreenletExit`` subclass). ``capture.py`` runs a helper's command for what it prints.
 
-Nothing a command starts may outlive the agent, even a ``kill -9`` of it: the child gets
-a parent-death signal (``PR_SET_PDEATHSIG``: SIGKILL) before it execs, set last so no
-credential change clears it, and checked against the agent having died before it was
-set. bubblewrap (``--die-with-parent``) passes it on to the sandbox's pid 1, whose death
-ends the whole pid namespace; bubblewrap arms those signals without checking, so the
-sandbox also keeps its own watch on the agent (``bwrap.lifeline``): nothing starts once
-the agent is gone, and the pid namespace is killed when it goes. The start-up sweeps of a dead agent's records (``core/reaper.py``, every
-host) and run cgroups (``cgroup.py``) are the last line.
+The one kill policy, for everything the agent starts (the model's commands in the
+sandbox, hooks, the agent's own helpers, language servers, MCP servers, their keeper):
+
+* a program's processes end with it: once it has exited and is reaped, what it left in its
+  process group is SIGKILLed; ``Process.kill`` SIGKILLs the whole group (after a SIGTERM
+  to the command's processes with a ``grace``; ``signal`` sends one signal to the group,
+  e.g. the MCP servers' SIGTERM before their SIGKILL);
+* nothing outlives the agent, even a ``kill -9`` of it: every child gets a parent-death
+  signal (``PR_SET_PDEATHSIG``) before it execs, set last so no credential change clears
+  it, and checked against the agent having died before it was set. It is SIGKILL
+  (``death_signal``), except for the MCP servers' keeper (``mcp/keeper.py``), whose job
+  is to run when the agent has died: its death signal is SIGTERM, which it handles by
+  killing the process groups it holds and exiting; that signal is blocked in the child
+  (the block survives ``exec``) so one sent before the keeper installed its handler waits
+  for it. bubblewrap (``--die-with-parent``) passes the signal on to the sandbox's pid 1,
+  whose death ends the whole pid namespace; bubblewrap arms those signals without
+  checking, so the sandbox also keeps its own watch on the agent (``bwrap.lifeline``):
+  nothing starts once the agent is gone, and the pid namespace is killed when it goes.
+  What an MCP server's own children do escapes its death signal (they do not inherit it):
+  the keeper kills their groups. The start-up sweeps of a dead agent's records
+  (``core/reaper.py``, every host) and run cgroups (``cgroup.py``) are the last line.
+
+:func:`live` counts the started commands not yet reaped (``bwrap.alive``: while one runs,
+a path in a root may change under the editor); the MCP servers and their keeper, which
+the user configured and which run beside the agent as the editor would run them, are
+started with ``counted=False``.
 
 Why the ``os.close`` swap: gevent >= 25.8 routes ``os.close`` through the hub so that
 watchers on the descriptor are closed first. ``sh`` forks and then closes descriptors in
@@ -39,7 +59,6 @@ import fcntl
 import logging
 import os
 import signal as signals
-import struct
 import termios
 from collections import namedtuple
 
@@ -48,9 +67,10 @@ import gevent.os
 import sh
 from gevent import monkey
 from gevent.event import Event
-from gevent.socket import wait_write
+from gevent.socket import wait_read, wait_write
 
 from term2acp.sandbox import freezer
+from term2acp.sandbox.ends import NULL, PIPE, TTY, TTY_SIZE, Ends  # noqa: F401 - process.NULL, ...
 from term2acp.sandbox.output import CHUNK, NO_PIDFD, pump  # noqa: F401 - process.CHUNK
 
 log = logging.getLogger(__name__)
@@ -58,15 +78,10 @@ logging.getLogger("sh").setLevel(logging.WARNING)  # sh logs every launch at INF
 
 REAP_TIMEOUT = 2.0  # bound on waiting for a killed process to be reaped
 REAP_NUDGE = 0.1  # seconds after its exit before the hub is told of it again (_reap)
-TTY_SIZE = (40, 120)  # rows, columns of a command's pseudo-terminal
-_PIPE_SIZE = 1024 * 1024
-_F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 _PR_SET_PDEATHSIG = 1
 _libc = ctypes.CDLL(None, use_errno=True)  # loaded here, in the agent, not in the child
 
 Exit = namedtuple("Exit", "exit_code signal")
-
-NULL, PIPE, TTY = "null", "pipe", "tty"  # what a command's stdin is
 
 
 class ProcessTimeout(Exception):
@@ -119,24 +134,28 @@ def run(argv, cwd=None, env=None, on_output=None, timeout=None, pass_fds=(), lim
 
 
 def start(argv, cwd=None, env=None, on_output=None, pass_fds=(), limits=None, stdin=NULL,
-          enter=None, on_exit=None, on_launch=None, stderr=None):
+          enter=None, on_exit=None, on_launch=None, stderr=None, stdout=None,
+          death_signal=signals.SIGKILL, counted=True):
     """Start ``argv`` and return its :class:`Process` (the arguments are ``run``'s;
     ``stdin`` may also be ``PIPE``; ``on_exit(Exit)`` is called once it has exited and
-    all its output was delivered; ``stderr``: a descriptor for its stderr instead of the
-    output, which the caller closes after the start)."""
+    all its output was delivered). ``stderr``, ``stdout``: descriptors of the caller's
+    for them instead of the output (``stdout`` given: no output pump; its stderr goes
+    there too unless ``stderr`` is given); the caller reads them and closes them after
+    the start. ``death_signal``: what the kernel sends it when the agent dies (module
+    docstring). ``counted``: whether it counts in :func:`live`."""
     group = limits.group() if limits else None
-    ends = _Ends(stdin)
+    ends = Ends(stdin, stdout)
     proc = None
     try:
-        proc = _launch(argv, cwd, env, ends, pass_fds, _in_child(limits, group, stdin, enter),
-                       stderr)
+        proc = _launch(argv, cwd, env, ends, pass_fds,
+                       _in_child(limits, group, stdin, enter, death_signal), stderr)
     except BaseException:
         ends.close_all()
         if group is not None:
             group.close()
         raise
     ends.close_child()
-    child = Process(proc, ends, group, on_output or _discard, on_exit)
+    child = Process(proc, ends, group, on_output or _discard, on_exit, counted)
     if on_launch is not None:
         on_launch(child.pid)
     return child
@@ -146,17 +165,19 @@ _live = [0]  # started and not yet reaped, in this process (every session)
 
 
 def live():
-    """How many started commands have not been reaped yet."""
+    """How many started commands (``counted``) have not been reaped yet."""
     return _live[0]
 
 
 class Process:
-    """A started command: its output is pumped to ``on_output`` by a greenlet of its own,
-    which then reaps it; ``write`` feeds its stdin, ``kill`` ends its whole group. It
-    counts in :func:`live` from its start until it is reaped."""
+    """A started command: a greenlet of its own pumps its output to ``on_output`` (when
+    the module reads it) and reaps it once it has exited; ``write`` feeds its stdin,
+    ``kill`` ends its whole group. Counted in :func:`live` from its start until it is
+    reaped, unless started with ``counted=False``."""
 
-    def __init__(self, proc, ends, group, on_output, on_exit):
-        _live[0] += 1
+    def __init__(self, proc, ends, group, on_output, on_exit, counted=True):
+        self._counted = counted
+        _live[0] += counted
         self.pid = proc.pid
         self.exit = None  # Exit, once reaped
         self.error = None  # what on_output raised (the group was killed then)
@@ -169,6 +190,11 @@ class Process:
     @property
     def running(self):
         return self.exit is None
+
+    @property
+    def input(self):
+        """The descriptor its stdin is written through (``PIPE``, ``TTY``), or None."""
+        return self._ends.input
 
     def wait(self, timeout=None):
         """The :class:`Exit` once reaped and its output delivered; None at ``timeout``."""
@@ -191,11 +217,12 @@ class Process:
 
     def close_input(self):
         """Close its stdin (a pipe): it reads the end of its input."""
-        fd = self._ends.input
-        if fd is not None and not self._ends.tty:
-            self._ends.input = None
-            self._ends._ours.discard(fd)
-            os.close(fd)
+        self._ends.close_input()
+
+    def signal(self, sig):
+        """Send ``sig`` to its whole process group while it runs (not yet reaped)."""
+        if self.exit is None:
+            _killpg(self.pid, sig)
 
     def kill(self, grace=0.0, wait=True):
         """SIGKILL the whole group, reap it, release everything (bounded; idempotent);
@@ -224,7 +251,10 @@ class Process:
         except OSError:  # no pidfds here (Linux < 5.3): its output is read to end of file
             exited = NO_PIDFD
         try:
-            pump(self._ends.output, self._on_output, exited)
+            if self._ends.output is not None:
+                pump(self._ends.output, self._on_output, exited)
+            elif exited is not None and exited != NO_PIDFD:  # the caller reads its output
+                wait_read(exited)
         except Exception as exc:  # noqa: BLE001 - a failed consumer must not leave a zombie
             self.error = exc
             _killpg(self.pid)
@@ -240,7 +270,7 @@ class Process:
         if self.exit is not None:
             return
         self.exit = outcome
-        _live[0] -= 1
+        _live[0] -= self._counted
         self._ends.close_all()
         if self._group is not None:
             self._group.close()
@@ -252,49 +282,11 @@ class Process:
                 log.exception("reporting the exit of pid %s failed", self.pid)
 
 
-def _killpg(pid):
+def _killpg(pid, sig=signals.SIGKILL):
     try:
-        os.killpg(pid, signals.SIGKILL)
+        os.killpg(pid, sig)
     except (ProcessLookupError, PermissionError):
         pass
-
-
-class _Ends:
-    """The descriptors of one launch: what the child gets (``child_in``, ``child_out``)
-    and what the agent keeps (``output`` to read, ``input`` to write, or None)."""
-
-    def __init__(self, stdin):
-        self.input = None
-        self.tty = stdin == TTY
-        if self.tty:
-            master, slave = os.openpty()
-            fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", *TTY_SIZE, 0, 0))
-            self.output = self.input = master
-            self.child_in = self.child_out = slave
-        else:
-            self.output, self.child_out = os.pipe()
-            _grow_pipe(self.child_out)
-            if stdin == PIPE:
-                self.child_in, self.input = os.pipe()
-            else:
-                self.child_in = os.open(os.devnull, os.O_RDONLY)
-        gevent.os.make_nonblocking(self.output)
-        if self.input is not None:
-            gevent.os.make_nonblocking(self.input)
-        self._child = {self.child_in, self.child_out}
-        self._ours = {self.output, self.input} - {None}
-
-    def close_child(self):
-        for fd in self._child:
-            os.close(fd)
-        self._child = set()
-
-    def close_all(self):
-        self.close_child()
-        for fd in self._ours:
-            os.close(fd)
-        self._ours = set()
-        self.input = None
 
 
 def _launch(argv, cwd, env, ends, pass_fds, preexec, stderr=None):
@@ -310,19 +302,22 @@ def _launch(argv, cwd, env, ends, pass_fds, preexec, stderr=None):
         # the exact bytes of the path, so non-UTF-8 names (surrogate-escaped) pass intact
         args = [os.fsencode(arg).decode("latin-1") for arg in argv[1:]]
         return command(*args, _cwd=cwd, _env=env, _in=ends.child_in, _out=ends.child_out,
-                       _err=ends.child_out if stderr is None else stderr, _bg=True, _bg_exc=False, _new_session=True,
-                       _pass_fds=set(pass_fds), _preexec_fn=preexec, _encoding="latin-1")
+                       _err=ends.child_out if stderr is None else stderr, _bg=True,
+                       _bg_exc=False, _new_session=True, _pass_fds=set(pass_fds),
+                       _preexec_fn=preexec, _encoding="latin-1")
     except sh.CommandNotFound as exc:
-        raise LaunchError(errno.ENOENT, f"command not found: {exc}") from None
+        code = errno.EACCES if os.sep in argv[0] and os.path.exists(argv[0]) else errno.ENOENT
+        raise LaunchError(code, f"command not found: {exc} ({os.strerror(code)})") from None
     except sh.ForkException as exc:
         raise LaunchError(errno.EINVAL, f"cannot start {argv[0]}: {_last_line(exc)}") from None
     finally:
         os.close = patched
 
 
-def _in_child(limits, group, stdin, enter):
+def _in_child(limits, group, stdin, enter, death_signal=signals.SIGKILL):
     """The pre-exec hook: limits, the terminal, the namespaces, then the death signal
-    (last: joining a user namespace changes credentials, which may clear it)."""
+    (last: joining a user namespace changes credentials, which may clear it; one the
+    program handles stays blocked until it unblocks it)."""
     parent = os.getpid()
 
     def prepare():
@@ -332,7 +327,9 @@ def _in_child(limits, group, stdin, enter):
             fcntl.ioctl(0, termios.TIOCSCTTY, 0)
         if enter is not None:
             enter()
-        _libc.prctl(_PR_SET_PDEATHSIG, signals.SIGKILL, 0, 0, 0)
+        if death_signal != signals.SIGKILL:
+            signals.pthread_sigmask(signals.SIG_BLOCK, {death_signal})
+        _libc.prctl(_PR_SET_PDEATHSIG, death_signal, 0, 0, 0)
         if os.getppid() != parent:  # the agent died before the signal was armed
             os._exit(1)
     return prepare
@@ -368,13 +365,6 @@ def _exit_of(code):
     if code < 0:
         return Exit(None, signals.Signals(-code).name)
     return Exit(code, None)
-
-
-def _grow_pipe(fd):
-    try:
-        fcntl.fcntl(fd, _F_SETPIPE_SZ, _PIPE_SIZE)
-    except OSError:
-        pass
 
 
 def _discard(_data):

@@ -466,19 +466,14 @@ def test_layering_the_turn_is_one_object_not_mixins():
     assert ChildTurn.__bases__ == (Turn,), ChildTurn.__bases__
 
 
-# The one process module (issue 35 item 6b): what starts a child process, and the modules
-# still starting their own (to move behind sandbox/process.py).
+# The one process module (issue 35 item 6b): what starts a child process, and the one
+# module that may do without it.
 PROCESS_HOME = "sandbox/process.py"
 PROCESS_MODULES = {"subprocess", "gevent.subprocess", "sh", "pty", "multiprocessing"}
 PROCESS_CALLS = {"Popen", "fork", "forkpty", "fork_and_watch", "posix_spawn", "posix_spawnp",
                  "spawnv", "spawnve", "spawnvp", "spawnvpe", "spawnl", "spawnlp", "system",
                  "popen", "create_subprocess_exec", "create_subprocess_shell"}
-PROCESSES_LEFT = {"mcp/stdio.py": "MCP stdio servers (gevent.subprocess): they start at "
-                                  "session/new, before the preload has loaded the sandbox "
-                                  "package (sh) off the hub",
-                  "mcp/keeper.py": "the MCP servers' keeper, which must outlive a killed "
-                                   "agent (process.start arms a parent-death signal)",
-                  "interpreter.py": "re-executes the launcher itself (os.execv, no child)"}
+PROCESSES_LEFT = {"interpreter.py": "re-executes the launcher itself (os.execv, no child)"}
 
 
 def test_layering_one_module_starts_child_processes():

@@ -1,6 +1,7 @@
 """sandbox/process.py under the monkey-patched runtime: launch, stream, time out, cancel."""
 
 import os
+import signal
 import time
 
 import gevent
@@ -249,3 +250,41 @@ def test_without_pidfds_the_output_is_read_to_its_end(monkeypatch):
                          on_output=out.extend, timeout=20)
     assert result == process.Exit(0, None)
     assert len(out) == 300_004 and out.endswith(b"end\n")
+
+
+
+def _read_all(fd, data):
+    os.set_blocking(fd, False)
+    while True:
+        gevent.socket.wait_read(fd)
+        try:
+            chunk = os.read(fd, 4096)
+        except BlockingIOError:
+            continue
+        if not chunk:
+            os.close(fd)
+            return
+        data += chunk
+
+
+def test_a_program_whose_stdout_and_stderr_the_caller_reads_apart():
+    """What the MCP stdio servers get: stdin a pipe written to, stdout and stderr pipes of
+    the caller's (no output pump), SIGTERM to the group, and not counted in live()."""
+    out, err = os.pipe(), os.pipe()
+    before = process.live()
+    child = process.start(["/bin/sh", "-c", "trap 'echo term; exit 7' TERM; echo out; "
+                           "echo err >&2; read x; echo got $x; while :; do sleep 0.05; done"],
+                          stdin=process.PIPE, stdout=out[1], stderr=err[1], counted=False)
+    os.close(out[1])
+    os.close(err[1])
+    assert process.live() == before
+    child.write(b"hi\n")
+    said, told = bytearray(), bytearray()
+    readers = [gevent.spawn(_read_all, out[0], said), gevent.spawn(_read_all, err[0], told)]
+    assert wait_until(lambda: b"got hi" in said, within(10))
+    child.signal(signal.SIGTERM)
+    assert child.wait(within(10)) == process.Exit(7, None)
+    gevent.joinall(readers, timeout=within(10))
+    assert said == b"out\ngot hi\nterm\n"
+    assert told.startswith(b"err\n")  # then the shell's word on its killed sleep
+    child.signal(signal.SIGTERM)  # reaped: nothing to signal, no error
