@@ -11,6 +11,7 @@ from gevent.pool import Pool
 
 from term2acp.acp.client import ClientProxy
 from term2acp.acp.connection import Connection
+from term2acp.acp.v1.replay import forms as replay_forms
 from term2acp.core import executables, reaper
 from term2acp.mcp.config import masked_servers
 from term2acp.preload import Preload
@@ -32,7 +33,7 @@ class Server:
         self.in_fd = in_fd
         self.stop = Event()
         self.pool = Pool(256)
-        store = store_for(settings)
+        store = store_for(settings, replay_forms)  # journal updates stored encoded
         # what a line reports is committed before the line is written: a kill -9 loses
         # nothing the client was told
         self.writer = Writer(out_fd, on_failure=self._disconnected, discard=_discarded,

@@ -10,6 +10,7 @@ class ClientProxy:
         # streamed chunk takes it); ``tag`` (``Lifecycle.chunk_tag``) lets the writer drop
         # it while queued once its turn is cancelled
         self.update = peer.notifier(methods.SESSION_UPDATE, ("sessionId", "update"))
+        self.lines = peer.send_encoded  # updates encoded already (acp/replay.py)
 
     def call(self, method, params, timeout=None):
         """A request to the editor, answered or withdrawn: see :meth:`Peer.call`."""

@@ -168,13 +168,13 @@ class BaseHandlers:
         """A session started (new/resume/load): its config options, the model listing, and
         the slash commands: after the answer, which is written first, unless the start
         ``replayed`` the conversation (every update of a replay goes before its answer).
-        The commands need what the preload prepares (the plug-in scan): the session layer
-        says when it is ready (``manager.turns_ready``)."""
+        The commands need the plug-in scan (``commands.scanned``: in a thread, the rest
+        of the preload, which the session layer waits for, is not awaited here)."""
         session.config_options = self.config_options
         record = self._face_session(session.id)
         record.session, record.commands, record.first = session, None, True
         if replayed:
-            self.manager.turns_ready()
+            commands.scanned()
             self._announce_commands(session)
         session.group.spawn(self._after_start, session, replayed)
 

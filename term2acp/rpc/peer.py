@@ -35,6 +35,16 @@ class Peer:
         else:
             send_wait(encode(message), tag)
 
+    def send_encoded(self, data):
+        """Lines encoded already (bytes, each as :func:`encode` makes it: a replay's stored
+        updates), queued as :meth:`send` queues one message."""
+        if wire_log.isEnabledFor(logging.DEBUG):
+            wire_log.debug("<- %s", data[:4000].decode("utf-8", "replace"))
+        if self._send_wait is None or gevent.getcurrent() is self._reader:
+            self._send_bytes(data)
+        else:
+            self._send_wait(data, None)
+
     def read_by(self, greenlet):
         """``greenlet`` reads the other side's lines (the endpoint says so as it reads)."""
         self._reader = greenlet

@@ -277,17 +277,20 @@ class SessionManager:
             self._release(session)
             raise
 
-    def journal(self, session, kinds=None):
+    def journal(self, session, kinds=None, lines=None):
         """Replay records, read a page at a time as they are consumed. Records nesting
         deeper than the wire bound (stored before it existed) are left out: encoding them
-        would fail the whole replay."""
+        would fail the whole replay. ``lines``: ``(version, head, tail)``, records stored
+        with their updates encoded come as bytes, lines ready to send (Store.journal_lines)."""
         session.recorder.flush()
         skipped = 0
-        for kind, payload in self.store.journal_pages(session.id, kinds):
-            if payload is None:  # too deep (tails.journal_page)
+        pieces = self.store.journal_lines(session.id, *lines) if lines else \
+            self.store.journal_pages(session.id, kinds)
+        for piece in pieces:
+            if type(piece) is not bytes and piece[1] is None:  # too deep (tails.journal_page)
                 skipped += 1
             else:
-                yield kind, payload
+                yield piece
         if skipped:
             log.warning("session %s: %d replay records nest too deeply and were skipped",
                         session.id, skipped)

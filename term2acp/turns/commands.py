@@ -21,6 +21,8 @@ import importlib.metadata
 import logging
 import re
 
+import gevent
+
 from term2acp.core import events as ev
 from term2acp.core.ids import new_id
 from term2acp.turns import compaction, modes
@@ -229,6 +231,15 @@ def available():
                 continue
             commands[command.name] = command
         _loaded = commands
+    return _loaded
+
+
+def scanned():
+    """:func:`available`, its plug-in scan (every distribution's metadata: ms of CPU) in a
+    thread of gevent's pool when still to do, not on the hub; no need to wait for the rest
+    of the preload (the tools, the sandbox)."""
+    if _loaded is None:
+        gevent.get_hub().threadpool.apply(available)
     return _loaded
 
 

@@ -13,6 +13,7 @@ import uuid
 
 import pytest
 
+from term2acp.acp.v1.replay import forms
 from term2acp.sessions.store import Store
 from term2acp.testing.harness import V2_INITIALIZE, ZED_V1_INITIALIZE, default_command
 from tests.support.clock import within
@@ -20,11 +21,14 @@ from tests.support.clock import within
 PROMPTS = 2000
 
 
-@pytest.fixture
-def stored(acp_env, acp_workspace):
+@pytest.fixture(params=["encoded", "translated"])
+def stored(request, acp_env, acp_workspace):
     """A session of PROMPTS prompts (a question, a read_file call, an answer each) written
-    to the agent's store, as a long session leaves it; a compaction marker at prompt 1,500."""
-    store = Store(os.path.join(acp_env["TERM2ACP_HOME"], "sessions.sqlite3")).open()
+    to the agent's store, as a long session leaves it; a compaction marker at prompt 1,500.
+    Its journal records with their updates encoded, as the agent stores them, or without
+    (as stored before it did: replay translates them)."""
+    store = Store(os.path.join(acp_env["TERM2ACP_HOME"], "sessions.sqlite3"),
+                  replay_forms=forms if request.param == "encoded" else None).open()
     session_id = str(uuid.uuid4())
     store.create_session(session_id, acp_workspace, "scripted", "script")
     for i in range(PROMPTS):

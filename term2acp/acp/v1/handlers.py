@@ -13,6 +13,8 @@ from gevent.event import Event
 
 from term2acp.acp.errors import domain_errors
 from term2acp.acp.handlers import BaseHandlers, shared_updates, steered
+from term2acp.acp.replay import send as replay_journal
+from term2acp.acp.v1.replay import v1_updates
 from term2acp.acp.v1 import permissions, translate
 from term2acp.acp.v1.files import EditorFiles
 from term2acp.acp.v2.handlers import V2Handlers
@@ -113,9 +115,8 @@ class V1Handlers(BaseHandlers):
         session.set_roots(params["additional_directories"])
         self._attach(session, params["mcp_servers"])
         terminals = list(self.manager.journal(session, ("terminal",)))
-        for update in translate.replay_updates(self.manager.journal(session), self.compaction,
-                                               self.terminal_meta, terminals):
-            self.client.update(session.id, update)
+        replay_journal(self.manager, self.client, session, 1,
+                       v1_updates(terminals, self.compaction, self.terminal_meta))
         result = self.setup_result(session, {})
         self.started(session, replayed=True)
         return result

@@ -286,6 +286,14 @@ def replay_updates(records, compaction=False, terminal_meta=False, terminal_reco
     read once when ``terminal_records`` (its terminal records) is given, else twice."""
     if terminal_records is None:
         records = terminal_records = list(records)
+    terminals, journaled = replay_terminals(terminal_records)
+    for kind, payload in records:
+        yield from replay_record(kind, payload, compaction, terminals,
+                                 journaled if terminal_meta else None)
+
+
+def replay_terminals(terminal_records):
+    """``(views, records)`` of the journal's terminals by id, for :func:`replay_record`."""
     terminals, journaled = {}, {}
     for kind, payload in terminal_records:
         if kind == "terminal":
@@ -294,22 +302,27 @@ def replay_updates(records, compaction=False, terminal_meta=False, terminal_reco
             view.add(base64.b64decode(payload.get("output") or ""))
             if payload.get("exit"):
                 view.finish(**payload["exit"])
-    for kind, payload in records:
-        if kind == "user_message":
-            for block in payload["content"]:
-                yield {"sessionUpdate": "user_message_chunk", "messageId": payload["message_id"],
-                       "content": block}
-        elif kind in ("agent_message", "agent_thought") and payload.get("text"):
-            yield {"sessionUpdate": f"{kind}_chunk", "messageId": payload["message_id"],
-                   "content": _text(payload["text"])}
-        elif kind == "tool_call":
-            yield from _replayed_call(payload, terminals, journaled if terminal_meta else None)
-        elif kind == "plan":
-            yield {"sessionUpdate": "plan", "entries": [dict(e) for e in payload["entries"]]}
-        elif kind == "compaction":
-            update = replayed_compaction(payload, compaction)
-            if update is not None:
-                yield update
+    return terminals, journaled
+
+
+def replay_record(kind, payload, compaction=False, terminals=None, journaled=None):
+    """One journal record's v1 updates; ``journaled`` (terminal records by id) only with
+    ``terminal_meta``."""
+    if kind == "user_message":
+        for block in payload["content"]:
+            yield {"sessionUpdate": "user_message_chunk", "messageId": payload["message_id"],
+                   "content": block}
+    elif kind in ("agent_message", "agent_thought") and payload.get("text"):
+        yield {"sessionUpdate": f"{kind}_chunk", "messageId": payload["message_id"],
+               "content": _text(payload["text"])}
+    elif kind == "tool_call":
+        yield from _replayed_call(payload, terminals or {}, journaled)
+    elif kind == "plan":
+        yield {"sessionUpdate": "plan", "entries": [dict(e) for e in payload["entries"]]}
+    elif kind == "compaction":
+        update = replayed_compaction(payload, compaction)
+        if update is not None:
+            yield update
 
 
 def _replayed_call(payload, terminals, journaled=None):

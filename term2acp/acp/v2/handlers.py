@@ -9,8 +9,9 @@ import logging
 import gevent
 
 from term2acp.acp.errors import domain_errors
-from term2acp.acp.handlers import (BaseHandlers, fork_point, replay_plan, shared_updates,
-                                   steered)
+from term2acp.acp.handlers import BaseHandlers, fork_point, shared_updates, steered
+from term2acp.acp.replay import send as replay_journal
+from term2acp.acp.replay import v2_updates
 from term2acp.acp.v2 import translate
 from term2acp.acp.v2.permissions import PermissionBridge
 from term2acp.core import events as ev
@@ -89,11 +90,8 @@ class V2Handlers(BaseHandlers):
         session.sink = self._sink
         self.manager.connect_mcp(session, params["mcp_servers"])
         if replay is not None:
-            for kind, payload in self.manager.journal(session):
-                update = replay_plan(payload, 2) if kind == "plan" else \
-                    translate.replay_update(kind, payload, self.compaction)
-                if update is not None:
-                    self.client.update(session.id, update)
+            replay_journal(self.manager, self.client, session, 2,
+                           v2_updates(self.compaction))
         result = self.setup_result(session, {})
         self.started(session, replayed=replay is not None)
         return result

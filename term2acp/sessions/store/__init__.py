@@ -31,8 +31,8 @@ busy timeout, a damaged file) is rolled back; whoever waited for it gets the
 ``commit(session_id)``.
 """
 
-from term2acp.sessions.store.api import (Store, decode_cursor, encode_cursor, now, store_for,
-                                         store_path)
+from term2acp.sessions.store.api import Store, now, store_for, store_path
+from term2acp.sessions.store.listing import decode_cursor, encode_cursor
 from term2acp.sessions.store.schema import BUSY_WAIT, MIGRATIONS, SCHEMA_VERSION
 
 __all__ = ["BUSY_WAIT", "MIGRATIONS", "SCHEMA_VERSION", "Store", "decode_cursor",

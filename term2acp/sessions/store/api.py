@@ -2,8 +2,6 @@
 (:meth:`Store.commit`), reads and queries. How writes travel and when they are durable
 is told in the package's docstring (``sessions/store/__init__.py``)."""
 
-import base64
-import binascii
 import json
 import logging
 import os
@@ -11,11 +9,13 @@ import sqlite3
 import weakref
 from datetime import datetime, timezone
 
+from term2acp.core.nesting import may_be_too_deep
 from term2acp.core.text import scrub_text as clean_text
-from term2acp.sessions.errors import InvalidCursor, StoreError, StoreRecovered
+from term2acp.sessions.errors import StoreError, StoreRecovered
 from term2acp.sessions.store import tails
 from term2acp.sessions.store.exports import DocumentRows, RecordingRows
 from term2acp.sessions.store.forks import copy_session
+from term2acp.sessions.store.listing import decode_cursor, encode_cursor, servers_of
 from term2acp.sessions.store.schema import BUSY_WAIT, connect_reader, open_db
 from term2acp.sessions.store.turns import TurnRows
 from term2acp.sessions.store.worker import Worker
@@ -27,42 +27,14 @@ def now():
     return datetime.now(timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
-def encode_cursor(updated_at, session_id):
-    raw = json.dumps([updated_at, session_id], separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def decode_cursor(cursor):
-    """Returns ``(updated_at, id)``; raises InvalidCursor for anything we did not mint."""
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        updated_at, session_id = json.loads(raw)
-    except (binascii.Error, ValueError, TypeError, UnicodeDecodeError):
-        raise InvalidCursor(cursor) from None
-    if not isinstance(updated_at, str) or not isinstance(session_id, str):
-        raise InvalidCursor(cursor)
-    return updated_at, session_id
-
-
-def _servers(column):
-    """The ``mcp_servers`` column -> a list of dicts (empty for NULL or anything unreadable)."""
-    if not column:
-        return []
-    try:
-        value = json.loads(column)
-    except ValueError:
-        return []
-    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
-
-
 def store_path(settings):
     """The store file in the data directory."""
     return os.path.join(settings.data_dir, "sessions.sqlite3")
 
 
-def store_for(settings):
+def store_for(settings, replay_forms=None):
     """The session store the settings name (not opened yet)."""
-    return Store(store_path(settings), settings.store_busy_timeout)
+    return Store(store_path(settings), settings.store_busy_timeout, replay_forms)
 
 
 # Thread-side operations: op(worker, *args) -> value.
@@ -82,8 +54,11 @@ def _fetchone(worker, sql, args):
 
 
 class Store:
-    def __init__(self, path, busy_wait=BUSY_WAIT):
+    def __init__(self, path, busy_wait=BUSY_WAIT, replay_forms=None):
         self.path = path
+        # (kind, payload) -> (v1, v2) journal record's updates encoded, or None each
+        # (acp/replay.py, given by the server); None: every record translated at replay
+        self.replay_forms = replay_forms
         self.busy_wait = busy_wait  # seconds a statement waits for another process's lock
         self._opened = False  # the store thread holds the open connection
         self._worker = None  # started on the hub by the first trip
@@ -292,7 +267,7 @@ class Store:
         if row is None:
             return None
         keys = ("id", "cwd", "title", "updated_at", "provider", "model", "effort", "mode")
-        return dict(zip(keys, row), mcp_servers=_servers(row[-1]))
+        return dict(zip(keys, row), mcp_servers=servers_of(row[-1]))
 
     def set_option_values(self, session_id, provider, model, effort, mode):
         """The session's config option values (restored on resume)."""
@@ -334,7 +309,7 @@ class Store:
         rows = rows[:limit]
         next_cursor = encode_cursor(rows[-1][3], rows[-1][0]) if more and rows else None
         keys = ("id", "cwd", "title", "updated_at")
-        return [dict(zip(keys, r), mcp_servers=_servers(r[4])) for r in rows], next_cursor
+        return [dict(zip(keys, r), mcp_servers=servers_of(r[4])) for r in rows], next_cursor
 
     # ------------------------------------------------------------ history
     def append_history(self, session_id, message):
@@ -370,8 +345,12 @@ class Store:
     # ------------------------------------------------------------ journal
     def journal_put(self, session_id, kind, key, payload):
         """Insert or replace the record ``key`` (keeps its original position). The payload
-        is encoded now (it may change later on the hub), written with the next trip."""
-        self._write(tails.journal_put, (session_id, kind, key, json.dumps(payload)), session_id)
+        and its replay updates (``replay_forms``; none for a payload that may nest too
+        deep) are encoded now (it may change later on the hub), written with the next trip."""
+        text = json.dumps(payload)
+        forms = self.replay_forms(kind, payload) if self.replay_forms is not None and \
+            not may_be_too_deep(text) else ()
+        self._write(tails.journal_put, (session_id, kind, key, text, *forms), session_id)
 
     def journal_record(self, session_id, key):
         """The payload of the record ``key``, or None."""
@@ -394,6 +373,19 @@ class Store:
             if len(page) < size:
                 return
             after, size = page[-1][0], tails.PAGE
+
+    def journal_lines(self, session_id, version, head, tail):
+        """The journal in order, a page at a time as consumed: runs of records stored with
+        their ``version`` updates encoded as bytes blocks of lines (``head`` + update +
+        ``tail`` each), other records as ``(kind, payload)`` (``tails.journal_lines``)."""
+        after, size = 0, tails.FIRST_PAGE
+        while True:
+            after, count, pieces = self._trip(tails.journal_lines, (
+                session_id, after, tails.WIRES[version - 1], head, tail, size)).value
+            yield from pieces
+            if count < size:
+                return
+            size = tails.PAGE
 
     def journal(self, session_id, kinds=None):
         """``(kind, payload)`` records in order; ``kinds`` restricts the kinds read."""

@@ -19,8 +19,9 @@ def copy_session(db, source_id, session_id, cwd, title, stamp, upto=None):
             journal_to = found[0]
     db.execute("INSERT INTO history (session_id, seq, message) SELECT ?, seq, message"
                " FROM history WHERE session_id = ? AND seq <= ?", (session_id, source_id, rows))
-    db.execute("INSERT INTO journal (session_id, seq, kind, key, payload) SELECT ?, seq, kind,"
-               " key, payload FROM journal WHERE session_id = ? AND seq <= ?",
+    db.execute("INSERT INTO journal (session_id, seq, kind, key, payload, wire1, wire2) SELECT"
+               " ?, seq, kind, key, payload, wire1, wire2 FROM journal WHERE session_id = ? AND"
+               " seq <= ?",
                (session_id, source_id, journal_to))
     if upto is None:  # the recording of a fork at a message starts with the fork
         db.execute("INSERT INTO recording (session_id, seq, kind, turn, payload, content) SELECT"

@@ -23,7 +23,7 @@ from term2acp.sessions.errors import StoreError
 _sleep = monkey.get_original("time", "sleep")
 _monotonic = monkey.get_original("time", "monotonic")
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 MIGRATIONS = {
     1: """
     CREATE TABLE sessions (
@@ -106,6 +106,24 @@ MIGRATIONS = {
         content BLOB,
         PRIMARY KEY (session_id, seq)
     )
+    """,
+    # 6: each journal record's replay update(s) as sent, encoded when recorded, per ACP
+    # version (``wire1``, ``wire2``: UTF-8 JSON of the update objects, one a line, without
+    # the envelope and session id, spliced in at replay: tails.journal_lines). NULL: the
+    # record is translated at replay (rows of earlier versions; kinds whose update depends
+    # on the client's capabilities or on other records; acp/replay.py says which). And
+    # what a resume looks up without reading every row (tails.py): the last compaction
+    # marker, the priced messages' costs, the tool calls and terminals never settled.
+    6: """
+    ALTER TABLE journal ADD COLUMN wire1 BLOB;
+    ALTER TABLE journal ADD COLUMN wire2 BLOB;
+    CREATE INDEX history_roles ON history (session_id, json_extract(message, '$.role'), seq);
+    CREATE INDEX history_costs ON history (session_id, json_extract(message, '$.cost'))
+        WHERE json_type(message, '$.cost') IN ('integer', 'real');
+    CREATE INDEX journal_unsettled ON journal (session_id, seq) WHERE
+        (kind = 'tool_call' AND COALESCE(json_extract(payload, '$.status'), '')
+         NOT IN ('completed', 'failed', 'cancelled'))
+        OR (kind = 'terminal' AND json_extract(payload, '$.exit') IS NULL)
     """,
 }
 
