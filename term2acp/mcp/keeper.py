@@ -34,6 +34,13 @@ _starting = threading.Lock()
 
 
 # ---------------------------------------------------------------- in the agent
+def start():
+    """Start this process's keeper unless it runs (each launch holds the hub a while:
+    ``mcp/stdio.py`` starts it before its server, not right after); never raises."""
+    with _starting:
+        _started()
+
+
 def watch(pgid):
     """List ``pgid`` with the keeper (started on first use); never raises."""
     _tell(b"+%d\n" % pgid)

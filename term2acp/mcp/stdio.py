@@ -110,6 +110,8 @@ class StdioTransport:
         argv = [resolve_command(self.config.command, self.config.env.get("PATH"), self.cwd),
                 *self.config.args]
         process = _process()
+        keeper.start()
+        breathe()  # a launch holds the hub while sh waits for the exec: what waits goes next
         if self._closing:
             raise LaunchFailed("the session was closed while the server was starting")
         out, err = os.pipe(), os.pipe()  # (r, w) for stdout, stderr
@@ -123,8 +125,8 @@ class StdioTransport:
         finally:
             os.close(out[1])
             os.close(err[1])
-        keeper.watch(self.proc.pid)
-        breathe()  # a launch holds the hub while sh waits for the exec: what waits goes next
+        keeper.watch(self.proc.pid)  # before any yield: so before its exit's unwatch
+        breathe()
         if self._closing:  # closed while the child was being started: stop it right away
             self.proc.kill()
             os.close(out[0])
