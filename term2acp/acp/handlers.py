@@ -23,6 +23,7 @@ from term2acp.acp.errors import domain_errors
 from term2acp.core import events as ev
 from term2acp.rpc.errors import AuthRequiredError, BusyError, InvalidParamsError
 from term2acp.sessions.config_options import ConfigOptions, InvalidOptionValue
+from term2acp.sessions.facelink import FaceLink
 from term2acp.turns import commands, filecommands
 from term2acp.turns.modes import MODES
 
@@ -111,7 +112,8 @@ class FaceSession:
 class BaseHandlers:
     """Shared by both faces' handlers, built whole by ``acp/connection.py`` with the
     session manager, the client proxy, the settings and the client's capabilities
-    (``acp/capabilities.py``)."""
+    (``acp/capabilities.py``). ``link`` is what the face's sessions need of it (a
+    ``sessions/facelink.py`` FaceLink), handed to the manager as it opens each one."""
 
     VERSION = 2
 
@@ -123,6 +125,15 @@ class BaseHandlers:
         self.compaction = capabilities.compaction  # compaction_update (else agent messages)
         self.questions = capabilities.elicitation  # the client's elicitation modes
         self._sessions = {}  # session id -> FaceSession
+        self.link = self._link(capabilities)
+
+    def _link(self, capabilities):
+        """What this face's sessions need of it: its sink and config options."""
+        return FaceLink(self._sink, self.config_options)
+
+    def _sink(self, session, event):
+        """Every runtime event of this face's sessions (``LiveSession.emit``)."""
+        raise NotImplementedError
 
     def _face_session(self, session_id):
         record = self._sessions.get(session_id)
@@ -170,7 +181,6 @@ class BaseHandlers:
         ``replayed`` the conversation (every update of a replay goes before its answer).
         The commands need the plug-in scan (``commands.scanned``: in a thread, the rest
         of the preload, which the session layer waits for, is not awaited here)."""
-        session.config_options = self.config_options
         record = self._face_session(session.id)
         record.session, record.commands, record.first = session, None, True
         if replayed:
@@ -269,19 +279,13 @@ class BaseHandlers:
         problem = auth.login_check(catalog, self.settings, method_id)
         if problem is not None:
             raise auth_required(problem, catalog)
-        self._reset_providers()
+        self.manager.forget_providers()  # made again with the keys now known
         return {}
 
     def logout(self, params):
         auth.forget_keys(self.settings)
-        self._reset_providers()
+        self.manager.forget_providers()  # made again with the keys now known
         return {}
-
-    def _reset_providers(self):
-        """Live sessions build their provider again with the keys now known."""
-        for session in list(self.manager.live.values()):
-            if not session.busy:
-                session.provider = None
 
 
 def fork_point(meta):

@@ -25,9 +25,11 @@ MAX_DORMANT = 4096  # idle-closed sessions remembered for a transparent reopen
 TAKEN_OVER = ("This session was opened in another term2-acp process (pid {pid}) and is closed "
               "here. To continue in this window, load or resume it here again (that takes it "
               "back).")
-DORMANT_STATE = ("sink", "access", "effort", "provider_id", "model", "context_window", "cost",
-                 "title", "interaction_seq", "mode", "config_options", "window_learned",
-                 "mcp_servers", "editor", "extra_roots")
+# What a dormant session keeps besides its face (its FaceLink: the session is made with it
+# again, its config options and editor access with it).
+DORMANT_STATE = ("access", "effort", "provider_id", "model", "context_window", "cost",
+                 "title", "interaction_seq", "mode", "window_learned", "mcp_servers",
+                 "extra_roots")
 
 
 class DormantSessions:
@@ -39,7 +41,7 @@ class DormantSessions:
         self.store = store
         self.live = live  # the manager's live sessions: id -> LiveSession
         self._locks = locks  # the folder of the sessions' lock files
-        self._attach = attach  # (row, take) -> a LiveSession (SessionManager._attach)
+        self._attach = attach  # (row, take, face) -> a LiveSession (SessionManager._attach)
         self._load_history = load_history  # (session) -> None, released on failure
         self._release = release  # (session, forget_grants) -> None
         self._cancel = cancel  # (session id) -> None: its prompt is cancelled
@@ -97,7 +99,7 @@ class DormantSessions:
             if not session.busy and not session.closed and session.last_used < horizon:
                 log.info("session %s idle for %ds: closed (reopens on next use)",
                          session.id, timeout)
-                self._remember(session.id, {k: getattr(session, k) for k in DORMANT_STATE})
+                self._remember(session.id, _state(session))
                 session.group.kill(block=False)
                 self._release(session, forget_grants=False)
 
@@ -146,11 +148,12 @@ class DormantSessions:
         if row is None:
             self._states.pop(session_id, None)
             return None
-        session = self._attach(row, take)  # SessionLocked if another process has it now
+        session = self._attach(row, take, state["face"])  # SessionLocked if another
+        # process has it now
         del self._states[session_id]
         self._taken.pop(session_id, None)
-        for key, value in state.items():
-            setattr(session, key, value)
+        for key in DORMANT_STATE:
+            setattr(session, key, state[key])
         self._load_history(session)
         return session
 
@@ -178,9 +181,9 @@ class DormantSessions:
 
         log.info("session %s: taken over by term2-acp process %s", session.id, requester)
         self._taken[session.id] = requester  # the next prompt here is told, once
-        if session.sink is not None:
-            session.sink(session, ev.Notice(new_id("msg"), TAKEN_OVER.format(pid=requester)))
-        state = {key: getattr(session, key) for key in DORMANT_STATE}
+        if session.face.sink is not None:
+            session.face.sink(session, ev.Notice(new_id("msg"), TAKEN_OVER.format(pid=requester)))
+        state = _state(session)
         turn = session.lifecycle.greenlet
         self._cancel(session.id)
         if turn is not None:
@@ -188,6 +191,13 @@ class DormantSessions:
         session.group.kill(block=True, timeout=1)
         self._remember(session.id, state)  # dormant once released (lookups wait for that)
         self._release(session, forget_grants=False)
+
+
+def _state(session):
+    """What the session is made again with when it reopens (``reopen``)."""
+    state = {key: getattr(session, key) for key in DORMANT_STATE}
+    state["face"] = session.face
+    return state
 
 
 def _keeps_processes(session):

@@ -46,6 +46,7 @@ class Outcome(NamedTuple):  # not a dataclass: cheaper to import (core/record.py
     error: str | None = None
     usage: dict | None = None  # tokens: input, output, thought, cached
     run: dict | None = None  # the turn's model requests and cost (exec asks: settings.report_runs)
+    told: str | None = None  # failed: what it means and what to do (turns/failures.py)
 
 
 class Lifecycle:

@@ -13,6 +13,7 @@ from term2acp.core import executables, private
 from term2acp.core.access import AccessState
 from term2acp.lsp.registry import SessionServers
 from term2acp.sessions.errors import SessionLocked
+from term2acp.sessions.facelink import NO_FACE
 from term2acp.sessions.journal import Recorder
 from term2acp.sessions.lifecycle import Lifecycle
 from term2acp.sessions.recording import Recording
@@ -68,13 +69,13 @@ class LiveSession:
         "project_mcp", "trust",
         # what the session owns and closes with itself
         "shell", "language_servers", "lock",
-        # the session layer's (sessions/, mcp/session.py; the face sets sink and
-        # failures_as_errors, and editor above)
-        "recorder", "sink", "last_used", "title_words", "mcp_stored", "mcp_data_dir",
-        "failure_text", "failures_as_errors", "held_processes",
+        # the session layer's (sessions/, mcp/session.py); ``face``: the FaceLink it was
+        # opened with (config_options and editor above are made of it)
+        "recorder", "face", "last_used", "title_words", "mcp_stored", "mcp_data_dir",
+        "held_processes",
     )
 
-    def __init__(self, row, store, lock, workdir):
+    def __init__(self, row, store, lock, workdir, face=NO_FACE):
         self.id = row["id"]
         self.root = row["cwd"]
         executables.note_root(self.root)  # no program the agent starts may come from here
@@ -85,7 +86,8 @@ class LiveSession:
         self.model = row.get("model")
         self.effort = row.get("effort") or "default"
         self.mode = row.get("mode") or "auto"  # turns/modes.py: read-only | plan | ask | auto
-        self.config_options = None  # sessions.config_options.ConfigOptions, set by the front end
+        self.face = face
+        self.config_options = face.config_options  # sessions.config_options.ConfigOptions
         self.context_window = None
         self.window_learned = None  # tokens, from an overflow error (turns/context.py)
         self.images = False  # the model takes images (sessions/prompts.py, each prompt)
@@ -110,10 +112,7 @@ class LiveSession:
         # (loopback and background processes) and its language servers, made on first use.
         self.shell = SessionShell()
         self.language_servers = SessionServers()
-        self.sink = None  # callable(session, event), set by the front end
-        self.editor = None  # the editor's file access (v1 fs/*), set by the front end
-        self.failures_as_errors = False  # the face says a failed turn as the prompt's error
-        self.failure_text = None  # the last failed turn's explanation (sessions/prompts.py)
+        self.editor = None if face.editor is None else face.editor(self.id)  # v1 fs/*
         self.provider = None
         self.lifecycle = Lifecycle(self.id, self.emit)  # the prompt state machine
         self.interaction_seq = 0
@@ -159,10 +158,11 @@ class LiveSession:
         kind = type(event)
         if kind is ev.ToolCallReported and (event.locations or event.content):
             self.recording.observe(self.prompt_message_id, event)  # files
-        if self.sink is not None:
+        sink = self.face.sink
+        if sink is not None:
             if (kind is ev.TextChunk or kind is ev.ThoughtChunk) and self.lifecycle.stopping:
                 return  # recorded for replay; a cancelled turn streams no more chunks
-            self.sink(self, event)
+            sink(self, event)
 
     def append_history(self, message):
         self.history.append(message)

@@ -23,7 +23,7 @@ from term2acp.sessions import repair, takeover
 from term2acp.sessions.dormant import DormantSessions
 from term2acp.sessions.errors import (CwdMismatch, SessionClosing, SessionLocked,
                                       SessionNotFound, UnknownMessage)
-from term2acp.sessions.live import LiveSession, SessionLock
+from term2acp.sessions.live import NO_FACE, LiveSession, SessionLock
 from term2acp.sessions.prompts import Prompts
 from term2acp.sessions.store import store_for
 from term2acp.turns import context
@@ -57,6 +57,7 @@ class SessionManager:
         self.prepare, self.start, self.cancel = prompts.prepare, prompts.start, prompts.cancel
         self.mark_closing, self.taken_over_once = prompts.mark_closing, dormant.taken_over_once
         self.yield_requested, self.turns_ready = dormant.yield_requested, prompts.turns_ready
+        self.forget_providers = prompts.forget_providers
         self._prepare_dirs()
 
     def _prepare_dirs(self):
@@ -84,24 +85,25 @@ class SessionManager:
         private.make_dirs(path)
         return path
 
-    def _attach(self, row, take=False):
-        """Make the stored ``row`` live here. ``take``: when another process holds it, ask
-        that process to let it go (sessions/takeover.py) instead of refusing."""
+    def _attach(self, row, take=False, face=NO_FACE):
+        """Make the stored ``row`` live here, opened by ``face`` (its FaceLink). ``take``:
+        when another process holds it, ask that process to let it go
+        (sessions/takeover.py) instead of refusing."""
         try:
-            return self._attach_here(row)
+            return self._attach_here(row, face)
         except SessionLocked as exc:
             if not take:
                 raise
             log.info("session %s is open in process %s: taking it over", row["id"], exc.args[0])
             return takeover.take(self._locks, row["id"], exc.args[0],
-                                 lambda: self._attach_here(row))
+                                 lambda: self._attach_here(row, face))
 
-    def _attach_here(self, row):
+    def _attach_here(self, row, face):
         self.dormant.make_room()
         lock = SessionLock(self._locks, row["id"])
         lock.acquire()
         try:
-            session = LiveSession(row, self.store, lock, self._workdir(row["id"]))
+            session = LiveSession(row, self.store, lock, self._workdir(row["id"]), face)
         except BaseException:
             lock.release()
             raise
@@ -112,7 +114,8 @@ class SessionManager:
         return session
 
     # ------------------------------------------------------------ lifecycle
-    def new(self, cwd):
+    def new(self, cwd, face=NO_FACE):
+        """session/new in ``cwd`` for ``face`` (its FaceLink, ``sessions/facelink.py``)."""
         root = validate_cwd(cwd)
         provider, model = self.catalog.resolve(self.settings.provider, self.settings.model)
         self.store.open()
@@ -120,7 +123,7 @@ class SessionManager:
         session_id = str(uuid.uuid4())
         row = self.store.create_session(session_id, root, provider, model)
         try:
-            session = self._attach(row)
+            session = self._attach(row, face=face)
         except BaseException:
             self.discard(session_id)
             raise
@@ -156,10 +159,10 @@ class SessionManager:
             except Exception:  # noqa: BLE001 - the original failure is what the client hears
                 log.exception("could not remove the failed session %s", session_id)
 
-    def fork(self, source_id, cwd, message_id=None):
+    def fork(self, source_id, cwd, message_id=None, face=NO_FACE):
         """session/fork: a new live session in ``cwd`` with the conversation, replay journal
-        and config option values of ``source_id`` (live or stored), and no grants;
-        ``message_id``: only up to and including that user or agent message
+        and config option values of ``source_id`` (live or stored), and no grants, for
+        ``face``; ``message_id``: only up to and including that user or agent message
         (:class:`UnknownMessage` when the session has none of that id)."""
         root = validate_cwd(cwd)
         self.dormant.await_release(source_id)
@@ -179,7 +182,7 @@ class SessionManager:
         if created is not None:
             created.append(session_id)  # discarded if the face's answer fails
         try:
-            session = self._attach(self.store.get_session(session_id))
+            session = self._attach(self.store.get_session(session_id), face=face)
             self._load_history(session)
         except BaseException:
             self.discard(session_id)
@@ -236,8 +239,10 @@ class SessionManager:
         session.last_used = time.monotonic()
         return session
 
-    def resume(self, session_id, cwd):
-        """Attach (or re-attach) a stored session; returns ``(session, already_live)``."""
+    def resume(self, session_id, cwd, face=NO_FACE):
+        """Attach (or re-attach) a stored session for ``face``; returns ``(session,
+        already_live)``. A session live or dormant here keeps the face it was opened with
+        (one connection, so one face, per process)."""
         root = validate_cwd(cwd)
         self.dormant.await_release(session_id)
         session = self.live.get(session_id)
@@ -253,7 +258,7 @@ class SessionManager:
             raise CwdMismatch(f"cwd does not match the session's workspace {row['cwd']}")
         if session_id in self.dormant:
             return self.dormant.reopen(session_id, take=True), False
-        session = self._attach(row, take=True)  # from another process that has it open
+        session = self._attach(row, take=True, face=face)  # from another process
         self._load_history(session)
         return session, False
 

@@ -60,6 +60,13 @@ class Prompts:
         if self._turns_ready is not None:
             self._turns_ready()
 
+    def forget_providers(self):
+        """A sign-in changed the keys: live sessions without a running turn make their
+        provider again at their next prompt."""
+        for session in list(self._live.values()):
+            if not session.busy:
+                session.provider = None
+
     def prompt_read(self, session_id):
         """A session/prompt was read (runs in the reader, before the next line): returns
         its ticket for :meth:`admit`. A session/cancel read before the prompt is admitted
@@ -181,16 +188,15 @@ class Prompts:
             outcome = Outcome(CANCELLED)
         except ProviderError as exc:
             log.error("session %s: model provider failed: %s", session.id, exc)
-            outcome = Outcome(FAILED, str(exc)[:500])
-            self._tell(session, exc)
+            outcome = Outcome(FAILED, str(exc)[:500], told=self._tell(session, exc))
         except StoreError as exc:  # disk full, locked by another process: said as it is
             log.error("session %s: the session store failed: %s", session.id, exc)
-            outcome = Outcome(FAILED, f"session store: {str(exc)[:480]}")
-            self._tell(session, exc)
+            outcome = Outcome(FAILED, f"session store: {str(exc)[:480]}",
+                              told=self._tell(session, exc))
         except Exception as exc:  # noqa: BLE001 - a turn never takes the agent down
             log.exception("session %s: turn failed", session.id)
-            outcome = Outcome(FAILED, f"internal error ({type(exc).__name__})")
-            self._tell(session, exc)
+            outcome = Outcome(FAILED, f"internal error ({type(exc).__name__})",
+                              told=self._tell(session, exc))
         finally:
             self._settle(session, turn, outcome)
 
@@ -208,16 +214,18 @@ class Prompts:
                 "saved session lacks them. The store works again.\n\n")))
 
     def _tell(self, session, exc):
-        """A failed turn says why as an agent message (besides the stop reason); where the
-        face says it as the prompt's error (v1), only there (``failure_text``)."""
+        """What a failed turn means and what to do (the Outcome's ``told``): said as an
+        agent message too (besides the stop reason), unless the face says it as the
+        prompt's error (v1: its FaceLink's ``failures_as_errors``)."""
+        told = None
         try:
             provider = getattr(session.provider, "name", None) or session.provider_id
-            session.failure_text = failures.explain(exc, provider)
-            if session.failures_as_errors:
-                return
-            session.emit(ev.Notice(new_id("msg"), failures.message(exc, provider)))
+            told = failures.explain(exc, provider)
+            if not session.face.failures_as_errors:
+                session.emit(ev.Notice(new_id("msg"), failures.message(exc, provider)))
         except Exception:  # noqa: BLE001 - the stop reason still carries the error
             log.exception("session %s: could not report the failure", session.id)
+        return told
 
     def _settle(self, session, turn, outcome):
         checkpoint, session.checkpoint = session.checkpoint, None
@@ -232,7 +240,7 @@ class Prompts:
         try:
             if turn is not None:
                 if turn.tokens is not None:
-                    outcome = Outcome(outcome.reason, outcome.error, dict(zip(
+                    outcome = outcome._replace(usage=dict(zip(
                         ("input", "output", "thought", "cached", "cache_write"), turn.tokens)))
                 if self.settings.report_runs:  # exec's result (headless/)
                     outcome = outcome._replace(run={"requests": turn.requests,

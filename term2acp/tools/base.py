@@ -45,8 +45,9 @@ class EditorError(ToolError):
 
 
 def editor_of(session):
-    """The editor's file access of ``session`` (``session.editor``, which a protocol face
-    sets: the v1 face's ``fs/*`` methods), or None: then all tool I/O is local. An editor
+    """The editor's file access of ``session`` (``session.editor``, made of the FaceLink of
+    the protocol face that opened it: the v1 face's ``fs/*`` methods), or None: then all
+    tool I/O is local. An editor
     object has ``can_read``, ``can_write``, ``read_text(path) -> str`` and
     ``write_text(path, text)``; the last two raise EditorError."""
     return session.editor

@@ -330,6 +330,25 @@ def test_layering_a_live_session_declares_every_attribute_set_on_it():
     assert not undeclared, undeclared
 
 
+def test_layering_a_face_sets_nothing_on_a_session():
+    """What a session needs of its protocol face is the face's ``FaceLink`` (sink, config
+    options, editor access, failures as errors), given to the session manager as it opens
+    the session and made into it by its constructor; what a face keeps per session is its
+    own ``FaceSession`` record: nothing in ``acp/`` sets an attribute of a session."""
+    import ast
+
+    found = []
+    for rel, text in _sources():
+        if rel.startswith("acp/"):
+            for node in ast.walk(ast.parse(text)):
+                if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) \
+                        and _a_session(node.value) or isinstance(node, ast.Call) \
+                        and getattr(node.func, "id", "") == "setattr" \
+                        and _a_session(node.args[0]):
+                    found.append(f"{rel}:{node.lineno} {ast.unparse(node)[:60]}")
+    assert not found, found
+
+
 def test_layering_the_turn_layer_touches_only_what_the_turn_session_names():
     """``turns/`` reads and writes a session only through ``turns/session.py``'s
     ``TurnSession`` (a child session's own names aside)."""

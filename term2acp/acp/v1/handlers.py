@@ -24,6 +24,7 @@ from term2acp.core import events as ev
 from term2acp.core.ids import new_id
 from term2acp.rpc.errors import InternalError
 from term2acp.sessions.errors import SessionBusy, SessionLocked, SessionNotFound
+from term2acp.sessions.facelink import FaceLink
 
 log = logging.getLogger(__name__)
 
@@ -47,21 +48,26 @@ class V1Handlers(BaseHandlers):
 
     def __init__(self, manager, client, settings, capabilities):
         super().__init__(manager, client, settings, capabilities)
-        self.files = capabilities.files  # what the client's fs/* can do
         self.terminal_meta = capabilities.terminal_meta  # Zed's terminal (_meta)
         self._held = {}  # session id -> [_Held], oldest first
 
     # ------------------------------------------------------------ plumbing
+    def _link(self, capabilities):
+        """A failed turn is said once, as the prompt's error; the tools read and write
+        through the editor's fs/* where it offers them."""
+        files = capabilities.files
+        editor = None
+        if files.read or files.write:
+            def editor(session_id):
+                return EditorFiles(self.client, session_id, files.read, files.write,
+                                   self.settings.approval_timeout)
+        return FaceLink(self._sink, self.config_options, editor, failures_as_errors=True)
+
     def _attach(self, session, mcp_servers):
-        session.sink = self._sink
-        session.failures_as_errors = True  # a failed turn: said once, as the prompt's error
         record = self._face_session(session.id)
         if record.view is None:
             record.view = translate.SessionView(session.root, self.compaction,
                                                 self.terminal_meta)
-        if self.files.read or self.files.write:  # the tools read/write through fs/*
-            session.editor = EditorFiles(self.client, session.id, self.files.read,
-                                         self.files.write, self.settings.approval_timeout)
         self.manager.connect_mcp(session, mcp_servers)
 
     def _sink(self, session, event):
@@ -101,7 +107,7 @@ class V1Handlers(BaseHandlers):
     # ------------------------------------------------------------ lifecycle
     @domain_errors
     def new_session(self, params):
-        session = self.manager.new(params["cwd"])
+        session = self.manager.new(params["cwd"], self.link)
         session.set_roots(params["additional_directories"])
         self._attach(session, params["mcp_servers"])
         result = self.setup_result(session, {"sessionId": session.id})
@@ -111,7 +117,8 @@ class V1Handlers(BaseHandlers):
     @domain_errors
     def load_session(self, params):
         """Attach a stored session and replay its whole history, then answer."""
-        session, _already = self.manager.resume(params["session_id"], params["cwd"])
+        session, _already = self.manager.resume(params["session_id"], params["cwd"],
+                                               self.link)
         session.set_roots(params["additional_directories"])
         self._attach(session, params["mcp_servers"])
         terminals = list(self.manager.journal(session, ("terminal",)))
@@ -123,7 +130,8 @@ class V1Handlers(BaseHandlers):
 
     @domain_errors
     def resume_session(self, params):
-        session, _already = self.manager.resume(params["session_id"], params["cwd"])
+        session, _already = self.manager.resume(params["session_id"], params["cwd"],
+                                               self.link)
         session.set_roots(params["additional_directories"])
         self._attach(session, params["mcp_servers"])
         result = self.setup_result(session, {})
@@ -240,7 +248,6 @@ class V1Handlers(BaseHandlers):
         gate = PermissionBridge(self.client, session.id, self.settings.approval_timeout,
                                 params_for=permissions.request_params,
                                 questions=self.questions)
-        session.failure_text = None
         ended = self.manager.start(session, blocks, text, gate)
         try:
             outcome = ended.get()  # set after the idle transition's updates were queued
@@ -248,7 +255,7 @@ class V1Handlers(BaseHandlers):
             if not ended.ready():  # this request was cancelled ($/cancel_request, shutdown)
                 self.manager.cancel(session.id)
             raise
-        return _prompt_result(outcome, session.failure_text)
+        return _prompt_result(outcome, outcome.told)
 
 
 def _prompt_result(outcome, told=None):

@@ -47,9 +47,8 @@ class V2Handlers(BaseHandlers):
 
     @domain_errors
     def new_session(self, params):
-        session = self.manager.new(params["cwd"])
+        session = self.manager.new(params["cwd"], self.link)
         session.set_roots(params["additional_directories"])
-        session.sink = self._sink
         self.manager.connect_mcp(session, params["mcp_servers"])
         result = self.setup_result(session, {"sessionId": session.id})
         self.started(session)
@@ -85,9 +84,8 @@ class V2Handlers(BaseHandlers):
         if replay is not None and replay.get("type") != "start":
             raise InvalidParamsError(f"unsupported replayFrom type {replay.get('type')!r}; "
                                      'use {"type": "start"} or omit it')
-        session, _already = self.manager.resume(params["session_id"], params["cwd"])
+        session, _already = self.manager.resume(params["session_id"], params["cwd"], self.link)
         session.set_roots(params["additional_directories"])
-        session.sink = self._sink
         self.manager.connect_mcp(session, params["mcp_servers"])
         if replay is not None:
             replay_journal(self.manager, self.client, session, 2,
@@ -141,7 +139,7 @@ class V2Handlers(BaseHandlers):
         ``sessionId``, in the ``cwd`` the request names, without its grants."""
         with self.manager.undo_new_on_failure():
             session = self.manager.fork(params["session_id"], params["cwd"],
-                                        fork_point(params["meta"]))
+                                        fork_point(params["meta"]), self.link)
             session.set_roots(params["additional_directories"])
             self.attach_forked(session, params["mcp_servers"])
             result = self.setup_result(session, {"sessionId": session.id})
@@ -149,7 +147,6 @@ class V2Handlers(BaseHandlers):
         return result
 
     def attach_forked(self, session, mcp_servers):
-        session.sink = self._sink
         self.manager.connect_mcp(session, mcp_servers)
 
     @domain_errors

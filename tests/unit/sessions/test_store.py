@@ -6,6 +6,7 @@ import pytest
 
 from term2acp.providers.catalog import Catalog
 from term2acp.sessions.errors import InvalidCursor
+from term2acp.sessions.facelink import FaceLink
 from term2acp.sessions.manager import SessionManager
 from term2acp.sessions.store import Store, decode_cursor, encode_cursor
 from term2acp.settings import Settings
@@ -128,15 +129,16 @@ def test_manager_idle_sessions_close_and_reopen_with_their_grants(tmp_path):
     import gevent
 
     manager = _manager(tmp_path, idle_session_timeout=0.05)
-    session = manager.new(str(tmp_path))
+    sink = object()
+    session = manager.new(str(tmp_path), FaceLink(sink))
     session.access.allow_edit_folder("/elsewhere")
-    session.sink = sink = object()
     with gevent.Timeout(5):
         while session.id in manager.live:
             gevent.sleep(0.02)
     assert session.closed and session.lock.fd is None
     again = manager.get(session.id)  # a prompt's admission reopens it
-    assert again is not session and again.sink is sink and again.access.can_edit("/elsewhere/x")
+    assert again is not session and again.face.sink is sink and \
+        again.access.can_edit("/elsewhere/x")
     assert manager.close(again.id)
     from term2acp.sessions.errors import SessionNotFound
 

@@ -21,6 +21,7 @@ from term2acp.providers import base as pb
 from term2acp.providers.catalog import Catalog
 from term2acp.rpc.stream import Writer
 from term2acp.sessions.errors import StoreError
+from term2acp.sessions.facelink import FaceLink
 from term2acp.sessions.manager import SessionManager
 from term2acp.sessions.store import Store
 from term2acp.settings import Settings
@@ -132,9 +133,9 @@ def test_the_turn_waits_cooperatively_for_a_locked_store_before_asking(manager, 
 
 def test_a_failure_of_the_turn_commit_fails_the_turn_before_the_model_is_asked(manager,
                                                                                tmp_path):
-    session = manager.new(str(tmp_path))
     emitted = []
-    session.sink = lambda _session, event: emitted.append(type(event).__name__)
+    session = manager.new(str(tmp_path),
+                          FaceLink(lambda _session, event: emitted.append(type(event).__name__)))
     provider = Provider()
     failing = _failing_history(manager.store.path)
     failed = _run(_turn(manager, session, provider), "say hello")
