@@ -62,9 +62,10 @@ def main(argv, load):
     except Exception as exc:  # noqa: BLE001 - cli.StartError: the message says what to fix
         sys.stderr.write(f"term2acp sessions: {exc}\n")
         return 1
+    from term2acp.acp.v1.replay import forms
     from term2acp.sessions.store.api import store_for
 
-    store = store_for(settings)
+    store = store_for(settings, forms)  # an import's journal stored as the agent stores it
     try:
         store.open()
         return run(opts, store, settings, catalog)

@@ -348,9 +348,15 @@ class Store:
         and its replay updates (``replay_forms``; none for a payload that may nest too
         deep) are encoded now (it may change later on the hub), written with the next trip."""
         text = json.dumps(payload)
-        forms = self.replay_forms(kind, payload) if self.replay_forms is not None and \
-            not may_be_too_deep(text) else ()
-        self._write(tails.journal_put, (session_id, kind, key, text, *forms), session_id)
+        self._write(tails.journal_put, (session_id, kind, key, text,
+                                        *self.encoded(kind, payload, text)), session_id)
+
+    def encoded(self, kind, payload, text):
+        """``(wire1, wire2)`` of a journal record (``replay_forms``); none for a payload
+        (``text`` encoded) that may nest too deep: replay judges it as before."""
+        if self.replay_forms is None or may_be_too_deep(text):
+            return None, None
+        return self.replay_forms(kind, payload)
 
     def journal_record(self, session_id, key):
         """The payload of the record ``key``, or None."""

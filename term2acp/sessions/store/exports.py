@@ -80,8 +80,10 @@ class DocumentRows:
             write("INSERT INTO history (session_id, seq, message) VALUES (?, ?, ?)",
                   (session_id, seq, json.dumps(message)), session_id)
         for seq, (kind, key, payload) in enumerate(journal, 1):
-            write("INSERT INTO journal (session_id, seq, kind, key, payload) VALUES"
-                  " (?, ?, ?, ?, ?)", (session_id, seq, kind, key, json.dumps(payload)),
+            text = json.dumps(payload)
+            write("INSERT INTO journal (session_id, seq, kind, key, payload, wire1, wire2) "
+                  "VALUES (?, ?, ?, ?, ?, ?, ?)", (session_id, seq, kind, key, text,
+                                                   *self._store.encoded(kind, payload, text)),
                   session_id)
         for seq, (kind, turn, payload, content) in enumerate(recording, 1):
             write("INSERT INTO recording (session_id, seq, kind, turn, payload, content)"

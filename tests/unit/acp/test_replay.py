@@ -160,3 +160,16 @@ def fresh_line(store, key):
     store.journal_put(Session.id, "agent_message", key, {"message_id": key, "text": "new"})
     store.commit()
     return replayed(store, 2)[0].split(b"\n")[-2] + b"\n"
+
+
+def test_an_imported_journal_is_stored_encoded_too(tmp_path):
+    imported = st.Store(str(tmp_path / "imported.sqlite3"), replay_forms=forms).open()
+    translated = make_store(tmp_path / "translated.sqlite3", None)
+    try:
+        imported.documents.write(Session.id, {"cwd": "/w"}, [], RECORDS, [], "2026-01-01")
+        for version in (1, 2):
+            ours, runs = replayed(imported, version)
+            assert runs >= 3 and ours == replayed(translated, version)[0]
+    finally:
+        imported.close()
+        translated.close()
