@@ -23,7 +23,7 @@ from term2acp.sessions.errors import StoreError
 _sleep = monkey.get_original("time", "sleep")
 _monotonic = monkey.get_original("time", "monotonic")
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 MIGRATIONS = {
     1: """
     CREATE TABLE sessions (
@@ -124,6 +124,11 @@ MIGRATIONS = {
         (kind = 'tool_call' AND COALESCE(json_extract(payload, '$.status'), '')
          NOT IN ('completed', 'failed', 'cancelled'))
         OR (kind = 'terminal' AND json_extract(payload, '$.exit') IS NULL)
+    """,
+    # 7: a session's journal records of some kinds without reading the others (v1
+    # session/load reads its terminals first: tails.journal_page with ``kinds``)
+    7: """
+    CREATE INDEX journal_kinds ON journal (session_id, kind, seq)
     """,
 }
 
