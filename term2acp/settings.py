@@ -202,6 +202,15 @@ class Settings:
         """The config file's ``[providers.*]``, read again at a sign-in (``auth.reload``)."""
         self.providers = providers
 
+    def reading_also(self, paths):
+        """A copy whose sandbox also reads ``paths`` (a language server's own files)."""
+        import copy  # off the start-up path
+
+        out = copy.copy(self)
+        out.sandbox = copy.copy(self.sandbox)
+        out.sandbox.read_paths = [*self.sandbox.read_paths, *paths]
+        return out
+
     def _apply_file(self, path):
         if not os.path.exists(path):  # the schema is built only for a file to check
             return

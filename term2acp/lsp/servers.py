@@ -13,7 +13,6 @@ looked up the same way), and their prefixes (the folder above a ``bin``, or the 
 ``node_modules``), never a prefix that is ``/``, the home or a folder holding the root.
 """
 
-import copy
 import os
 from dataclasses import dataclass, field
 
@@ -185,7 +184,4 @@ def _shebang(path):
 
 def sandbox_settings(settings, visible):
     """``settings`` with ``visible`` added to the sandbox's read paths (a copy)."""
-    out = copy.copy(settings)
-    out.sandbox = copy.copy(settings.sandbox)
-    out.sandbox.read_paths = [*settings.sandbox.read_paths, *visible]
-    return out
+    return settings.reading_also(visible)
