@@ -75,7 +75,8 @@ class LiveSession:
         "held_processes",
     )
 
-    def __init__(self, row, store, lock, workdir, face=NO_FACE):
+    def __init__(self, row, store, lock, workdir, face=NO_FACE, effort="default", mode="auto"):
+        """``effort`` and ``mode``: the settings' defaults (a choice the row stores wins)."""
         self.id = row["id"]
         self.root = row["cwd"]
         executables.note_root(self.root)  # no program the agent starts may come from here
@@ -84,8 +85,8 @@ class LiveSession:
         self.title_words = None  # the first prompt's words, for the model's title
         self.provider_id = row.get("provider")
         self.model = row.get("model")
-        self.effort = row.get("effort") or "default"
-        self.mode = row.get("mode") or "auto"  # turns/modes.py: read-only | plan | ask | auto
+        self.effort = row.get("effort") or effort
+        self.mode = row.get("mode") or mode  # turns/modes.py: read-only | plan | ask | auto
         self.face = face
         self.config_options = face.config_options  # sessions.config_options.ConfigOptions
         self.context_window = None

@@ -103,12 +103,11 @@ class SessionManager:
         lock = SessionLock(self._locks, row["id"])
         lock.acquire()
         try:
-            session = LiveSession(row, self.store, lock, self._workdir(row["id"]), face)
+            session = LiveSession(row, self.store, lock, self._workdir(row["id"]), face,
+                                  self.settings.effort, self.settings.mode)
         except BaseException:
             lock.release()
             raise
-        session.effort = row.get("effort") or self.settings.effort  # a stored choice wins
-        session.mode = row.get("mode") or self.settings.mode
         self.live[session.id] = session
         self.dormant.arm_idle_timer()
         return session

@@ -56,11 +56,13 @@ class V1Handlers(BaseHandlers):
         """A failed turn is said once, as the prompt's error; the tools read and write
         through the editor's fs/* where it offers them."""
         files = capabilities.files
-        editor = None
-        if files.read or files.write:
-            def editor(session_id):
-                return EditorFiles(self.client, session_id, files.read, files.write,
-                                   self.settings.approval_timeout)
+        if not (files.read or files.write):
+            return FaceLink(self._sink, self.config_options, failures_as_errors=True)
+
+        def editor(session_id):
+            return EditorFiles(self.client, session_id, files.read, files.write,
+                               self.settings.approval_timeout)
+
         return FaceLink(self._sink, self.config_options, editor, failures_as_errors=True)
 
     def _attach(self, session, mcp_servers):
