@@ -45,6 +45,7 @@ class Preload:
         self.catalog = catalog
         self._flushed = flushed  # () -> once the lines queued so far are written
         self.ready = Event()
+        self.done = Event()  # set once the whole preload (probe, converter) has run
         self.greenlet = None  # runs the preload, then the sandbox probe
         self._tools = None  # name -> Tool, loaded by the thread or by the first prompt
         self._note = None  # what the sandbox probe found
@@ -99,11 +100,13 @@ class Preload:
             log.warning("preloading the tools failed; the first prompt loads them", exc_info=True)
         finally:
             self.ready.set()
-        self.sandbox_note()
         try:
+            self.sandbox_note()
             gevent.get_hub().threadpool.apply(importlib.import_module, (CONVERTER,))
         except Exception:  # noqa: BLE001 - the first page converted imports it, and says
             log.debug("preloading %s failed", CONVERTER, exc_info=True)
+        finally:
+            self.done.set()
 
 
 def _prepare(modules, settings):
