@@ -275,3 +275,44 @@ def test_a_background_terminal_is_recorded_past_its_turn(tmp_path):
     assert records["t-bg"]["output"] == "R0VUIC8K"  # base64 of the output
     assert records["t-fg"]["exit"] == {"exit_code": 0, "signal": None}
     store.close()
+
+
+def test_turns_woken_by_one_delivery_let_the_hub_read_its_input_between_them():
+    """Twenty greenlets wait on one store job (twenty turns on one commit); each works
+    a few ms once woken. Input that arrives as the first runs is read before the last of them
+    resumes: the delivery does not run them all back to back while stdin waits."""
+    from gevent import monkey
+
+    from term2acp.sessions.store.worker import Worker
+
+    hold = monkey.get_original("_thread", "allocate_lock")()
+    hold.acquire()
+    worker = Worker()
+    job = worker.submit(None, (), lambda _worker: hold.acquire())
+    order = []
+    r, w = os.pipe()
+
+    def turn(n):
+        job.wait()
+        if not order:
+            os.write(w, b"x")  # input arrives as the first of them runs
+        until = time.perf_counter() + 0.003
+        while time.perf_counter() < until:  # a turn's work, on the hub
+            pass
+        order.append(n)
+
+    def reader():
+        gevent.socket.wait_read(r)
+        order.append("input")
+
+    try:
+        turns = [gevent.spawn(turn, n) for n in range(20)]
+        listening = gevent.spawn(reader)
+        gevent.idle()
+        hold.release()  # the job is done: all twenty are delivered at once
+        assert gevent.joinall([*turns, listening], timeout=10) and len(order) == 21
+        assert order.index("input") < 20, order
+    finally:
+        os.close(r)
+        os.close(w)
+        worker.close()
