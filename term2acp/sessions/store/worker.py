@@ -28,6 +28,7 @@ except ImportError:  # pragma: no cover - CPython always has it
     from queue import SimpleQueue as _NativeQueue  # noqa: N813
 
 
+FEW = 3  # waiters of one delivery always run back to back (Worker._wake)
 THREAD_NAME = "term2-store"  # what ps -L, top -H and /proc/<pid>/task/*/comm show
 
 
@@ -120,13 +121,16 @@ class Worker:
             self._wake(woken)
 
     def _wake(self, woken, timer=None):
-        """Switch to each waiter in turn (each runs until it waits again); once the hub is
-        overdue for a look at its I/O, the rest are woken after it has had one (twenty
-        turns waiting on one commit ran back to back, ~20 ms without stdin being read)."""
+        """Switch to each waiter in turn (each runs until it waits again; the first always
+        does). While more than ``FEW`` are left and the hub is overdue for a look at its
+        I/O, the rest are woken after it has had one: twenty turns waiting on one commit
+        ran back to back, ~20 ms without stdin being read. A few are simply run: putting
+        them off costs each a turn of the loop (a prompt's answer waited ~2 ms behind its
+        streaming turn)."""
         if timer is not None:
             timer.close()
         for n, waiter in enumerate(woken):
-            if n and overdue():
+            if n and len(woken) - n > FEW and overdue():
                 later = get_hub().loop.timer(POLL)
                 later.start(self._wake, woken[n:], later)
                 return
