@@ -1,10 +1,8 @@
 """What only prompts need, prepared in one thread the first time something needs it.
 
 Everything else is imported at the top of its module before the first line is read. The
-turn loop (``turns/turn.py``, the agent tool: the session layer imports them where first
-needed, after ``turns_ready``), the tools (with the sandbox and ``sh``), the providers'
-HTTP client, the default provider's module and the scans of the tool and command
-plug-ins take tens of ms of CPU: neither
+tools (with the sandbox and ``sh``), the providers' HTTP client, the default provider's
+module and the scans of the tool and command plug-ins take tens of ms of CPU: neither
 ``initialize`` nor a first ``session/new`` pays for them. The first caller of
 :meth:`Preload.wait` starts their preparation: the slash commands and model listing a new
 session announces after its answer (or a prompt). Once the lines queued by then are
@@ -33,8 +31,7 @@ from term2acp.turns import commands
 log = logging.getLogger(__name__)
 
 WAIT = 30.0  # seconds a caller waits for the preload before doing the work itself
-MODULES = ("term2acp.turns.turn", "term2acp.turns.agents.tool", "term2acp.turns.projectmcp",
-           "term2acp.providers.http", "term2acp.sandbox.bwrap", "term2acp.tools.registry")
+MODULES = ("term2acp.providers.http", "term2acp.sandbox.bwrap", "term2acp.tools.registry")
 CONVERTER = "html_to_markdown"
 SANDBOX = "available: writes only inside the workspace root, no network, credentials hidden"
 

@@ -18,10 +18,12 @@ from term2acp.providers.catalog import NO_PROVIDER_HELP
 from term2acp.providers.errors import ProviderError, ProviderNotConfigured
 from term2acp.sessions.errors import SessionBusy, StoreError
 from term2acp.sessions.lifecycle import CANCELLED, FAILED, Outcome
-from term2acp.turns import content, failures, modes, skills, steering
+from term2acp.turns import content, failures, modes, projectmcp, skills, steering
 from term2acp.turns.agents import kinds
+from term2acp.turns.agents.tool import NAME as AGENT, AgentTool
 from term2acp.turns.prompt import system_prompt, title_from
 from term2acp.turns.titles import request_model_title
+from term2acp.turns.turn import Turn
 
 log = logging.getLogger(__name__)
 
@@ -151,12 +153,6 @@ class Prompts:
         return session.lifecycle.start(spawn, gate)
 
     def _run_turn(self, session, blocks, text):
-        # the turn loop and what only a turn uses: loaded by the preload, which ``admit``
-        # waited for, not before ``initialize`` is answered (``term2acp/preload.py``)
-        from term2acp.turns import projectmcp
-        from term2acp.turns.agents.tool import NAME as AGENT, AgentTool
-        from term2acp.turns.turn import Turn
-
         outcome, turn = Outcome(CANCELLED), None
         try:
             if not session.lifecycle.begin():
