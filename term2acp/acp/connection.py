@@ -24,8 +24,6 @@ from term2acp.acp.handlers import STEERING_META
 from term2acp.acp.schemas.base import load
 from term2acp.acp.schemas.initialize import InitializeRequestSchema, InitializeV1RequestSchema
 from term2acp.acp.signin import auth_methods
-from term2acp.acp.v1.handlers import V1Handlers
-from term2acp.acp.v1.routes import routes as v1_routes
 from term2acp.acp.v2.handlers import V2Handlers
 from term2acp.acp.v2.routes import routes
 from term2acp.rpc.messages import Route
@@ -56,8 +54,12 @@ class Connection:
 
     def _build_face(self, capabilities):
         """The negotiated face: its handlers (with the session manager and what the client
-        advertised) and the route table of their bound methods."""
+        advertised) and the route table of their bound methods. The v1 face is imported by
+        a v1 ``initialize``: a v2 connection never loads it."""
         if self.version == m.PROTOCOL_V1:
+            from term2acp.acp.v1.handlers import V1Handlers
+            from term2acp.acp.v1.routes import routes as v1_routes
+
             face = V1Handlers(self.manager, self.client, self.settings, capabilities)
             table = v1_routes(face, self._route)
         else:
