@@ -8,10 +8,8 @@ module and the scans of the tool and command plug-ins take tens of ms of CPU: ne
 session announces after its answer (or a prompt). Once the lines queued by then are
 written (the session's answer), a thread of gevent's pool does the work: it shares the
 interpreter with no session call an editor sends right after ``initialize``, and it is
-done long before a person has typed a prompt. The sandbox module comes first, so the
-sandbox is probed (a bwrap run, from the hub) beside the rest of the loading: the
-launch holds the hub a few ms, before any turn can run rather than when twenty start
-at once. ``ready`` is set when both are done, or have failed; then web_fetch's HTML
+done long before a person has typed a prompt. ``ready`` is set when it is done, or has
+failed; then the sandbox is probed (a bwrap run) on the hub, and web_fetch's HTML
 converter (``CONVERTER``, a few hundred ms of imports) is loaded in the thread, so no
 first fetch pays for it.
 When the thread failed, :meth:`Preload.tools` loads the tools on the hub, which reports
@@ -35,7 +33,6 @@ log = logging.getLogger(__name__)
 WAIT = 30.0  # seconds a caller waits for the preload before doing the work itself
 MODULES = ("term2acp.providers.http", "term2acp.sandbox.bwrap", "term2acp.tools.registry")
 CONVERTER = "html_to_markdown"
-SANDBOX_MODULE = "term2acp.sandbox.bwrap"
 SANDBOX = "available: writes only inside the workspace root, no network, credentials hidden"
 
 
@@ -46,7 +43,7 @@ class Preload:
         self._flushed = flushed  # () -> once the lines queued so far are written
         self.ready = Event()
         self.done = Event()  # set once the whole preload (probe, converter) has run
-        self.greenlet = None  # runs the preload (and starts the sandbox probe)
+        self.greenlet = None  # runs the preload, then the sandbox probe
         self._tools = None  # name -> Tool, loaded by the thread or by the first prompt
         self._note = None  # what the sandbox probe found
 
@@ -83,50 +80,30 @@ class Preload:
         """What the shell's sandbox can do, for the model's context notes."""
         if self._note is None:
             self.wait()
-            if self._note is None:  # the preload could not probe: it is done here
-                self._note = _sandbox_note()
+            status = importlib.import_module("term2acp.sandbox.bwrap").probe()
+            if status.available:
+                self._note = SANDBOX
+            else:
+                self._note = f"unavailable ({status.reason}); shell calls are refused"
+                log.warning("%s", status.warning())
         return self._note
 
     def _run(self, modules):
         if self._flushed is not None:
             self._flushed()
-        pool, probing = gevent.get_hub().threadpool, None
         try:
-            pool.apply(importlib.import_module, (SANDBOX_MODULE,))
-            # The probe's launch holds the hub a few ms (sh waits for the exec): now, while
-            # no turn runs yet (they wait for ``ready``), its run beside the loading below
-            probing = gevent.spawn(self._probe)
-            self._tools = pool.apply(_prepare, (modules, self.settings))
+            self._tools = gevent.get_hub().threadpool.apply(_prepare, (modules, self.settings))
         except Exception:  # noqa: BLE001 - tools() does it again and reports it
             log.warning("preloading the tools failed; the first prompt loads them", exc_info=True)
-        except BaseException:  # killed (shutdown): the probe stops too
-            if probing is not None:
-                probing.kill(block=False)
-            raise
         finally:
-            if probing is not None and not probing.dead:
-                probing.join()
             self.ready.set()
         try:
-            pool.apply(importlib.import_module, (CONVERTER,))
+            self.sandbox_note()
+            gevent.get_hub().threadpool.apply(importlib.import_module, (CONVERTER,))
         except Exception:  # noqa: BLE001 - the first page converted imports it, and says
             log.debug("preloading %s failed", CONVERTER, exc_info=True)
         finally:
             self.done.set()
-
-    def _probe(self):
-        try:
-            self._note = _sandbox_note()
-        except Exception:  # noqa: BLE001 - sandbox_note() probes again where needed
-            log.warning("probing the sandbox failed", exc_info=True)
-
-
-def _sandbox_note():
-    status = importlib.import_module(SANDBOX_MODULE).probe()
-    if status.available:
-        return SANDBOX
-    log.warning("%s", status.warning())
-    return f"unavailable ({status.reason}); shell calls are refused"
 
 
 def _prepare(modules, settings):
