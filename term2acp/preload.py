@@ -26,6 +26,7 @@ import logging
 import gevent
 from gevent.event import Event
 
+from term2acp.core import loading
 from term2acp.turns import commands
 
 log = logging.getLogger(__name__)
@@ -92,14 +93,14 @@ class Preload:
         if self._flushed is not None:
             self._flushed()
         try:
-            self._tools = gevent.get_hub().threadpool.apply(_prepare, (modules, self.settings))
+            self._tools = loading.in_thread(_prepare, modules, self.settings)
         except Exception:  # noqa: BLE001 - tools() does it again and reports it
             log.warning("preloading the tools failed; the first prompt loads them", exc_info=True)
         finally:
             self.ready.set()
         try:
             self.sandbox_note()
-            gevent.get_hub().threadpool.apply(importlib.import_module, (CONVERTER,))
+            loading.in_thread(importlib.import_module, CONVERTER)
         except Exception:  # noqa: BLE001 - the first page converted imports it, and says
             log.debug("preloading %s failed", CONVERTER, exc_info=True)
         finally:

@@ -33,7 +33,7 @@ import gevent.lock
 import gevent.os
 from gevent.socket import wait_read
 
-from term2acp.core import executables
+from term2acp.core import executables, loading
 from term2acp.core.pacing import breathe
 from term2acp.mcp import keeper
 from term2acp.mcp.rpc import ServerGone, TooLarge, plain, too_large
@@ -82,9 +82,8 @@ def child_env(given):
 
 
 def _process():
-    """``sandbox/process.py``, imported in a thread of gevent's pool (module docstring)."""
-    return gevent.get_hub().threadpool.apply(importlib.import_module,
-                                             ("term2acp.sandbox.process",))
+    """``sandbox/process.py``, imported in a thread (``core/loading.py``; module docstring)."""
+    return loading.in_thread(importlib.import_module, "term2acp.sandbox.process")
 
 
 class StdioTransport:

@@ -21,9 +21,8 @@ import importlib.metadata
 import logging
 import re
 
-import gevent
-
 from term2acp.core import events as ev
+from term2acp.core import loading
 from term2acp.core.ids import new_id
 from term2acp.turns import compaction, modes
 from term2acp.turns.titles import rename
@@ -239,7 +238,7 @@ def scanned():
     thread of gevent's pool when still to do, not on the hub; no need to wait for the rest
     of the preload (the tools, the sandbox)."""
     if _loaded is None:
-        gevent.get_hub().threadpool.apply(available)
+        loading.in_thread(available)
     return _loaded
 
 
