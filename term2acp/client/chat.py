@@ -29,6 +29,7 @@ import os
 import queue
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -37,6 +38,8 @@ import time
 from term2acp.client import terminal
 from term2acp.client.render import Renderer, shown
 from term2acp.core import private
+
+INTERRUPT_CHECK = 0.2  # seconds: how often a turn looks for a Ctrl-C while the agent is quiet
 
 
 class AgentGone(Exception):
@@ -189,25 +192,37 @@ class Chat:
         return {"outcome": "selected", "optionId": option["optionId"]}
 
     def turn(self, text):
-        """Run one prompt to its idle update; Ctrl-C cancels it. Returns the stop reason."""
+        """Run one prompt to its idle update; Ctrl-C cancels it (a second one quits).
+        Returns the stop reason.
+
+        Ctrl-C is counted by a handler and looked at between messages, at least every
+        ``INTERRUPT_CHECK`` seconds: a KeyboardInterrupt could land anywhere (while an
+        update is drawn, say) or wait, with the reader thread taking the signal, until
+        the agent next said something."""
         self.renderer.begin_turn()
         self.call("session/prompt", {"sessionId": self.session_id,
                                      "prompt": [{"type": "text", "text": text}]})
-        cancelled = False
-        while True:
-            try:
-                message = self.conn.receive()
-            except KeyboardInterrupt:
-                if cancelled:
-                    raise
-                cancelled = True
-                self.conn.send({"jsonrpc": "2.0", "method": "session/cancel",
-                                "params": {"sessionId": self.session_id}})
-                continue
-            update = self.dispatch(message)
-            if update and update.get("sessionUpdate") == "state_update" \
-                    and update.get("state") == "idle":
-                return update.get("stopReason")
+        interrupts = []
+        previous = signal.signal(signal.SIGINT, lambda *_: interrupts.append(True))
+        try:
+            cancelled = False
+            while True:
+                if interrupts and cancelled and len(interrupts) > 1:
+                    raise KeyboardInterrupt
+                if interrupts and not cancelled:
+                    cancelled = True
+                    self.conn.send({"jsonrpc": "2.0", "method": "session/cancel",
+                                    "params": {"sessionId": self.session_id}})
+                try:
+                    message = self.conn.receive(timeout=INTERRUPT_CHECK)
+                except queue.Empty:
+                    continue
+                update = self.dispatch(message)
+                if update and update.get("sessionUpdate") == "state_update" \
+                        and update.get("state") == "idle":
+                    return update.get("stopReason")
+        finally:
+            signal.signal(signal.SIGINT, previous)
 
 
 def main(argv=None):

@@ -178,3 +178,54 @@ def test_chat_prints_no_control_character_of_the_agent(agent_env, workspace, tmp
     listed = subprocess.run(base + ["--list"], env=env, timeout=30, capture_output=True,
                             stdin=subprocess.DEVNULL).stdout.decode()
     assert "hi" in listed and not {"\x1b", "\x07", "\u202e"} & set(listed)
+
+
+INTERRUPTED_ELSEWHERE = r'''
+import os, queue, signal, sys, threading, time
+sys.path.insert(0, sys.argv[1])
+from term2acp.client.chat import Chat
+from term2acp.client.render import Renderer
+
+class Conn:
+    """Answers the prompt, then stays quiet until cancelled; its reader thread is the one
+    the kernel hands the Ctrl-C to."""
+    def __init__(self):
+        self.inbox, self.waiting = queue.Queue(), threading.Event()
+        self.reader = threading.Thread(target=self.read, daemon=True)
+        self.reader.start()
+    def read(self):
+        self.waiting.wait()
+        stat = f"/proc/self/task/{os.getpid()}/stat"
+        deadline = time.monotonic() + 5
+        while open(stat).read().split(") ")[1][0] != "S" and time.monotonic() < deadline:
+            time.sleep(0.001)  # until the main thread sleeps in its wait for a message
+        signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+        threading.Event().wait()
+    def request(self, method, params):
+        self.inbox.put({"jsonrpc": "2.0", "id": 1, "result": {}})
+        return 1
+    def send(self, message):
+        if message.get("method") == "session/cancel":
+            self.inbox.put({"jsonrpc": "2.0", "method": "session/update", "params": {
+                "sessionId": "s", "update": {"sessionUpdate": "state_update", "state": "idle",
+                                             "stopReason": "cancelled"}}})
+    def receive(self, timeout=None):
+        if self.inbox.empty():
+            self.waiting.set()
+        return self.inbox.get(timeout=timeout)
+
+chat = Chat(Conn(), Renderer(), "never")
+chat.session_id = "s"
+print("turn ended:", chat.turn("long task"))
+'''
+
+
+def test_chat_ctrl_c_taken_by_another_thread_still_cancels_while_the_agent_is_quiet():
+    """The kernel may give Ctrl-C to any thread of the client (its reader, blocked on the
+    agent's output): the turn is cancelled all the same, without waiting for the agent to
+    say something first."""
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-c", INTERRUPTED_ELSEWHERE, ROOT],
+                          capture_output=True, text=True, timeout=20)
+    assert "turn ended: cancelled" in done.stdout, (done.stdout, done.stderr)
