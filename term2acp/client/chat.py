@@ -207,7 +207,7 @@ class Chat:
         try:
             cancelled = False
             while True:
-                if interrupts and cancelled and len(interrupts) > 1:
+                if len(interrupts) > 1:  # a second Ctrl-C: the client quits
                     raise KeyboardInterrupt
                 if interrupts and not cancelled:
                     cancelled = True
