@@ -24,6 +24,12 @@ from term2acp.sessions.manager import SessionManager
 from term2acp.sessions.store import store_for
 
 log = logging.getLogger(__name__)
+# Seconds a thread of the pool (the preload's imports, a store batch) may hold the
+# interpreter before the hub gets it back, and the longest run of the hub's callbacks
+# before it polls for I/O (gevent.setswitchinterval). Python's default, 5 ms, let a
+# thread importing modules hold the hub up to 5 ms at each of its system calls.
+SWITCH_INTERVAL = 0.001
+
 
 class Server:
     """The composition root: every object built whole, in the order they need each other."""
@@ -97,7 +103,8 @@ class Server:
                 gevent.signal_handler(signum, self.stop.set)
             gevent.signal_handler(signal.SIGUSR1, _dump_greenlets)
             gevent.signal_handler(signal.SIGUSR2, self.yield_sessions)  # sessions/takeover.py
-            gevent.spawn(_settle_heap, self.preload.done).name = "settle-heap"
+            gevent.spawn(_settle_heap, self.preload).name = "settle-heap"
+            gevent.setswitchinterval(SWITCH_INTERVAL)
         self._opener = gevent.spawn(self._open_store)
         self._opener.name = "store-opener"
         gevent.spawn(reaper.sweep, self.settings.data_dir).name = "reaper"  # what dead agents left
@@ -135,16 +142,19 @@ def _discarded(tag):
     return lifecycle.dropped(seq)
 
 
-def _settle_heap(preloaded):
+def _settle_heap(preload):
     """Once the preload has imported what sessions use, the objects made so far (modules,
     schemas, the catalog: nearly all of them live as long as the process) leave the
     garbage collector's generations (``gc.freeze``): a full collection, which a long
     session's allocations trigger now and then, no longer walks them, and it held the hub
-    about 20 ms a time in a 20-session stream. Only the agent that owns its process does
-    this (the test kit's in-process agents share theirs)."""
-    preloaded.wait()
-    gc.collect(1)  # the young garbage goes first; what is frozen is never collected
-    gc.freeze()
+    about 20 ms a time in a 20-session stream. Done when the tools are loaded (before the
+    prompts that waited for them go on: this greenlet waits first) and again when the rest
+    of the preload (the web page converter) is loaded. Only the agent that owns its
+    process does this (the test kit's in-process agents share theirs)."""
+    for loaded in (preload.ready, preload.done):
+        loaded.wait()
+        gc.collect(1)  # the young garbage goes first; what is frozen is never collected
+        gc.freeze()
 
 
 def _dump_greenlets():

@@ -21,6 +21,7 @@ import logging
 from term2acp import auth
 from term2acp.acp.errors import domain_errors
 from term2acp.core import events as ev
+from term2acp.core.pacing import breathe, overdue
 from term2acp.rpc.errors import AuthRequiredError, BusyError, InvalidParamsError
 from term2acp.sessions.config_options import ConfigOptions, InvalidOptionValue
 from term2acp.sessions.facelink import FaceLink
@@ -192,6 +193,8 @@ class BaseHandlers:
         """After the answer: the slash commands (plug-ins are scanned by then) and the
         background /models listing (its HTTP client imported by then)."""
         self.manager.turns_ready()
+        if overdue():  # many sessions waited for the preload (core/pacing.py)
+            breathe()
         if not announced:
             self._announce_commands(session)
         self.config_options.list_models(session.provider_id, session.group)

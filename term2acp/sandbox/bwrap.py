@@ -104,20 +104,21 @@ _probes = {}
 _probe_lock = threading.Lock()
 
 
-def probe(refresh=False):
+def probe(refresh=False, on_launch=None):
     """Run ``bwrap … true`` once per bwrap path and cache the :class:`Availability` (a
     probe that ran out of time is not kept: a machine busy for a while must not lose the
-    shell for the agent's life; the next call probes again)."""
+    shell for the agent's life; the next call probes again). ``on_launch()`` is called
+    once a probe's bwrap has started (the launch, which holds the hub, is over)."""
     path = bwrap_path()
     with _probe_lock:
         if refresh or path not in _probes or _probes[path].transient:
-            _probes[path] = _probe(path)
+            _probes[path] = _probe(path, on_launch)
             if not _probes[path].available:
                 log.warning("%s", _probes[path].warning())
         return _probes[path]
 
 
-def _probe(path):
+def _probe(path, on_launch=None):
     """The first feature set this bwrap accepts: newer flags are dropped one at a time."""
     if not os.path.isabs(path):
         return Availability(False, f"the bubblewrap path {path} is not absolute", path)
@@ -131,7 +132,7 @@ def _probe(path):
     candidate = Availability(True, "", path)
     try:
         for _ in range(3):
-            ok, reason = _try(candidate, folder)
+            ok, reason = _try(candidate, folder, on_launch)
             if ok:
                 cgroup.RunGroup.supported()  # finds the run groups; sweeps dead agents' ones
                 if not candidate.tmpfs_size:
@@ -152,7 +153,7 @@ def _probe(path):
 _TIMED_OUT = "timed out: "
 
 
-def _try(candidate, scratch):
+def _try(candidate, scratch, on_launch=None):
     out = bytearray()
     size = ["--size", str(PROBE_TMPFS)] if candidate.tmpfs_size else []
     argv = [*_namespaces(candidate, keep_network=False), *view.system_flags(),
@@ -160,7 +161,8 @@ def _try(candidate, scratch):
             "--bind", scratch, scratch, "--remount-ro", "/", "--chdir", scratch, "--", "true"]
     try:
         result = process.run(argv, cwd=scratch, env={"PATH": DEFAULT_PATH},
-                             on_output=out.extend, timeout=PROBE_TIMEOUT)
+                             on_output=out.extend, timeout=PROBE_TIMEOUT,
+                             on_launch=None if on_launch is None else lambda _: on_launch())
     except process.LaunchError as exc:
         return False, f"cannot run {candidate.bwrap}: {exc.strerror}"
     except process.ProcessTimeout:

@@ -13,6 +13,7 @@ import time
 from term2acp.core import events as ev
 from term2acp.core.cancel import TurnCancelled
 from term2acp.core.ids import new_id
+from term2acp.core.pacing import breathe, overdue
 from term2acp.mcp import session as mcp
 from term2acp.providers.catalog import NO_PROVIDER_HELP
 from term2acp.providers.errors import ProviderError, ProviderNotConfigured
@@ -155,6 +156,8 @@ class Prompts:
     def _run_turn(self, session, blocks, text):
         outcome, turn = Outcome(CANCELLED), None
         try:
+            if overdue():  # many prompts let go at once (core/pacing.py)
+                breathe()
             if not session.lifecycle.begin():
                 return  # cancelled before it began
             self._tell_earlier_loss(session)

@@ -123,8 +123,24 @@ def forget_window(session, request):
 
 
 def schema_text(tools):
-    """The tool schemas as a request carries them, for the size estimate."""
-    return json.dumps(tools, separators=(",", ":")) if tools else ""
+    """The tool schemas as a request carries them, for the size estimate. Every model
+    round asks with the same spec objects (``Tool.spec`` caches them), so their text is
+    kept for the last few lists seen (the entry holds the specs: no id is reused)."""
+    if not tools:
+        return ""
+    key = tuple(map(id, tools))
+    known = _SCHEMAS.get(key)
+    if known is not None:
+        return known[1]
+    text = json.dumps(tools, separators=(",", ":"))
+    if len(_SCHEMAS) >= _SCHEMAS_KEPT:
+        _SCHEMAS.pop(next(iter(_SCHEMAS)))
+    _SCHEMAS[key] = (tuple(tools), text)
+    return text
+
+
+_SCHEMAS = {}  # ids of a list of specs -> (those specs, their text)
+_SCHEMAS_KEPT = 16
 
 
 def sane_window(value):

@@ -69,6 +69,8 @@ class Turn:
     # ------------------------------------------------------------ the loop
     def run(self, user_text):
         self.greenlet = gevent.getcurrent()
+        if overdue():  # many prompts starting at once (core/pacing.py)
+            breathe()
         hooks.of(self)  # the workspace's hooks file is looked at (and asked about) first
         known = filecommands.listed(self.session, self.settings)
         prompt = commands.run(self, user_text, known)  # a slash command: answered, or a prompt

@@ -1,6 +1,7 @@
 """term2acp/preload.py: what only a prompt needs, prepared once initialize is answered."""
 
 import logging
+import time
 
 from term2acp.preload import Preload
 from term2acp.providers.catalog import Catalog
@@ -36,3 +37,18 @@ def test_a_failed_preload_is_logged_and_the_caller_loads_the_tools(tmp_path, mon
     assert "preloading the tools failed" in caplog.text and "no_such_module" in caplog.text
     assert {"read_file", "grep"} <= set(preload.tools())
     preload.close(timeout=5)
+
+
+def test_a_sandbox_probe_that_hangs_does_not_hold_the_preload_back(tmp_path, monkeypatch):
+    """The probe runs beside the loading; a bwrap that never answers (a busy machine)
+    delays neither ``ready`` (a new session's commands wait for it) nor the tools."""
+    bwrap = tmp_path / "bwrap"
+    bwrap.write_text("#!/bin/sh\nexec sleep 30\n")
+    bwrap.chmod(0o700)
+    monkeypatch.setenv("TERM2ACP_BWRAP", str(bwrap))
+    preload = _preload(tmp_path)
+    started = time.monotonic()
+    assert preload.wait(timeout=20) is True
+    assert time.monotonic() - started < 10  # PROBE_TIMEOUT: the probe itself gives up then
+    assert {"read_file", "grep"} <= set(preload.tools())
+    preload.close(timeout=5)  # the probe is stopped, its bwrap killed

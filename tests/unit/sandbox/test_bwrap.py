@@ -134,7 +134,7 @@ def test_a_bwrap_without_size_still_sandboxes_with_unbounded_tmpfs(tree, monkeyp
 def test_a_probe_that_runs_out_of_time_is_asked_again(monkeypatch):
     """A machine busy for a while must not lose the shell for the agent's life."""
     real = bwrap._try
-    monkeypatch.setattr(bwrap, "_try", lambda candidate, folder: (
+    monkeypatch.setattr(bwrap, "_try", lambda candidate, folder, on_launch=None: (
         False, f"{bwrap._TIMED_OUT}{candidate.bwrap} did not finish within 10s"))
     slow = bwrap.probe(refresh=True)
     assert not slow.available and slow.transient and "did not finish" in slow.reason
