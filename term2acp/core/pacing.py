@@ -12,15 +12,23 @@ polled for I/O, whoever ran. A loop that breathes after so many steps of its own
 hub that long each time; twenty of them (twenty sessions streaming) then hold it twenty
 times as long between two polls, and a request waits for all of them. Measured from the
 last poll, twenty busy loops together hold it about one slice (and one step each).
+
+Work that holds the hub in one piece and comes in bursts (a process launch: ``sh`` waits
+for the child's exec with the hub held, 5-15 ms; a session's MCP servers and their
+keeper, parallel tool calls start several at once) goes through :func:`spaced`: one at
+a time, each once the hub has been free at least as long as the one before held it.
 """
 
+import contextlib
 import time
 import weakref
 
 import gevent
+from gevent.lock import Semaphore
 
 POLL = 1e-6  # seconds: any timer makes the event loop poll for I/O before it fires
 SLICE = 0.002  # seconds of work (every greenlet's) between two polls for I/O
+SPACE_MAX = 0.05  # seconds: the longest pause :func:`spaced` makes
 
 _polled = [0.0]  # when the hub last polled (its check watcher, which runs right after)
 _watched = weakref.WeakKeyDictionary()  # hub -> its check watcher
@@ -44,3 +52,23 @@ def overdue(slice=SLICE):
 
 def _polled_now():
     _polled[0] = time.monotonic()
+
+
+_one_at_a_time = Semaphore()
+_free_until = [0.0]  # time.monotonic() before which the next spaced section does not start
+
+
+@contextlib.contextmanager
+def spaced():
+    """A section that holds the hub in one piece: one at a time, each after the hub has
+    been free at least as long as the section before it held it (at most ``SPACE_MAX``)."""
+    with _one_at_a_time:
+        pause = _free_until[0] - time.monotonic()
+        if pause > 0:
+            gevent.sleep(min(pause, SPACE_MAX))
+        began = time.monotonic()
+        try:
+            yield
+        finally:
+            ended = time.monotonic()
+            _free_until[0] = ended + (ended - began)

@@ -69,6 +69,7 @@ from gevent import monkey
 from gevent.event import Event
 from gevent.socket import wait_read, wait_write
 
+from term2acp.core.pacing import spaced
 from term2acp.sandbox import freezer
 from term2acp.sandbox.ends import NULL, PIPE, TTY, TTY_SIZE, Ends  # noqa: F401 - process.NULL, ...
 from term2acp.sandbox.output import CHUNK, NO_PIDFD, pump  # noqa: F401 - process.CHUNK
@@ -147,8 +148,9 @@ def start(argv, cwd=None, env=None, on_output=None, pass_fds=(), limits=None, st
     ends = Ends(stdin, stdout)
     proc = None
     try:
-        proc = _launch(argv, cwd, env, ends, pass_fds,
-                       _in_child(limits, group, stdin, enter, death_signal), stderr)
+        with spaced():  # sh holds the hub until the exec: launches leave it time between
+            proc = _launch(argv, cwd, env, ends, pass_fds,
+                           _in_child(limits, group, stdin, enter, death_signal), stderr)
     except BaseException:
         ends.close_all()
         if group is not None:

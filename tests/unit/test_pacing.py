@@ -68,3 +68,32 @@ def test_overdue_counts_the_work_since_the_hub_last_polled_whoever_did_it():
     assert other.dead and overdue(0.05)  # this greenlet did nothing, the hub did not poll
     breathe()
     assert not overdue(0.05)
+
+
+def test_launches_started_together_leave_the_hub_free_between_them():
+    """sh holds the hub until a child has exec'd: three launches asked for at once go one
+    at a time, with the hub free in between (core/pacing.spaced), so a greenlet waiting
+    for input gets in after the first, not after all three."""
+    from term2acp.sandbox import process
+
+    read_fd, write_fd = os.pipe()
+    os.write(write_fd, b"x")
+    launched, seen, children = [], [], []
+
+    def reader():
+        wait_read(read_fd)
+        seen.append(len(launched))
+
+    def launch():
+        children.append(process.start(["/bin/true"], on_launch=launched.append))
+
+    try:
+        waiting = gevent.spawn(reader)
+        gevent.sleep(0)  # the reader is now waiting for I/O
+        gevent.joinall([gevent.spawn(launch) for _ in range(3)] + [waiting], timeout=10)
+        assert len(launched) == 3 and seen == [1]
+    finally:
+        for child in children:
+            child.kill()
+        os.close(read_fd)
+        os.close(write_fd)
