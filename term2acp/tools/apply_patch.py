@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from marshmallow import Schema, fields, validate
 
+from term2acp.core import offhub
 from term2acp.core.approvals import OUTSIDE_EDIT, ApprovalRequest
 from term2acp.core.sensitive import is_sensitive
 from term2acp.tools import editor_io
@@ -150,12 +151,7 @@ class ApplyPatchTool(Tool):
         if old is None:
             raise ToolError(f"{shown} does not exist, so '*** Update File' cannot change it; "
                             "nothing was changed. Use '*** Add File' to create it.")
-        try:
-            spliced = splice_hunks(old, op.hunks)  # a big file's plain case, without lines
-            new, loose = (spliced, []) if spliced is not None else apply_hunks(old, op.hunks,
-                                                                               shown)
-        except PatchError as exc:
-            raise ToolError(str(exc)) from None
+        new, loose = offhub.heavy(len(old), _updated, old, op.hunks, shown)
         change = FileChange("update", real, old, new, seen, hunks=len(op.hunks), loose=loose)
         if op.move_to is not None:
             dest = resolve_path(ctx, op.move_to)
@@ -186,6 +182,15 @@ class ApplyPatchTool(Tool):
             for path, real in ((op.path, change.real), (op.move_to, change.dest)):
                 if path is not None and real is not None and resolve_path(ctx, path) != real:
                     raise not_approved(ctx, path, resolve_path(ctx, path), "written")
+
+
+def _updated(old, hunks, shown):
+    """``(new text, loose hunks)`` of ``old`` after ``hunks`` (a big file's off the hub)."""
+    try:
+        spliced = splice_hunks(old, hunks)  # a big file's plain case, without lines
+        return (spliced, []) if spliced is not None else apply_hunks(old, hunks, shown)
+    except PatchError as exc:
+        raise ToolError(str(exc)) from None
 
 
 def _read_for_delete(ctx, real):

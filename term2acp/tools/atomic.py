@@ -17,6 +17,7 @@ import os
 import secrets
 import stat
 
+from term2acp.core import offhub
 from term2acp.tools.base import ToolError, changed_since_read, identity
 from term2acp.tools.paths import DIR_FLAGS, PathMoved, display_path, open_checked
 
@@ -24,7 +25,7 @@ log = logging.getLogger(__name__)
 
 
 def write_atomically(ctx, real, data, exclusive, seen=None):
-    """Put ``data`` at ``real`` in one step; ``exclusive`` refuses when ``real`` exists, and
+    """Put ``data`` (bytes, or a list of pieces) at ``real`` in one step; ``exclusive`` refuses when ``real`` exists, and
     ``seen`` (``base.identity`` of the file read) when ``real`` is another file now."""
     parent, name = os.path.split(real)
     ctx.before_write(real)  # the turn's checkpoint: what the file is now
@@ -114,21 +115,29 @@ def _replace_at(ctx, dfd, name, data, exclusive, real, seen):
 
 
 def _write_new(dfd, name, data, mode):
-    """Create ``name`` (which must not exist) with ``data``; removed again on any failure."""
+    """Create ``name`` (which must not exist) with ``data`` (bytes, or a list of bytes-like
+    pieces written one after the other); removed again on any failure."""
+    pieces = data if isinstance(data, list) else [data]
     fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
                  0o666, dir_fd=dfd)
     try:
         if mode is not None:
             os.fchmod(fd, mode)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
+        offhub.heavy(sum(map(len, pieces)), _fill, fd, pieces)
     except BaseException:
         _unlink_quietly(dfd, name)
         raise
     finally:
         os.close(fd)
+
+
+def _fill(fd, pieces):
+    """Write ``pieces`` to ``fd`` and flush it to the disk (a big file's in a thread)."""
+    for piece in pieces:
+        view = memoryview(piece)
+        while view:
+            view = view[os.write(fd, view):]
+    os.fsync(fd)
 
 
 def _unlink_quietly(dfd, name):

@@ -18,6 +18,7 @@ import os
 import secrets
 import stat
 
+from term2acp.core import offhub
 from term2acp.tools.atomic import _unlink_quietly, _why, _write_new, open_dirs
 from term2acp.tools.base import ToolError, changed_since_read, identity
 from term2acp.tools.paths import display_path
@@ -119,7 +120,7 @@ class ChangeSet:
     def write(self, real, text, seen):
         """Stage ``text`` for ``real``; ``seen`` is the identity of the file read (None: the
         file must not exist)."""
-        change = _Change(self.ctx, real, seen, text.encode("utf-8"))
+        change = _Change(self.ctx, real, seen, offhub.heavy(len(text), offhub.encode, text))
         self.changes.append(change)
         change.stage()
 

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 
 from marshmallow import Schema, fields, validate
 
+from term2acp.core import offhub
 from term2acp.tools import editor_io
-from term2acp.tools import matching, region
+from term2acp.tools import bigedit, matching, region
 from term2acp.tools.atomic import write_atomically
 from term2acp.tools.base import Plan, Tool, ToolError, ToolResult, identity
 from term2acp.tools.files import SNIFF, open_regular
@@ -52,6 +53,9 @@ class EditPlan(Plan):
     notes: list | None = None  # what the result should mention (a forgiving match)
     diff: dict | None = None  # the one diff item: shown with the request and in the result
     seen: tuple | None = None  # base.identity() of the file read (None: it did not exist)
+    pieces: list | None = None  # a big file's new bytes, unjoined (``old``, ``new``: None)
+    size: int = 0  # bytes of the file read
+    line: int | None = None  # the first changed line, when known
 
     @property
     def prepared(self):
@@ -61,6 +65,23 @@ class EditPlan(Plan):
 def read_existing(ctx, real):
     """``(text, identity)`` of an existing target, ``(None, None)`` when it does not exist;
     strict UTF-8."""
+    data, seen = read_bytes(ctx, real)
+    if data is None:
+        return None, None
+    try:
+        return offhub.heavy(len(data), offhub.decode, data), seen
+    except UnicodeDecodeError as exc:
+        raise not_utf8(display_path(ctx, real), exc.start) from None
+
+
+def not_utf8(shown, at):
+    return ToolError(f"{shown} is not valid UTF-8 (byte {at}); editing it as text would "
+                     "corrupt it. Use the shell to change it.")
+
+
+def read_bytes(ctx, real):
+    """``(bytes, identity)`` of an existing target that may be edited (a regular file, not
+    binary, within the limit), ``(None, None)`` when it does not exist."""
     if not os.path.lexists(real):
         return None, None
     shown = display_path(ctx, real)
@@ -70,26 +91,26 @@ def read_existing(ctx, real):
         st = os.fstat(fh.fileno())
         if st.st_size > limit:
             raise over_limit(shown, st.st_size, limit)
-        data = editor_io.read_via_editor(ctx, real, fh).read(limit + 1)  # editor's buffer if it serves
+        source = editor_io.read_via_editor(ctx, real, fh)  # the editor's buffer if it serves
+        data = offhub.heavy(st.st_size, source.read, limit + 1)
     if len(data) > limit:  # the editor's unsaved buffer can be larger than the file:
         # editing a cut copy would save it cut, so refuse, never truncate
         raise over_limit(shown, len(data), limit, " in the editor's buffer")
     if b"\0" in data[:SNIFF]:
         raise ToolError(f"{shown} is a binary file; only text files can be edited.")
-    try:
-        return data.decode("utf-8"), identity(st)
-    except UnicodeDecodeError as exc:
-        raise ToolError(f"{shown} is not valid UTF-8 (byte {exc.start}); editing it as text "
-                        "would corrupt it. Use the shell to change it.") from None
+    return data, identity(st)
 
 
-diff_item = region.diff_item
+def diff_item(real, old, new):
+    """The tool call's diff (``region.diff_item``; a big file's off the hub)."""
+    size = min(len(old), len(new)) if old is not None and new is not None else 0
+    return offhub.heavy(size, region.diff_item, real, old, new)
 
 
 def first_changed_line(old, new):
     """1-based number of the first line that differs (1 for a new file)."""
     if old is not None and len(old) > region.REGION_OVER:
-        return region.first_line(old, new)
+        return offhub.heavy(len(old), region.first_line, old, new)
     old_lines, new_lines = (old or "").split("\n"), new.split("\n")
     for number, (before, after) in enumerate(zip(old_lines, new_lines), 1):
         if before != after:
@@ -101,9 +122,20 @@ def write_text(ctx, path, plan):
     """Write the plan's new text to its target atomically, resolving ``path`` once more
     right before (the time-of-use check)."""
     recheck_target(ctx, path, plan)
-    real, exclusive = plan.target, plan.old is None
-    if not editor_io.write_via_editor(ctx, real, plan.new, exclusive, plan.seen):  # the editor saves it
-        write_atomically(ctx, real, plan.new.encode("utf-8"), exclusive, plan.seen)
+    real, exclusive = plan.target, plan.seen is None
+    if plan.pieces is not None:  # a big file's edit (tools/bigedit.py)
+        if editor_io.editor_writes(ctx, real):
+            text = offhub.heavy(plan.size, _joined, plan.pieces)
+            if editor_io.write_via_editor(ctx, real, text, exclusive, plan.seen):
+                return
+        write_atomically(ctx, real, plan.pieces, exclusive, plan.seen)
+    elif not editor_io.write_via_editor(ctx, real, plan.new, exclusive, plan.seen):
+        data = offhub.heavy(len(plan.new), offhub.encode, plan.new)  # (the editor saves it)
+        write_atomically(ctx, real, data, exclusive, plan.seen)
+
+
+def _joined(pieces):
+    return offhub.decode(b"".join(pieces))
 
 
 class _WriteTool(Tool):
@@ -243,17 +275,28 @@ class EditFileTool(_WriteTool):
         shown = display_path(ctx, real)
         if os.path.isdir(real):
             raise ToolError(f"{shown} is a directory; edit_file edits files.")
-        old, seen = read_existing(ctx, real)
-        if old is None:
+        data, plan.seen = read_bytes(ctx, real)
+        if data is None:
             raise ToolError(f"{shown} does not exist. Use create_file to create it.")
-        plan.notes = []
-        plan.new, plan.count = apply_edits(old, args["edits"], shown, plan.notes)
-        plan.old, plan.seen = old, seen
+        plan.notes, plan.size = [], len(data)
+        if len(data) > region.REGION_OVER and len(args["edits"]) == 1:
+            spliced = offhub.heavy(len(data), _spliced, data, args["edits"][0], shown)
+            if spliced is not None:
+                plan.pieces, plan.count, plan.line, (old, new, line) = spliced
+                plan.diff = {"type": "diff", "path": real, "old": old, "new": new, "line": line}
+                return
+        try:
+            old = offhub.heavy(len(data), offhub.decode, data)
+        except UnicodeDecodeError as exc:
+            raise not_utf8(shown, exc.start) from None
+        plan.new, plan.count = offhub.heavy(len(old), apply_edits, old, args["edits"], shown,
+                                            plan.notes)
+        plan.old = old
         plan.diff = diff_item(real, old, plan.new)
 
     def result(self, args, ctx, plan):
         real, count = plan.target, plan.count
-        line = first_changed_line(plan.old, plan.new)
+        line = plan.line or first_changed_line(plan.old, plan.new)
         edits = len(args["edits"])
         return ToolResult(
             f"Edited {display_path(ctx, real)}: {edits} edit{'s' * (edits != 1)}, {count} "
@@ -288,6 +331,14 @@ def apply_edits(text, edits, shown, notes=None):
         text = text.replace(old, new) if edit["replace_all"] else text.replace(old, new, 1)
         total += count if edit["replace_all"] else 1
     return text, total
+
+
+def _spliced(data, edit, shown):
+    """``bigedit.splice`` once ``data`` is known to be UTF-8 (in the pool's thread)."""
+    bad = bigedit.utf8_error(data)
+    if bad is not None:
+        raise not_utf8(shown, bad)
+    return bigedit.splice(data, edit, shown)
 
 
 def _forgiving(label, shown, text, edit, crlf, after_others, notes):

@@ -33,6 +33,7 @@ import stat
 
 from gevent.lock import Semaphore
 
+from term2acp.core import offhub
 from term2acp.core.sensitive import is_sensitive
 from term2acp.turns.modes import SAFE_KINDS
 from term2acp.turns.snapshots import GitSnapshots, SnapshotError, repository_of
@@ -145,7 +146,7 @@ class TurnCheckpoint:
         else:
             try:
                 with open(path, "rb") as fh:
-                    data = fh.read()
+                    data = offhub.heavy(st.st_size, fh.read)
             except OSError as exc:
                 self._put(path, "unrecorded", None, b"", f"it could not be read ({exc.strerror})")
                 return
