@@ -23,12 +23,12 @@ from marshmallow import Schema, fields, validate
 from term2acp.core import offhub
 from term2acp.core.approvals import OUTSIDE_EDIT, ApprovalRequest
 from term2acp.core.sensitive import is_sensitive
-from term2acp.tools import editor_io
+from term2acp.tools import bigedit, editor_io
 from term2acp.tools.atomic import open_dirs
 from term2acp.tools.base import EditorError, Plan, Tool, ToolError, ToolResult, identity
 from term2acp.tools.changeset import ChangeSet
-from term2acp.tools.edit import (diff_item, edit_limit, first_changed_line, over_limit,
-                                 read_existing)
+from term2acp.tools.edit import (diff_item, edit_limit, first_changed_line, not_utf8,
+                                 over_limit, read_bytes)
 from term2acp.tools.region import REGION_OVER, splice_hunks
 from term2acp.tools.files import open_regular
 from term2acp.tools.patch import PatchError, apply_hunks, parse
@@ -68,6 +68,10 @@ class FileChange:
     hunks: int = 0
     loose: list = field(default_factory=list)  # hunks located ignoring whitespace
     shown: dict | None = None  # the diff, built once
+    data: bytes | None = None  # a big file's bytes, when its hunks were spliced in them:
+    pieces: list | None = None  # its new bytes, unjoined (``old``, ``new``: None then)
+    region: tuple | None = None  # (old, new, line) of its diff
+    line: int | None = None  # the first changed line, when known
 
     @property
     def targets(self):
@@ -76,7 +80,23 @@ class FileChange:
             return [(self.real, verb)]
         return [(self.real, "Move"), (self.dest, "Move")]
 
+    @property
+    def changes(self):
+        """Whether it writes the file (an add or an update, spliced or not)."""
+        return self.new is not None or self.pieces is not None
+
+    def texts(self):
+        """``(old, new)`` text (a spliced big file's made now: the editor writes it)."""
+        if self.pieces is None:
+            return self.old, self.new
+        return (offhub.heavy(len(self.data), offhub.decode, self.data),
+                offhub.heavy(len(self.data), _joined, self.pieces))
+
     def diff(self):
+        if self.shown is None and self.region is not None:
+            old, new, line = self.region
+            self.shown = {"type": "diff", "path": self.dest or self.real, "old": old,
+                          "new": new, "line": line}
         if self.shown is None:
             self.shown = diff_item(self.dest or self.real, self.old, self.new)
             if self.dest is not None:
@@ -147,12 +167,25 @@ class ApplyPatchTool(Tool):
         if op.action == "delete":
             old, seen = _read_for_delete(ctx, real)
             return FileChange("delete", real, old=old, seen=seen)
-        old, seen = read_existing(ctx, real)
-        if old is None:
+        data, seen = read_bytes(ctx, real)
+        if data is None:
             raise ToolError(f"{shown} does not exist, so '*** Update File' cannot change it; "
                             "nothing was changed. Use '*** Add File' to create it.")
-        new, loose = offhub.heavy(len(old), _updated, old, op.hunks, shown)
-        change = FileChange("update", real, old, new, seen, hunks=len(op.hunks), loose=loose)
+        spliced = None
+        if len(data) > REGION_OVER:  # a big file's plain case, in its bytes (tools/bigedit.py)
+            spliced = offhub.heavy(len(data), _spliced, data, op.hunks, shown)
+        if spliced is not None:
+            pieces, hunks, line, diff = spliced
+            change = FileChange("update", real, seen=seen, hunks=hunks, data=data,
+                                pieces=pieces, region=diff, line=line)
+        else:
+            try:
+                old = offhub.heavy(len(data), offhub.decode, data)
+            except UnicodeDecodeError as exc:
+                raise not_utf8(shown, exc.start) from None
+            new, loose = offhub.heavy(len(old), _updated, old, op.hunks, shown)
+            change = FileChange("update", real, old, new, seen, hunks=len(op.hunks),
+                                loose=loose)
         if op.move_to is not None:
             dest = resolve_path(ctx, op.move_to)
             if dest != real and os.path.lexists(dest):
@@ -182,6 +215,18 @@ class ApplyPatchTool(Tool):
             for path, real in ((op.path, change.real), (op.move_to, change.dest)):
                 if path is not None and real is not None and resolve_path(ctx, path) != real:
                     raise not_approved(ctx, path, resolve_path(ctx, path), "written")
+
+
+def _spliced(data, hunks, shown):
+    """``bigedit.splice_hunks`` once ``data`` is known to be UTF-8 (in the pool's thread)."""
+    bad = bigedit.utf8_error(data)
+    if bad is not None:
+        raise not_utf8(shown, bad)
+    return bigedit.splice_hunks(data, hunks)
+
+
+def _joined(pieces):
+    return offhub.decode(b"".join(pieces))
 
 
 def _updated(old, hunks, shown):
@@ -221,8 +266,9 @@ def _locations(changes, lines=False):
     out = []
     for change in changes:
         path = change.dest or change.real
-        if lines and change.new is not None:
-            out.append({"path": path, "line": first_changed_line(change.old, change.new)})
+        if lines and change.changes:
+            out.append({"path": path, "line": change.line or first_changed_line(change.old,
+                                                                                change.new)})
         else:
             out.append({"path": path})
     return out
@@ -233,15 +279,17 @@ def _write_all(ctx, changes):
     through_editor, written = [], []
     with ChangeSet(ctx) as local:
         for change in changes:
-            if change.new is not None:
+            if change.changes:
                 target = change.dest or change.real
                 seen = change.seen if change.dest is None else None
                 if editor_io.editor_writes(ctx, target):
-                    through_editor.append((target, change.new, seen,
-                                           change.old if change.dest is None else None))
+                    old, new = change.texts()
+                    through_editor.append((target, new, seen,
+                                           old if change.dest is None else None))
                 else:
-                    local.write(target, change.new, seen)
-            if change.new is None or change.dest is not None:
+                    local.write(target, change.new if change.pieces is None else change.pieces,
+                                seen)
+            if not change.changes or change.dest is not None:
                 local.delete(change.real, change.seen)
         try:
             for target, text, seen, old in through_editor:

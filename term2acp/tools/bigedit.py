@@ -1,19 +1,21 @@
-"""edit_file on a big file without its text: one exact edit spliced into the bytes.
+"""A big file's edit without its text: edit_file's exact edit, apply_patch's plain hunks
+spliced into the bytes.
 
 Decoding a 50 MB file, replacing in its text and encoding the result each make a new
 50 MB object in one C call, and filling fresh memory holds the interpreter 20-30 ms
 a time even in a thread (``core/offhub.py``), long enough for the hub to miss its goal.
-Here the file stays bytes: it is checked to be UTF-8 a step at a time, ``old_text``'s
+Here the file stays bytes: it is checked to be UTF-8 a step at a time, the old text's
 bytes are found with ``bytes.find``/``count`` (in valid UTF-8 the matches of valid UTF-8
 text are exactly those of the decoded text), and the new content is the file's own
 bytes around the replacements, as pieces written one after the other
 (``tools/atomic.py``), never joined. The diff is the changed region, decoded alone,
 with the lines around it that :func:`term2acp.tools.region.changed` shows.
 
-Only the plain case: a single edit whose ``old_text`` occurs exactly (once, or with
-``replace_all`` up to ``MAX_PLACES`` times). Anything else (no exact match: the forgiving match; several matches
-without ``replace_all``: an error naming their lines; several edits, each applied to the
-result of the one before) returns None, and ``edit.apply_edits`` does it on the text.
+Only the plain cases: a single edit whose ``old_text`` occurs exactly (once, or with
+``replace_all`` up to ``MAX_PLACES`` times), and the hunks ``region.splice_hunks``
+takes. Anything else (no exact match: the forgiving match; several matches without
+``replace_all``: an error naming their lines; several edits, each applied to the result
+of the one before; a loose hunk) returns None, and the text path does it.
 """
 
 import codecs
@@ -23,6 +25,8 @@ from term2acp.tools.base import ToolError
 from term2acp.tools.region import CONTEXT, common_prefix, common_suffix
 
 MAX_PLACES = 64  # replacements spliced in pieces; more are made on the text
+NL = ord("\n")
+WINDOW = 4096  # bytes around the first and last change where the diff's edges are sought
 
 
 def utf8_error(data):
@@ -61,20 +65,88 @@ def splice(data, edit, shown):
     places = [data.find(old_b)]
     while len(places) < count:
         places.append(data.find(old_b, places[-1] + len(old_b)))
+    return _spliced(data, [(at, len(old_b), new_b) for at in places], count)
+
+
+def splice_hunks(data, hunks):
+    """``(pieces, hunks, first_line, diff_region)`` of a patch's hunks on ``data`` (a big
+    file's bytes, valid UTF-8) when each hunk's old lines occur exactly once, whole
+    lines, after the previous hunk (under its ``@@`` line, if any): ``region.splice_hunks``
+    on the bytes. None when any hunk needs more (``patch.apply_hunks`` on the text)."""
+    if b"\r" in data:
+        return None
+    changes, cursor = [], 0
+    for hunk in hunks:
+        if not hunk.old or hunk.at_end:
+            return None
+        block = "\n".join(hunk.old).encode("utf-8")
+        if data.count(block) != 1:
+            return None
+        at = data.find(block)
+        end = at + len(block)
+        if at < cursor or (at and data[at - 1] != NL) or (end < len(data) and data[end] != NL):
+            return None
+        if hunk.header and not _line_in(data, hunk.header.encode("utf-8"), cursor, at):
+            return None
+        changes.append((at, len(block), "\n".join(hunk.new).encode("utf-8")))
+        cursor = end
+    return _spliced(data, changes, len(hunks))
+
+
+def _line_in(data, line, start, end):
+    """True when ``line`` is a whole line of ``data`` between ``start`` and ``end``."""
+    at = data.find(line, start, end)
+    while at != -1:
+        after = at + len(line)
+        if (at == 0 or data[at - 1] == NL) and (after == len(data) or data[after] == NL):
+            return True
+        at = data.find(line, at + 1, end)
+    return False
+
+
+def _spliced(data, changes, count):
+    """``(pieces, count, first_line, diff_region)``: ``changes`` (``(at, old length, new
+    bytes)``, in order, apart) made to ``data``; None when the diff region cannot be told
+    from the changed blocks alone (:func:`_region`)."""
+    found = _region(data, changes)
+    if found is None:
+        return None
     view, pieces, cursor = memoryview(data), [], 0
-    for at in places:
+    for at, size, new_b in changes:
         pieces += [view[cursor:at], new_b]
-        cursor = at + len(old_b)
+        cursor = at + size
     pieces.append(view[cursor:])
-    return pieces, count, *_region(data, places, old_b, new_b)
+    return pieces, count, *found
 
 
-def _region(data, places, old_b, new_b):
-    """``(first_line, (old, new, line))``: as ``region.changed`` finds them on the text."""
-    first, last = places[0], places[-1] + len(old_b)
-    same = common_prefix(old_b, new_b)
-    prefix = first + same
-    suffix = len(data) - last + common_suffix(old_b, new_b, min(len(old_b), len(new_b)) - same)
+def _region(data, changes):
+    """``(first_line, (old, new, line))`` as ``region.changed`` finds them on the texts.
+    The texts' common prefix and suffix are sought from the first and the last change,
+    over at most ``WINDOW`` bytes of the text around them that both texts share; None when
+    that is not enough (a repetitive text: the text path decides)."""
+    (at, size, new_b), (last_at, last_size, last_new) = changes[0], changes[-1]
+    stop = changes[1][0] if len(changes) > 1 else len(data)
+    rest = data[at + size:min(at + size + WINDOW, stop)]  # after the block, in both texts
+    old_side, new_side = data[at:at + size] + rest, new_b + rest
+    most = min(len(old_side), len(new_side))
+    same = common_prefix(old_side[:most], new_side[:most])
+    if same == most:
+        return None
+    prefix = at + same
+    begin = changes[-2][0] + changes[-2][1] if len(changes) > 1 else 0
+    head = data[max(begin, last_at - WINDOW):last_at]  # before the block, in both texts
+    old_side = head + data[last_at:last_at + last_size]
+    new_side = head + last_new
+    most = min(len(old_side), len(new_side))
+    tail = common_suffix(old_side, new_side, most)
+    suffix = len(data) - last_at - last_size + tail
+    if len(changes) == 1:  # the suffix stops where the prefix ends
+        bound = min(len(data), len(data) - size + len(new_b)) - prefix
+        if tail == most and suffix < bound:
+            return None
+        suffix = min(suffix, bound)
+    elif tail == most:
+        return None
     first_line = newlines(data, 0, prefix) + 1
     start = data.rfind(b"\n", 0, prefix) + 1
     for _ in range(CONTEXT):
@@ -87,7 +159,10 @@ def _region(data, places, old_b, new_b):
             break
         end = data.find(b"\n", end + 1)
     end = len(data) if end == -1 else end
-    before = data[start:end]
-    after = before.replace(old_b, new_b)  # every place lies between start and end
+    after, cursor = [], start  # every change lies between start and end
+    for change_at, change_size, change_new in changes:
+        after += [data[cursor:change_at], change_new]
+        cursor = change_at + change_size
+    after.append(data[cursor:end])
     line = first_line - newlines(data, start, prefix)
-    return first_line, (before.decode("utf-8"), after.decode("utf-8"), line)
+    return first_line, (data[start:end].decode("utf-8"), b"".join(after).decode("utf-8"), line)

@@ -118,9 +118,10 @@ class ChangeSet:
         self.changes = []
 
     def write(self, real, text, seen):
-        """Stage ``text`` for ``real``; ``seen`` is the identity of the file read (None: the
-        file must not exist)."""
-        change = _Change(self.ctx, real, seen, offhub.heavy(len(text), offhub.encode, text))
+        """Stage ``text`` (or a big file's bytes as a list of pieces) for ``real``; ``seen``
+        is the identity of the file read (None: the file must not exist)."""
+        data = text if isinstance(text, list) else offhub.heavy(len(text), offhub.encode, text)
+        change = _Change(self.ctx, real, seen, data)
         self.changes.append(change)
         change.stage()
 

@@ -10,6 +10,7 @@ from gevent.socket import wait_read
 
 from term2acp.core import offhub
 from term2acp.tools import bigedit, region
+from term2acp.tools.apply_patch import ApplyPatchTool
 from term2acp.tools.base import ToolError
 from term2acp.tools.edit import EditFileTool, apply_edits
 
@@ -56,6 +57,44 @@ def test_a_spliced_edit_is_the_text_edit(newline, replace_all):
     assert (before, after, line) == (shown["old"], shown["new"], shown["line"])
 
 
+@pytest.mark.parametrize("old,new", [
+    ("worker 30000\n", "worker 30000 (appended)\n"),  # one block the start of the other
+    ("naïve café — worker 30000", "café — worker 30000"),  # the end of the other
+    ("line 30000: naïve café — worker 30000\n", ""),  # a deletion
+    ("— worker 30000\nline 30001", "— worker 30000\nline 30001"[::-1]),
+])
+def test_a_spliced_edit_shows_the_region_the_text_shows(old, new):
+    text = big_text()
+    edit = {"old_text": old, "new_text": new, "replace_all": False}
+    expected, _ = apply_edits(text, [edit], "f")
+    spliced = bigedit.splice(text.encode(), edit, "f")
+    assert spliced is not None
+    pieces, _, first_line, (before, after, line) = spliced
+    assert b"".join(pieces) == expected.encode()
+    assert first_line == region.first_line(text, expected)
+    shown = region.diff_item("/f", text, expected)
+    assert (before, after, line) == (shown["old"], shown["new"], shown["line"])
+
+
+def test_a_patchs_hunks_spliced_are_the_text_splice():
+    from term2acp.tools.patch import parse
+
+    text = big_text()
+    lines = text.split("\n")
+    patch = ("*** Begin Patch\n*** Update File: f\n"
+             f" {lines[999]}\n-{lines[1000]}\n+{lines[1000]} (one)\n {lines[1001]}\n"
+             f"@@ {lines[40000]}\n {lines[40001]}\n-{lines[40002]}\n {lines[40003]}\n"
+             "*** End Patch")
+    [op] = parse(patch)
+    expected = region.splice_hunks(text, op.hunks)
+    pieces, count, first_line, (before, after, line) = bigedit.splice_hunks(text.encode(),
+                                                                           op.hunks)
+    assert b"".join(pieces) == expected.encode() and count == 2
+    assert first_line == region.first_line(text, expected) == 1001
+    shown = region.diff_item("/f", text, expected)
+    assert (before, after, line) == (shown["old"], shown["new"], shown["line"])
+
+
 def test_what_a_splice_does_not_do_is_left_to_the_text():
     data = big_text().encode()
     assert bigedit.splice(data, {"old_text": "not in it", "new_text": "x",
@@ -66,7 +105,17 @@ def test_what_a_splice_does_not_do_is_left_to_the_text():
         bigedit.splice(data, {"old_text": "a", "new_text": "a", "replace_all": False}, "f")
 
 
-def test_the_hub_answers_while_a_big_file_is_edited(ctx, root):
+EDIT = {"path": "big.log", "edits": [
+    {"old_text": "worker 150000\n", "new_text": "worker 150000 (edited)\n"}]}
+PATCH = {"input": "*** Begin Patch\n*** Update File: big.log\n line 150000: naïve café — "
+                  "worker 150000\n-line 150001: naïve café — worker 150001\n+line 150001: "
+                  "edited\n*** End Patch"}
+
+
+@pytest.mark.parametrize("tool,arguments,written", [
+    (EditFileTool, EDIT, "worker 150000 (edited)\n"),
+    (ApplyPatchTool, PATCH, "\nline 150001: edited\n")])
+def test_the_hub_answers_while_a_big_file_is_edited(ctx, root, tool, arguments, written):
     """Reading, checking, splicing and writing a big file happen in gevent's pool: a
     greenlet waiting for input runs before the edit is done (on the hub it ran after)."""
     path = os.path.join(root, "big.log")
@@ -81,10 +130,8 @@ def test_the_hub_answers_while_a_big_file_is_edited(ctx, root):
         order.append("reader")
 
     def editing():
-        tool = EditFileTool()
-        args = tool.load({"path": "big.log", "edits": [
-            {"old_text": "worker 150000\n", "new_text": "worker 150000 (edited)\n"}]})
-        tool.run(args, ctx, tool.approval(args, ctx))
+        args = tool().load(arguments)
+        tool().run(args, ctx, tool().approval(args, ctx))
         order.append("edit")
 
     try:
@@ -96,7 +143,7 @@ def test_the_hub_answers_while_a_big_file_is_edited(ctx, root):
         os.close(write_fd)
     assert order == ["reader", "edit"]
     with open(path, encoding="utf-8") as fh:
-        assert "worker 150000 (edited)\n" in fh.read()
+        assert written in fh.read()
 
 
 def test_a_cancelled_big_edit_leaves_the_file_whole_and_no_temp_file(ctx, root):
