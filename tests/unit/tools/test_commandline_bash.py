@@ -17,7 +17,7 @@ pytestmark = pytest.mark.skipif(BASH is None, reason="no bash")
 
 PRELUDE = r"""
 command_not_found_handle() {
-    { printf '%s\0' "$@"; printf '\n'; } >> "$T2_LOG"
+    printf '%s\0' "$@" $'\x01' >> "$T2_LOG"  # one write: a pipeline's commands append at once
     return 0
 }
 trap 'wait' EXIT
@@ -44,7 +44,7 @@ def bash(tmp_path):
         subprocess.run([BASH, "-c", line], cwd=home, env=env, stdin=subprocess.DEVNULL,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=10)
         commands = []
-        for record in log.read_bytes().split(b"\n")[:-1]:
+        for record in log.read_bytes().split(b"\x01\0")[:-1]:
             commands.append([w.decode().replace(str(home), "HOME")
                              for w in record.split(b"\0")[:-1]])
         return commands
