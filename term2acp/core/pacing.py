@@ -61,11 +61,14 @@ _free_until = [0.0]  # time.monotonic() before which the next spaced section doe
 @contextlib.contextmanager
 def spaced():
     """A section that holds the hub in one piece: one at a time, each after the hub has
-    been free at least as long as the section before it held it (at most ``SPACE_MAX``)."""
+    been free at least as long as the section before it held it (at most ``SPACE_MAX``),
+    and after a poll for I/O when the hub is overdue."""
     with _one_at_a_time:
         pause = _free_until[0] - time.monotonic()
         if pause > 0:
             gevent.sleep(min(pause, SPACE_MAX))
+        elif overdue():  # not on top of what ran since the last poll
+            breathe()
         began = time.monotonic()
         try:
             yield
