@@ -22,10 +22,9 @@ import codecs
 
 from term2acp.core.offhub import STEP, newlines
 from term2acp.tools.base import ToolError
-from term2acp.tools.region import CONTEXT, common_prefix, common_suffix
+from term2acp.tools.region import CONTEXT, common_prefix, common_suffix, hunk_places
 
 MAX_PLACES = 64  # replacements spliced in pieces; more are made on the text
-NL = ord("\n")
 WINDOW = 4096  # bytes around the first and last change where the diff's edges are sought
 
 
@@ -70,38 +69,11 @@ def splice(data, edit, shown):
 
 def splice_hunks(data, hunks):
     """``(pieces, hunks, first_line, diff_region)`` of a patch's hunks on ``data`` (a big
-    file's bytes, valid UTF-8) when each hunk's old lines occur exactly once, whole
-    lines, after the previous hunk (under its ``@@`` line, if any): ``region.splice_hunks``
-    on the bytes. None when any hunk needs more (``patch.apply_hunks`` on the text)."""
-    if b"\r" in data:
-        return None
-    changes, cursor = [], 0
-    for hunk in hunks:
-        if not hunk.old or hunk.at_end:
-            return None
-        block = "\n".join(hunk.old).encode("utf-8")
-        if data.count(block) != 1:
-            return None
-        at = data.find(block)
-        end = at + len(block)
-        if at < cursor or (at and data[at - 1] != NL) or (end < len(data) and data[end] != NL):
-            return None
-        if hunk.header and not _line_in(data, hunk.header.encode("utf-8"), cursor, at):
-            return None
-        changes.append((at, len(block), "\n".join(hunk.new).encode("utf-8")))
-        cursor = end
-    return _spliced(data, changes, len(hunks))
-
-
-def _line_in(data, line, start, end):
-    """True when ``line`` is a whole line of ``data`` between ``start`` and ``end``."""
-    at = data.find(line, start, end)
-    while at != -1:
-        after = at + len(line)
-        if (at == 0 or data[at - 1] == NL) and (after == len(data) or data[after] == NL):
-            return True
-        at = data.find(line, at + 1, end)
-    return False
+    file's bytes, valid UTF-8) when ``region.splice_hunks`` would take them (each hunk's
+    old lines once, whole lines, in order, under its ``@@`` line); None when any hunk
+    needs more (``patch.apply_hunks`` on the text)."""
+    places = hunk_places(data, hunks)
+    return None if places is None else _spliced(data, places, len(hunks))
 
 
 def _spliced(data, changes, count):

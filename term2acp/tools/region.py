@@ -88,33 +88,52 @@ def splice_hunks(text, hunks):
     any): found by ``str.find``/``count`` and spliced, never split into lines. None when
     any hunk needs more (a loose match, two candidates, an addition or an end-of-file
     hunk, CRLF line endings): ``patch.apply_hunks`` decides those."""
-    if len(text) <= REGION_OVER or "\r" in text:
+    if len(text) <= REGION_OVER:
+        return None
+    places = hunk_places(text, hunks)
+    if places is None:
         return None
     pieces, cursor = [], 0
+    for at, size, new in places:
+        pieces += [text[cursor:at], new]
+        cursor = at + size
+    return "".join(pieces + [text[cursor:]])
+
+
+def hunk_places(text, hunks):
+    """``[(at, old length, new)]`` of the hunks in ``text`` (a ``str``, or the bytes of
+    valid UTF-8: ``tools/bigedit.py``), in order, under :func:`splice_hunks`' rules; None
+    when any hunk needs more."""
+    as_text = (lambda words: words.encode("utf-8")) if isinstance(text, bytes) else str
+    newline = as_text("\n")
+    if as_text("\r") in text:
+        return None
+    places, cursor = [], 0
     for hunk in hunks:
         if not hunk.old or hunk.at_end:
             return None
-        block = "\n".join(hunk.old)
+        block = as_text("\n".join(hunk.old))
         if text.count(block) != 1:
             return None
         at = text.find(block)
         end = at + len(block)
-        if at < cursor or (at and text[at - 1] != "\n") or (end < len(text) and
-                                                           text[end] != "\n"):
+        if at < cursor or (at and text[at - 1:at] != newline) or (
+                end < len(text) and text[end:end + 1] != newline):
             return None
-        if hunk.header and not _line_in(text, hunk.header, cursor, at):
+        if hunk.header and not _line_in(text, as_text(hunk.header), cursor, at, newline):
             return None
-        pieces += [text[cursor:at], "\n".join(hunk.new)]
+        places.append((at, len(block), as_text("\n".join(hunk.new))))
         cursor = end
-    return "".join(pieces + [text[cursor:]])
+    return places
 
 
-def _line_in(text, line, start, end):
+def _line_in(text, line, start, end, newline):
     """True when ``line`` is a whole line of ``text`` between ``start`` and ``end``."""
     at = text.find(line, start, end)
     while at != -1:
         after = at + len(line)
-        if (at == 0 or text[at - 1] == "\n") and (after == len(text) or text[after] == "\n"):
+        if (at == 0 or text[at - 1:at] == newline) and (
+                after == len(text) or text[after:after + 1] == newline):
             return True
         at = text.find(line, at + 1, end)
     return False
