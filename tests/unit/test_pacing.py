@@ -73,7 +73,7 @@ def test_overdue_counts_the_work_since_the_hub_last_polled_whoever_did_it():
 def test_launches_started_together_leave_the_hub_free_between_them():
     """sh holds the hub until a child has exec'd: three launches asked for at once go one
     at a time, with the hub free in between (core/pacing.spaced), so a greenlet waiting
-    for input gets in after the first, not after all three."""
+    for input gets in after the first at the latest, not after all three."""
     from term2acp.sandbox import process
 
     read_fd, write_fd = os.pipe()
@@ -91,7 +91,7 @@ def test_launches_started_together_leave_the_hub_free_between_them():
         waiting = gevent.spawn(reader)
         gevent.sleep(0)  # the reader is now waiting for I/O
         gevent.joinall([gevent.spawn(launch) for _ in range(3)] + [waiting], timeout=10)
-        assert len(launched) == 3 and seen == [1]
+        assert len(launched) == 3 and seen in ([0], [1])  # (0: the hub was overdue first)
     finally:
         for child in children:
             child.kill()
