@@ -93,12 +93,13 @@ class FileChange:
                 offhub.heavy(len(self.data), _joined, self.pieces))
 
     def diff(self):
-        if self.shown is None and self.region is not None:
-            old, new, line = self.region
-            self.shown = {"type": "diff", "path": self.dest or self.real, "old": old,
-                          "new": new, "line": line}
         if self.shown is None:
-            self.shown = diff_item(self.dest or self.real, self.old, self.new)
+            if self.region is not None:  # a spliced big file: the changed region
+                old, new, line = self.region
+                self.shown = {"type": "diff", "path": self.dest or self.real, "old": old,
+                              "new": new, "line": line}
+            else:
+                self.shown = diff_item(self.dest or self.real, self.old, self.new)
             if self.dest is not None:
                 self.shown["old_path"] = self.real
         return self.shown

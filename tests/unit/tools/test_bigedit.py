@@ -146,6 +146,24 @@ def test_the_hub_answers_while_a_big_file_is_edited(ctx, root, tool, arguments, 
         assert written in fh.read()
 
 
+def test_a_big_file_patched_and_moved_shows_where_it_came_from(ctx, root):
+    text = big_text()
+    with open(os.path.join(root, "big.log"), "w") as fh:
+        fh.write(text)
+    tool = ApplyPatchTool()
+    args = tool.load({"input": "*** Begin Patch\n*** Update File: big.log\n*** Move to: "
+                               "moved.log\n-line 30001: naïve café — worker 30001\n+moved\n"
+                               "*** End Patch"})
+    result = tool.run(args, ctx, tool.approval(args, ctx))
+    [diff] = [item for item in result.content if item["type"] == "diff"]
+    assert diff["path"] == os.path.join(root, "moved.log")
+    assert diff["old_path"] == os.path.join(root, "big.log")
+    assert "+moved" not in diff["old"] and "moved" in diff["new"]
+    assert sorted(os.listdir(root)) == ["moved.log"]
+    with open(os.path.join(root, "moved.log"), encoding="utf-8") as fh:
+        assert fh.read() == text.replace("line 30001: naïve café — worker 30001\n", "moved\n")
+
+
 def test_a_cancelled_big_edit_leaves_the_file_whole_and_no_temp_file(ctx, root):
     """Killed while its thread works, the edit waits for the thread (which may be using a
     descriptor the unwinding closes), then writes nothing or everything."""
