@@ -27,7 +27,7 @@ from term2acp.tools import bigedit, editor_io
 from term2acp.tools.atomic import open_dirs
 from term2acp.tools.base import EditorError, Plan, Tool, ToolError, ToolResult, identity
 from term2acp.tools.changeset import ChangeSet
-from term2acp.tools.edit import (diff_item, edit_limit, first_changed_line, not_utf8,
+from term2acp.tools.edit import (decoded, diff_item, edit_limit, first_changed_line,
                                  over_limit, read_bytes)
 from term2acp.tools.region import REGION_OVER, splice_hunks
 from term2acp.tools.files import open_regular
@@ -90,7 +90,7 @@ class FileChange:
         if self.pieces is None:
             return self.old, self.new
         return (offhub.heavy(len(self.data), offhub.decode, self.data),
-                offhub.heavy(len(self.data), _joined, self.pieces))
+                offhub.heavy(len(self.data), bigedit.text_of, self.pieces))
 
     def diff(self):
         if self.shown is None:
@@ -174,16 +174,13 @@ class ApplyPatchTool(Tool):
                             "nothing was changed. Use '*** Add File' to create it.")
         spliced = None
         if len(data) > REGION_OVER:  # a big file's plain case, in its bytes (tools/bigedit.py)
-            spliced = offhub.heavy(len(data), _spliced, data, op.hunks, shown)
+            spliced = offhub.heavy(len(data), bigedit.splice_hunks, data, op.hunks, shown)
         if spliced is not None:
             pieces, hunks, line, diff = spliced
             change = FileChange("update", real, seen=seen, hunks=hunks, data=data,
                                 pieces=pieces, region=diff, line=line)
         else:
-            try:
-                old = offhub.heavy(len(data), offhub.decode, data)
-            except UnicodeDecodeError as exc:
-                raise not_utf8(shown, exc.start) from None
+            old = decoded(data, shown)
             new, loose = offhub.heavy(len(old), _updated, old, op.hunks, shown)
             change = FileChange("update", real, old, new, seen, hunks=len(op.hunks),
                                 loose=loose)
@@ -216,18 +213,6 @@ class ApplyPatchTool(Tool):
             for path, real in ((op.path, change.real), (op.move_to, change.dest)):
                 if path is not None and real is not None and resolve_path(ctx, path) != real:
                     raise not_approved(ctx, path, resolve_path(ctx, path), "written")
-
-
-def _spliced(data, hunks, shown):
-    """``bigedit.splice_hunks`` once ``data`` is known to be UTF-8 (in the pool's thread)."""
-    bad = bigedit.utf8_error(data)
-    if bad is not None:
-        raise not_utf8(shown, bad)
-    return bigedit.splice_hunks(data, hunks)
-
-
-def _joined(pieces):
-    return offhub.decode(b"".join(pieces))
 
 
 def _updated(old, hunks, shown):

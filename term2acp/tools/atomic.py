@@ -25,8 +25,9 @@ log = logging.getLogger(__name__)
 
 
 def write_atomically(ctx, real, data, exclusive, seen=None):
-    """Put ``data`` (bytes, or a list of pieces) at ``real`` in one step; ``exclusive`` refuses when ``real`` exists, and
-    ``seen`` (``base.identity`` of the file read) when ``real`` is another file now."""
+    """Put ``data`` (bytes, or a list of pieces) at ``real`` in one step; ``exclusive``
+    refuses when ``real`` exists, and ``seen`` (``base.identity`` of the file read) when
+    ``real`` is another file now."""
     parent, name = os.path.split(real)
     ctx.before_write(real)  # the turn's checkpoint: what the file is now
     dfd = open_dirs(ctx, parent)

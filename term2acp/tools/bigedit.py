@@ -20,12 +20,29 @@ of the one before; a loose hunk) returns None, and the text path does it.
 
 import codecs
 
-from term2acp.core.offhub import STEP, newlines
+from term2acp.core.offhub import STEP, decode, newlines
 from term2acp.tools.base import ToolError
 from term2acp.tools.region import CONTEXT, common_prefix, common_suffix, hunk_places
 
 MAX_PLACES = 64  # replacements spliced in pieces; more are made on the text
 WINDOW = 4096  # bytes around the first and last change where the diff's edges are sought
+
+
+def not_utf8(shown, at):
+    """The refusal of a file that is not UTF-8 (the text path's too)."""
+    return ToolError(f"{shown} is not valid UTF-8 (byte {at}); editing it as text would "
+                     "corrupt it. Use the shell to change it.")
+
+
+def text_of(pieces):
+    """The text of a spliced file's pieces (for the editor, which writes text)."""
+    return decode(b"".join(pieces))
+
+
+def _check_utf8(data, shown):
+    bad = utf8_error(data)
+    if bad is not None:
+        raise not_utf8(shown, bad)
 
 
 def utf8_error(data):
@@ -50,7 +67,8 @@ def splice(data, edit, shown):
     """``(pieces, count, first_line, diff_region)`` of the one ``edit`` on ``data`` (a big
     file's bytes, valid UTF-8), or None when it is not the plain case (module docstring).
     ``diff_region`` is ``(old, new, line)``: the changed lines with context, as text, and
-    the 1-based line where they start."""
+    the 1-based line where they start. Raises ToolError for a file that is not UTF-8."""
+    _check_utf8(data, shown)
     old, new = edit["old_text"], edit["new_text"]
     crlf = b"\r" in data and b"\r\n" in data  # one byte is found faster than two
     if crlf and "\r\n" not in old:  # the model writes LF; the file uses CRLF
@@ -67,11 +85,12 @@ def splice(data, edit, shown):
     return _spliced(data, [(at, len(old_b), new_b) for at in places], count)
 
 
-def splice_hunks(data, hunks):
+def splice_hunks(data, hunks, shown):
     """``(pieces, hunks, first_line, diff_region)`` of a patch's hunks on ``data`` (a big
-    file's bytes, valid UTF-8) when ``region.splice_hunks`` would take them (each hunk's
-    old lines once, whole lines, in order, under its ``@@`` line); None when any hunk
-    needs more (``patch.apply_hunks`` on the text)."""
+    file's bytes) when ``region.splice_hunks`` would take them (each hunk's old lines
+    once, whole lines, in order, under its ``@@`` line); None when any hunk needs more
+    (``patch.apply_hunks`` on the text). Raises ToolError for a file that is not UTF-8."""
+    _check_utf8(data, shown)
     places = hunk_places(data, hunks)
     return None if places is None else _spliced(data, places, len(hunks))
 

@@ -54,7 +54,6 @@ class EditPlan(Plan):
     diff: dict | None = None  # the one diff item: shown with the request and in the result
     seen: tuple | None = None  # base.identity() of the file read (None: it did not exist)
     pieces: list | None = None  # a big file's new bytes, unjoined (``old``, ``new``: None)
-    size: int = 0  # bytes of the file read
     line: int | None = None  # the first changed line, when known
 
     @property
@@ -68,15 +67,15 @@ def read_existing(ctx, real):
     data, seen = read_bytes(ctx, real)
     if data is None:
         return None, None
+    return decoded(data, display_path(ctx, real)), seen
+
+
+def decoded(data, shown):
+    """The text of a file's ``data`` (strict UTF-8; a big file's decoded off the hub)."""
     try:
-        return offhub.heavy(len(data), offhub.decode, data), seen
+        return offhub.heavy(len(data), offhub.decode, data)
     except UnicodeDecodeError as exc:
-        raise not_utf8(display_path(ctx, real), exc.start) from None
-
-
-def not_utf8(shown, at):
-    return ToolError(f"{shown} is not valid UTF-8 (byte {at}); editing it as text would "
-                     "corrupt it. Use the shell to change it.")
+        raise bigedit.not_utf8(shown, exc.start) from None
 
 
 def read_bytes(ctx, real):
@@ -103,7 +102,7 @@ def read_bytes(ctx, real):
 
 def diff_item(real, old, new):
     """The tool call's diff (``region.diff_item``; a big file's off the hub)."""
-    size = min(len(old), len(new)) if old is not None and new is not None else 0
+    size = max(len(old), len(new)) if old is not None and new is not None else 0
     return offhub.heavy(size, region.diff_item, real, old, new)
 
 
@@ -125,7 +124,7 @@ def write_text(ctx, path, plan):
     real, exclusive = plan.target, plan.seen is None
     if plan.pieces is not None:  # a big file's edit (tools/bigedit.py)
         if editor_io.editor_writes(ctx, real):
-            text = offhub.heavy(plan.size, _joined, plan.pieces)
+            text = offhub.heavy(sum(map(len, plan.pieces)), bigedit.text_of, plan.pieces)
             if editor_io.write_via_editor(ctx, real, text, exclusive, plan.seen):
                 return
         write_atomically(ctx, real, plan.pieces, exclusive, plan.seen)
@@ -133,9 +132,6 @@ def write_text(ctx, path, plan):
         data = offhub.heavy(len(plan.new), offhub.encode, plan.new)  # (the editor saves it)
         write_atomically(ctx, real, data, exclusive, plan.seen)
 
-
-def _joined(pieces):
-    return offhub.decode(b"".join(pieces))
 
 
 class _WriteTool(Tool):
@@ -278,17 +274,14 @@ class EditFileTool(_WriteTool):
         data, plan.seen = read_bytes(ctx, real)
         if data is None:
             raise ToolError(f"{shown} does not exist. Use create_file to create it.")
-        plan.notes, plan.size = [], len(data)
+        plan.notes = []
         if len(data) > region.REGION_OVER and len(args["edits"]) == 1:
-            spliced = offhub.heavy(len(data), _spliced, data, args["edits"][0], shown)
+            spliced = offhub.heavy(len(data), bigedit.splice, data, args["edits"][0], shown)
             if spliced is not None:
                 plan.pieces, plan.count, plan.line, (old, new, line) = spliced
                 plan.diff = {"type": "diff", "path": real, "old": old, "new": new, "line": line}
                 return
-        try:
-            old = offhub.heavy(len(data), offhub.decode, data)
-        except UnicodeDecodeError as exc:
-            raise not_utf8(shown, exc.start) from None
+        old = decoded(data, shown)
         plan.new, plan.count = offhub.heavy(len(old), apply_edits, old, args["edits"], shown,
                                             plan.notes)
         plan.old = old
@@ -331,14 +324,6 @@ def apply_edits(text, edits, shown, notes=None):
         text = text.replace(old, new) if edit["replace_all"] else text.replace(old, new, 1)
         total += count if edit["replace_all"] else 1
     return text, total
-
-
-def _spliced(data, edit, shown):
-    """``bigedit.splice`` once ``data`` is known to be UTF-8 (in the pool's thread)."""
-    bad = bigedit.utf8_error(data)
-    if bad is not None:
-        raise not_utf8(shown, bad)
-    return bigedit.splice(data, edit, shown)
 
 
 def _forgiving(label, shown, text, edit, crlf, after_others, notes):

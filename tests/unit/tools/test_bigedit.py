@@ -88,7 +88,7 @@ def test_a_patchs_hunks_spliced_are_the_text_splice():
     [op] = parse(patch)
     expected = region.splice_hunks(text, op.hunks)
     pieces, count, first_line, (before, after, line) = bigedit.splice_hunks(text.encode(),
-                                                                           op.hunks)
+                                                                           op.hunks, "f")
     assert b"".join(pieces) == expected.encode() and count == 2
     assert first_line == region.first_line(text, expected) == 1001
     shown = region.diff_item("/f", text, expected)
@@ -103,6 +103,10 @@ def test_what_a_splice_does_not_do_is_left_to_the_text():
                                  "replace_all": False}, "f") is None  # the error names lines
     with pytest.raises(ToolError, match="identical"):
         bigedit.splice(data, {"old_text": "a", "new_text": "a", "replace_all": False}, "f")
+    bad = data[:offhub.STEP + 3] + b"\xff" + data[offhub.STEP + 4:]
+    with pytest.raises(ToolError, match=rf"f is not valid UTF-8 \(byte {offhub.STEP + 3}\)"):
+        bigedit.splice(bad, {"old_text": "worker 1\n", "new_text": "x", "replace_all": False},
+                       "f")
 
 
 EDIT = {"path": "big.log", "edits": [
