@@ -105,7 +105,8 @@ def _replace_at(ctx, dfd, name, data, exclusive, real, seen):
         if exclusive:
             os.link(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
         else:
-            os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+            # the file replaced is freed in the call: a big one's pages, off the hub
+            offhub.heavy(st.st_size if st else 0, _replace, dfd, tmp, name)
     except FileExistsError:
         raise ToolError(f"{display_path(ctx, real)} appeared while writing; nothing was "
                         "written.") from None
@@ -141,9 +142,19 @@ def _fill(fd, pieces):
     os.fsync(fd)
 
 
+def _replace(dfd, source, target):
+    os.replace(source, target, src_dir_fd=dfd, dst_dir_fd=dfd)
+
+
+def _unlink(dfd, name):
+    os.unlink(name, dir_fd=dfd)
+
+
 def _unlink_quietly(dfd, name):
+    """Remove ``name`` if it is there (a big file's pages are freed off the hub)."""
     try:
-        os.unlink(name, dir_fd=dfd)
+        size = os.stat(name, dir_fd=dfd, follow_symlinks=False).st_size
+        offhub.heavy(size, _unlink, dfd, name)
     except FileNotFoundError:
         pass
     except OSError as exc:
