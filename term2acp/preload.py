@@ -9,11 +9,13 @@ session announces after its answer (or a prompt). Once the lines queued by then 
 written (the session's answer), a thread of gevent's pool does the work: it shares the
 interpreter with no session call an editor sends right after ``initialize``, and it is
 done long before a person has typed a prompt. ``ready`` is set when it is done, or has
-failed. The sandbox is probed (a bwrap run, on the hub) as soon as its module is loaded,
-beside the rest of the loading: its launch holds the hub a few milliseconds, and not when
-the prompts that waited for ``ready`` all go on at once. Then web_fetch's HTML converter
-(``CONVERTER``, a few hundred ms of imports) is loaded in the thread, so no first fetch
-pays for it.
+failed. The sandbox module comes first, and the sandbox is probed (a bwrap run, on the
+hub) right then: the rest of the loading waits for bwrap to have started (at most
+``PROBE_FIRST``), so the launch, which holds the hub a few milliseconds, has no import
+beside it and does not land when the prompts that waited for ``ready`` go on at once;
+``ready`` never waits for the probe's end. Once the hub is idle after that, web_fetch's
+HTML converter (``CONVERTER``, ~20 ms of imports) is loaded in the thread, so no first
+fetch pays for it.
 When the thread failed, :meth:`Preload.tools` loads the tools on the hub, which reports
 the error where it always did.
 
