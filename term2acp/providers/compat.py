@@ -7,8 +7,9 @@ both. Another server is asked once per agent process and base URL: the first req
 goes to ``/responses`` with the key; a server without the route (404, 405, 501, or a
 400 about the route) gets Chat Completions from then on, and one that refuses the field
 by name (a 400 or 422 naming ``prompt_cache_key``) gets requests without it. What a
-server accepted or refused is remembered for the rest of the process. A provider
-section's ``api`` or ``prompt_cache_key`` settles the question without asking.
+server accepted or refused is remembered for the rest of the process; requests that asked
+at the same moment (twenty sessions prompted at once) each go again the other way. A
+provider section's ``api`` or ``prompt_cache_key`` settles the question without asking.
 """
 
 from term2acp.providers.errors import ContextOverflow, ProviderHTTPError
@@ -54,12 +55,16 @@ class Server:
         if not isinstance(error, ProviderHTTPError) or isinstance(error, ContextOverflow):
             return False
         text = str(error).lower()
+        # several requests may have asked at once: one that comes back after another has
+        # learned the same answer goes again the other way too; only what the server did
+        # accept before (learned True / "responses") makes a refusal a real error
         if keyed and self.cache_key is None and error.status in (400, 422) \
-                and "prompt_cache_key" in text:
+                and "prompt_cache_key" in text and self.learned.get("cache_key") is not True:
             self.learned["cache_key"] = False
             return True
-        if api == "responses" and self.api is None and "api" not in self.learned and (
-                error.status in NO_ROUTE or error.status == 400 and "/responses" in text):
+        if api == "responses" and self.api is None and \
+                self.learned.get("api") != "responses" and (
+                    error.status in NO_ROUTE or error.status == 400 and "/responses" in text):
             self.learned["api"] = "chat"
             return True
         return False

@@ -293,3 +293,21 @@ def test_openai_module_import_does_not_import_the_sdk():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                          text=True, timeout=60, check=True)
     assert json.loads(out.stdout) == []
+
+
+def test_a_chat_only_server_asked_by_several_requests_at_once_answers_them_all(server):
+    """Twenty sessions prompted at once against a compatible server without the Responses
+    API: every first request goes to /responses, and each 404 sends its own request to
+    Chat Completions, also the ones that come after another has learned the route is
+    missing (they failed with the 404 before)."""
+    server.responses = False
+    server.enqueue(*[openai_sse(oa_text(f"answer {n}"), oa_finish("stop")) for n in range(4)])
+    url = server.openai_url
+    providers = [OpenAIProvider(api_key=KEY, base_url=url, max_retries=0) for _ in range(4)]
+    with gevent.Timeout(10):
+        jobs = [gevent.spawn(lambda p=p: list(p.stream(ask()))) for p in providers]
+        gevent.joinall(jobs)
+    assert [job.exception for job in jobs] == [None] * 4
+    texts = sorted("".join(e.text for e in job.value if isinstance(e, TextDelta)) for job in jobs)
+    assert texts == [f"answer {n}" for n in range(4)]
+    assert len(server.no_route) == 4  # each had gone to /responses before any 404 came
